@@ -1,0 +1,28 @@
+import { randomUUID } from 'node:crypto';
+import type { EventBody, EventType } from './events.js';
+import type { Envelope } from './parse-envelope.js';
+import { serviceOf } from './topology.js';
+
+/** What a producer says about a new event; the envelope adds identity and time. */
+export interface EventDraft<T extends EventType = EventType> {
+  readonly type: T;
+  readonly body: EventBody<T>;
+  readonly aggregateId: string;
+  readonly aggregateVersion: number;
+  readonly correlationId: string;
+  /** The message id that caused this event, or null at the edge (an HTTP request). */
+  readonly causationId: string | null;
+  readonly traceparent?: string;
+}
+
+/** Assigns the message id, the one identity every redelivery of this event will carry. */
+export function createEnvelope<T extends EventType>(draft: EventDraft<T>, now: Date): Envelope<T> {
+  const { traceparent, ...rest } = draft;
+  return {
+    messageId: randomUUID(),
+    producer: serviceOf(draft.type),
+    occurredAt: now.toISOString(),
+    ...rest,
+    ...(traceparent === undefined ? {} : { traceparent }),
+  } as Envelope<T>;
+}

@@ -1,0 +1,13 @@
+export { envelopeSchema, type RawEnvelope } from './envelope.js';
+export * from './events.js';
+export * from './topology.js';
+export {
+  parseEnvelope,
+  boundReason,
+  MAX_REASON_LENGTH,
+  type Envelope,
+  type ContractError,
+  type ContractErrorCode,
+  type ParseResult,
+} from './parse-envelope.js';
+export { createEnvelope, type EventDraft } from './create-envelope.js';

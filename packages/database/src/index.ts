@@ -1,0 +1,3 @@
+export { migrate, readMigrations, createDatabaseIfMissing, dropDatabase, MigrationError } from './migrate.js';
+export type { MigrateOptions, MigrationFile } from './migrate.js';
+export { findSchemaDrift } from './schema-drift.js';

@@ -1,0 +1,169 @@
+import { createHash, randomUUID } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import pg from 'pg';
+
+/**
+ * Prisma's own bookkeeping table, created exactly as `prisma migrate deploy` creates it, so a
+ * user who has the schema engine can switch to `prisma migrate deploy/dev` on a database this
+ * migrator prepared, without a reset.
+ */
+const CREATE_MIGRATIONS_TABLE = `
+CREATE TABLE IF NOT EXISTS "_prisma_migrations" (
+    "id"                    VARCHAR(36) PRIMARY KEY NOT NULL,
+    "checksum"              VARCHAR(64) NOT NULL,
+    "finished_at"           TIMESTAMPTZ,
+    "migration_name"        VARCHAR(255) NOT NULL,
+    "logs"                  TEXT,
+    "rolled_back_at"        TIMESTAMPTZ,
+    "started_at"            TIMESTAMPTZ NOT NULL DEFAULT now(),
+    "applied_steps_count"   INTEGER NOT NULL DEFAULT 0
+)`;
+
+/** One key for every idem migrator, so two starting instances never migrate at once. */
+const MIGRATION_LOCK_KEY = 72_707_369;
+
+export class MigrationError extends Error {
+  constructor(
+    readonly code: 'checksum_mismatch' | 'failed_migration' | 'migration_failed' | 'missing_migrations',
+    message: string,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+  }
+}
+
+export interface MigrateOptions {
+  readonly databaseUrl: string;
+  /** A Prisma migrations folder: `<timestamp>_<name>/migration.sql` + `migration_lock.toml`. */
+  readonly migrationsDir: string;
+  readonly log?: (line: string) => void;
+}
+
+export interface MigrationFile {
+  readonly name: string;
+  readonly sql: string;
+  /** sha256 of the file, hex: the checksum Prisma records and compares. */
+  readonly checksum: string;
+}
+
+export function readMigrations(migrationsDir: string): MigrationFile[] {
+  if (!existsSync(migrationsDir)) {
+    throw new MigrationError('missing_migrations', `no migrations folder at ${migrationsDir}`);
+  }
+  return readdirSync(migrationsDir, { withFileTypes: true })
+    .filter((entry) => entry.isDirectory() && existsSync(join(migrationsDir, entry.name, 'migration.sql')))
+    .map((entry) => entry.name)
+    .sort()
+    .map((name) => {
+      const bytes = readFileSync(join(migrationsDir, name, 'migration.sql'));
+      return { name, sql: bytes.toString('utf8'), checksum: createHash('sha256').update(bytes).digest('hex') };
+    });
+}
+
+/**
+ * Applies pending migrations the way `prisma migrate deploy` would, without its engine:
+ * creates the database if missing, holds an advisory lock, refuses edited or failed
+ * migrations, and runs each new one in a transaction together with its bookkeeping row.
+ * Idempotent: a second run applies nothing. Returns the names it applied.
+ */
+export async function migrate({ databaseUrl, migrationsDir, log = () => {} }: MigrateOptions): Promise<string[]> {
+  const migrations = readMigrations(migrationsDir);
+  await createDatabaseIfMissing(databaseUrl, log);
+
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
+    await client.query(CREATE_MIGRATIONS_TABLE);
+    const { rows } = await client.query<{ migration_name: string; checksum: string; finished_at: Date | null }>(
+      `SELECT migration_name, checksum, finished_at FROM "_prisma_migrations" WHERE rolled_back_at IS NULL`,
+    );
+    const recorded = new Map(rows.map((row) => [row.migration_name, row]));
+
+    const applied: string[] = [];
+    for (const migration of migrations) {
+      const row = recorded.get(migration.name);
+      if (row?.finished_at === null) {
+        throw new MigrationError(
+          'failed_migration',
+          `migration ${migration.name} started but never finished; resolve it (prisma migrate resolve) before migrating again`,
+        );
+      }
+      if (row && row.checksum !== migration.checksum) {
+        throw new MigrationError(
+          'checksum_mismatch',
+          `migration ${migration.name} was edited after it was applied (checksum ${row.checksum} in the database, ` +
+            `${migration.checksum} on disk); add a new migration instead of changing an applied one`,
+        );
+      }
+      if (row) continue;
+      await applyMigration(client, migration);
+      log(`applied migration ${migration.name}`);
+      applied.push(migration.name);
+    }
+    return applied;
+  } finally {
+    await client.end();
+  }
+}
+
+async function applyMigration(client: pg.Client, migration: MigrationFile): Promise<void> {
+  try {
+    await client.query('BEGIN');
+    const id = randomUUID();
+    await client.query(
+      `INSERT INTO "_prisma_migrations" (id, checksum, migration_name, started_at, applied_steps_count)
+       VALUES ($1, $2, $3, now(), 0)`,
+      [id, migration.checksum, migration.name],
+    );
+    await client.query(migration.sql);
+    await client.query(
+      `UPDATE "_prisma_migrations" SET finished_at = now(), applied_steps_count = 1 WHERE id = $1`,
+      [id],
+    );
+    await client.query('COMMIT');
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw new MigrationError(
+      'migration_failed',
+      `migration ${migration.name} failed and was rolled back: ${(error as Error).message}`,
+      { cause: error },
+    );
+  }
+}
+
+/** Connects to the server's `postgres` database and creates the target database if absent. */
+export async function createDatabaseIfMissing(databaseUrl: string, log: (line: string) => void = () => {}) {
+  const url = new URL(databaseUrl);
+  const name = decodeURIComponent(url.pathname.slice(1));
+  url.pathname = '/postgres';
+  const admin = new pg.Client({ connectionString: url.toString() });
+  await admin.connect();
+  try {
+    const { rowCount } = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
+    if (rowCount) return;
+    await admin.query(`CREATE DATABASE ${pg.escapeIdentifier(name)}`).catch((error: { code?: string }) => {
+      // Another instance created it between our check and our CREATE: that is the goal.
+      // (42P04 when it had committed; 23505 on the catalog's index when both raced.)
+      if (error.code !== '42P04' && error.code !== '23505') throw error;
+    });
+    log(`created database ${name}`);
+  } finally {
+    await admin.end();
+  }
+}
+
+/** Drops a database (tests only): terminates its connections first. */
+export async function dropDatabase(databaseUrl: string): Promise<void> {
+  const url = new URL(databaseUrl);
+  const name = decodeURIComponent(url.pathname.slice(1));
+  url.pathname = '/postgres';
+  const admin = new pg.Client({ connectionString: url.toString() });
+  await admin.connect();
+  try {
+    await admin.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`);
+  } finally {
+    await admin.end();
+  }
+}

@@ -1,0 +1,56 @@
+/**
+ * Test support for idem's integration tiers: a fresh, migrated PostgreSQL database and fresh
+ * queue names per test file, against the real servers on localhost.
+ */
+import { randomBytes } from 'node:crypto';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { PrismaPg } from '@prisma/adapter-pg';
+import { dropDatabase, migrate } from '@idem/database';
+import { PrismaClient } from './generated/prisma/client.js';
+
+export { PrismaClient };
+export type { Prisma } from './generated/prisma/client.js';
+
+/** The testkit's own schema and migrations: the tables every idem service has, plus a tiny business. */
+export const testkitPrismaDir = join(dirname(fileURLToPath(import.meta.url)), '../prisma');
+
+export const postgresServerUrl = process.env.TEST_POSTGRES_URL ?? 'postgresql://postgres@127.0.0.1:5432';
+export const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+
+/** A name no other test file or run will use: `<label>_<time>_<random>`. */
+export function uniqueName(label: string): string {
+  return `${label}_${Date.now().toString(36)}_${randomBytes(3).toString('hex')}`;
+}
+
+export interface TestDatabase {
+  readonly url: string;
+  readonly prisma: PrismaClient;
+  /** Another client on the same database, as a second service instance would have. */
+  connect(): PrismaClient;
+  drop(): Promise<void>;
+}
+
+/** Creates and migrates a database for one test file (the testkit's schema unless told otherwise). */
+export async function createTestDatabase(
+  label: string,
+  migrationsDir = join(testkitPrismaDir, 'migrations'),
+): Promise<TestDatabase> {
+  const url = `${postgresServerUrl}/${uniqueName(`idem_test_${label}`).toLowerCase()}`;
+  await migrate({ databaseUrl: url, migrationsDir });
+  const clients: PrismaClient[] = [];
+  const connect = () => {
+    const client = new PrismaClient({ adapter: new PrismaPg({ connectionString: url }) });
+    clients.push(client);
+    return client;
+  };
+  return {
+    url,
+    prisma: connect(),
+    connect,
+    async drop() {
+      await Promise.all(clients.map((client) => client.$disconnect()));
+      await dropDatabase(url);
+    },
+  };
+}
