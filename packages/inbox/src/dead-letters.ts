@@ -1,0 +1,77 @@
+import { boundReason } from '@idem/contracts';
+import type { SqlClient } from './sql-client.js';
+
+/** A message that cannot be processed, kept with why, for inspection and replay. */
+export interface DeadLetter {
+  readonly consumer: string;
+  /** The message id, or the broker's id for a message too malformed to carry one. */
+  readonly messageId: string;
+  /** The message exactly as it was delivered. */
+  readonly payload: unknown;
+  readonly code: string;
+  readonly reason: string;
+  readonly attempts: number;
+  readonly deadLetteredAt: Date;
+  readonly replayedAt: Date | null;
+  readonly replayCount: number;
+}
+
+export type NewDeadLetter = Pick<DeadLetter, 'consumer' | 'messageId' | 'payload' | 'code' | 'reason' | 'attempts'>;
+
+export interface DeadLetters {
+  /** Keeps a dead letter; recording the same message again (after a replay) updates it. */
+  record(deadLetter: NewDeadLetter): Promise<void>;
+  /** Dead letters not replayed yet, oldest first. */
+  list(filter?: { consumer?: string; limit?: number }): Promise<DeadLetter[]>;
+  markReplayed(consumer: string, messageId: string): Promise<void>;
+}
+
+interface DeadLetterRow {
+  consumer: string;
+  message_id: string;
+  payload: unknown;
+  code: string;
+  reason: string;
+  attempts: number;
+  dead_lettered_at: Date;
+  replayed_at: Date | null;
+  replay_count: number;
+}
+
+export function createDeadLetters(db: SqlClient, now: () => Date): DeadLetters {
+  return {
+    async record({ consumer, messageId, payload, code, reason, attempts }) {
+      await db.$executeRaw`
+        INSERT INTO dead_letters (consumer, message_id, payload, code, reason, attempts, dead_lettered_at)
+        VALUES (${consumer}, ${messageId}, ${JSON.stringify(payload ?? null)}::jsonb, ${code}, ${boundReason(reason)},
+                ${attempts}, ${now()})
+        ON CONFLICT (consumer, message_id) DO UPDATE
+          SET payload = EXCLUDED.payload, code = EXCLUDED.code, reason = EXCLUDED.reason,
+              attempts = EXCLUDED.attempts, dead_lettered_at = EXCLUDED.dead_lettered_at, replayed_at = NULL`;
+    },
+    async list({ consumer, limit = 100 } = {}) {
+      const rows = await db.$queryRaw<DeadLetterRow[]>`
+        SELECT consumer, message_id, payload, code, reason, attempts, dead_lettered_at, replayed_at, replay_count
+          FROM dead_letters
+         WHERE replayed_at IS NULL AND (${consumer ?? null}::text IS NULL OR consumer = ${consumer ?? null})
+         ORDER BY dead_lettered_at
+         LIMIT ${limit}`;
+      return rows.map((row) => ({
+        consumer: row.consumer,
+        messageId: row.message_id,
+        payload: row.payload,
+        code: row.code,
+        reason: row.reason,
+        attempts: row.attempts,
+        deadLetteredAt: row.dead_lettered_at,
+        replayedAt: row.replayed_at,
+        replayCount: row.replay_count,
+      }));
+    },
+    async markReplayed(consumer, messageId) {
+      await db.$executeRaw`
+        UPDATE dead_letters SET replayed_at = ${now()}, replay_count = replay_count + 1
+         WHERE consumer = ${consumer} AND message_id = ${messageId}`;
+    },
+  };
+}

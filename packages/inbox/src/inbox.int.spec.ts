@@ -1,0 +1,213 @@
+import { randomUUID } from 'node:crypto';
+import type { Envelope } from '@idem/contracts';
+import { createFaults, parseFaultRules } from '@idem/faults';
+import { createTestDatabase, type PrismaClient, type TestDatabase } from '@idem/testkit';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { advanceAggregateVersion } from './aggregate-versions.js';
+import { createInbox, type MessageHandler } from './inbox.js';
+import { permanentFailure, processed, stale } from './outcomes.js';
+
+type Tx = Parameters<Parameters<PrismaClient['$transaction']>[0]>[0];
+
+let db: TestDatabase;
+beforeAll(async () => {
+  db = await createTestDatabase('inbox');
+});
+afterAll(() => db.drop());
+beforeEach(async () => {
+  await db.prisma.$executeRaw`TRUNCATE processed_messages, aggregate_versions, stock_items, reservations`;
+  await db.prisma.stockItem.create({ data: { sku: 'sku-1', available: 10 } });
+});
+
+function orderPlaced(overrides: Partial<Envelope<'orders.order-placed.v1'>> = {}): Envelope<'orders.order-placed.v1'> {
+  const orderId = randomUUID();
+  return {
+    messageId: randomUUID(),
+    type: 'orders.order-placed.v1',
+    producer: 'orders',
+    occurredAt: new Date().toISOString(),
+    correlationId: randomUUID(),
+    causationId: null,
+    aggregateId: orderId,
+    aggregateVersion: 1,
+    body: {
+      orderId,
+      customerEmail: 'ada@example.com',
+      currency: 'eur',
+      paymentMethod: 'pm_card_visa',
+      lines: [{ sku: 'sku-1', quantity: 1, unitPriceCents: 500 }],
+      totalCents: 500,
+    },
+    ...overrides,
+  };
+}
+
+/** Reserves one unit: a business change that is visibly wrong if applied twice. */
+const reserve: MessageHandler<Tx, Envelope<'orders.order-placed.v1'>> = async (message, tx) => {
+  await tx.stockItem.update({ where: { sku: 'sku-1' }, data: { available: { decrement: 1 } } });
+  await tx.reservation.create({ data: { orderId: message.body.orderId, sku: 'sku-1', quantity: 1 } });
+  return processed;
+};
+
+const available = async () => (await db.prisma.stockItem.findUniqueOrThrow({ where: { sku: 'sku-1' } })).available;
+const records = (consumer?: string) => db.prisma.processedMessage.count({ where: consumer ? { consumer } : {} });
+
+describe('inbox.consume', () => {
+  it('commits the processed record and the business change together', async () => {
+    const inbox = createInbox({ db: db.prisma });
+    expect(await inbox.consume('inventory.order-placed.v1', orderPlaced(), reserve)).toEqual({ outcome: 'processed' });
+    expect(await available()).toBe(9);
+    expect(await records()).toBe(1);
+  });
+
+  it('classifies a redelivered message as duplicate and changes nothing', async () => {
+    const inbox = createInbox({ db: db.prisma });
+    const message = orderPlaced();
+    await inbox.consume('inventory.order-placed.v1', message, reserve);
+    let ran = false;
+    const outcome = await inbox.consume('inventory.order-placed.v1', message, async (m, tx) => {
+      ran = true;
+      return reserve(m, tx);
+    });
+    expect(outcome).toEqual({ outcome: 'duplicate' });
+    expect(ran).toBe(false);
+    expect(await available()).toBe(9);
+  });
+
+  it('lets the primary key decide between two instances delivering the same message at once', async () => {
+    const message = orderPlaced();
+    const instances = [createInbox({ db: db.connect() }), createInbox({ db: db.connect() })];
+    // Both handlers pause inside their transactions so the two inserts truly overlap.
+    const slow: typeof reserve = async (m, tx) => {
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      return reserve(m, tx);
+    };
+    const outcomes = await Promise.all(instances.map((inbox) => inbox.consume('inventory.order-placed.v1', message, slow)));
+    expect(outcomes.map((o) => o.outcome).sort()).toEqual(['duplicate', 'processed']);
+    expect(await available()).toBe(9);
+    expect(await records()).toBe(1);
+  });
+
+  it('records nothing when the transaction is forced to roll back, and processes the redelivery', async () => {
+    const faults = createFaults(parseFaultRules('rollback-after-handler count=1'));
+    const inbox = createInbox({ db: db.prisma, faults });
+    const message = orderPlaced();
+    expect(await inbox.consume('inventory.order-placed.v1', message, reserve)).toMatchObject({
+      outcome: 'transient_failure',
+      code: 'forced_rollback',
+    });
+    expect(await records()).toBe(0);
+    expect(await available()).toBe(10);
+
+    expect(await inbox.consume('inventory.order-placed.v1', message, reserve)).toEqual({ outcome: 'processed' });
+    expect(await available()).toBe(9);
+  });
+
+  it('processes one message id once per consumer: two consumers sharing a database both process it', async () => {
+    const inbox = createInbox({ db: db.prisma });
+    const message = orderPlaced();
+    const count: MessageHandler<Tx> = async (_m, tx) => {
+      await tx.stockItem.update({ where: { sku: 'sku-1' }, data: { available: { decrement: 1 } } });
+      return processed;
+    };
+    expect(await inbox.consume('inventory.order-placed.v1', message, count)).toEqual({ outcome: 'processed' });
+    expect(await inbox.consume('notifications.order-placed.v1', message, count)).toEqual({ outcome: 'processed' });
+    expect(await available()).toBe(8);
+    expect(await records()).toBe(2);
+  });
+
+  it('does not mistake a unique violation on a business table for a duplicate', async () => {
+    const inbox = createInbox({ db: db.prisma });
+    const first = orderPlaced();
+    await inbox.consume('inventory.order-placed.v1', first, reserve);
+    // A different message for the same order: its reservation insert violates reservations_pkey.
+    const outcome = await inbox.consume('inventory.order-placed.v1', orderPlaced({ body: first.body }), reserve);
+    expect(outcome).toMatchObject({
+      outcome: 'transient_failure',
+      code: 'unique_violation',
+      reason: expect.stringContaining('reservations_pkey'),
+    });
+    expect(await records()).toBe(1);
+    expect(await available()).toBe(9);
+  });
+
+  it('reports the same message id with a different body as a conflicting duplicate, changing nothing', async () => {
+    const conflicts: unknown[] = [];
+    const inbox = createInbox({ db: db.prisma, onConflictingDuplicate: (c) => conflicts.push(c) });
+    const message = orderPlaced();
+    await inbox.consume('inventory.order-placed.v1', message, reserve);
+    const altered = { ...message, body: { ...message.body, totalCents: 1 } };
+    const outcome = await inbox.consume('inventory.order-placed.v1', altered, reserve);
+    expect(outcome).toMatchObject({ outcome: 'conflicting_duplicate', reason: expect.stringContaining('different body') });
+    expect(conflicts).toEqual([expect.objectContaining({ consumer: 'inventory.order-placed.v1', messageId: message.messageId })]);
+    expect(await available()).toBe(9);
+  });
+
+  it('classifies a message older than the applied aggregate version as stale and records it', async () => {
+    const inbox = createInbox({ db: db.prisma });
+    const versioned: MessageHandler<Tx> = async (message, tx) => {
+      const fresh = await advanceAggregateVersion(tx, {
+        scope: 'inventory:order',
+        aggregateId: message.aggregateId,
+        version: message.aggregateVersion,
+        now: new Date(),
+      });
+      if (!fresh) return stale(`order ${message.aggregateId} is already past version ${message.aggregateVersion}`);
+      await tx.stockItem.update({ where: { sku: 'sku-1' }, data: { available: { decrement: 1 } } });
+      return processed;
+    };
+    const newer = orderPlaced({ aggregateVersion: 2 });
+    const older = orderPlaced({ aggregateId: newer.aggregateId, aggregateVersion: 1 });
+    expect(await inbox.consume('c', newer, versioned)).toEqual({ outcome: 'processed' });
+    expect(await inbox.consume('c', older, versioned)).toMatchObject({ outcome: 'stale' });
+    expect(await available()).toBe(9);
+    expect(await records()).toBe(2);
+    // Its redelivery is then an ordinary duplicate.
+    expect(await inbox.consume('c', older, versioned)).toEqual({ outcome: 'duplicate' });
+  });
+
+  it('rolls back and records nothing when the handler refuses the message permanently', async () => {
+    const inbox = createInbox({ db: db.prisma });
+    const outcome = await inbox.consume('c', orderPlaced(), async (_m, tx) => {
+      await tx.stockItem.update({ where: { sku: 'sku-1' }, data: { available: 0 } });
+      return permanentFailure('unknown_sku', 'sku-9 is not sold here');
+    });
+    expect(outcome).toEqual({ outcome: 'permanent_failure', code: 'unknown_sku', reason: 'sku-9 is not sold here' });
+    expect(await records()).toBe(0);
+    expect(await available()).toBe(10);
+  });
+
+  it('classifies a check constraint failure as permanent, never as duplicate', async () => {
+    await db.prisma.$executeRaw`ALTER TABLE stock_items ADD CONSTRAINT stock_items_available_check CHECK (available >= 0) NOT VALID`;
+    try {
+      const inbox = createInbox({ db: db.prisma });
+      const outcome = await inbox.consume('c', orderPlaced(), async (_m, tx) => {
+        await tx.stockItem.update({ where: { sku: 'sku-1' }, data: { available: -1 } });
+        return processed;
+      });
+      expect(outcome).toMatchObject({ outcome: 'permanent_failure', code: 'constraint_violation' });
+      expect(await records()).toBe(0);
+    } finally {
+      await db.prisma.$executeRaw`ALTER TABLE stock_items DROP CONSTRAINT stock_items_available_check`;
+    }
+  });
+});
+
+describe('inbox.deadLetters', () => {
+  it('keeps a dead letter with its reason until it is replayed', async () => {
+    const inbox = createInbox({ db: db.prisma });
+    await inbox.deadLetters.record({
+      consumer: 'c',
+      messageId: 'job-1',
+      payload: { not: 'an envelope' },
+      code: 'malformed_envelope',
+      reason: 'messageId: Invalid input',
+      attempts: 1,
+    });
+    expect(await inbox.deadLetters.list({ consumer: 'c' })).toEqual([
+      expect.objectContaining({ messageId: 'job-1', payload: { not: 'an envelope' }, code: 'malformed_envelope', replayCount: 0 }),
+    ]);
+    await inbox.deadLetters.markReplayed('c', 'job-1');
+    expect(await inbox.deadLetters.list({ consumer: 'c' })).toEqual([]);
+  });
+});

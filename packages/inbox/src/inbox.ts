@@ -1,0 +1,105 @@
+import type { Envelope } from '@idem/contracts';
+import { boundReason } from '@idem/contracts';
+import { noFaults, type Faults } from '@idem/faults';
+import { bodyHash } from './body-hash.js';
+import { classifyFailure, isProcessedMessageConflict } from './database-errors.js';
+import { createDeadLetters, type DeadLetters } from './dead-letters.js';
+import type { DeliveryOutcome, HandlerResult } from './outcomes.js';
+import type { SqlClient, TransactionalClient, TransactionOptions } from './sql-client.js';
+
+/** Business code for one consumer: runs inside the inbox transaction, with that transaction. */
+export type MessageHandler<Tx, M extends Envelope = Envelope> = (message: M, tx: Tx) => Promise<HandlerResult>;
+
+export interface InboxOptions<Tx extends SqlClient> {
+  /** The service's Prisma client. */
+  readonly db: TransactionalClient<Tx>;
+  /** @defaultValue () => new Date() */
+  readonly now?: () => Date;
+  /** @defaultValue no faults */
+  readonly faults?: Faults;
+  readonly transaction?: TransactionOptions;
+  /** Called for a conflicting duplicate (same message id, different body): a producer bug. */
+  readonly onConflictingDuplicate?: (details: ConflictingDuplicate) => void;
+}
+
+export interface ConflictingDuplicate {
+  readonly consumer: string;
+  readonly messageId: string;
+  readonly storedBodyHash: string;
+  readonly receivedBodyHash: string;
+}
+
+export interface Inbox<Tx extends SqlClient> {
+  /**
+   * The idempotent consumer (the article's steps 3–7): in one transaction, record
+   * `(consumer, message_id)` and apply the handler's business change, then commit both.
+   * Returns the delivery's outcome; the caller settles the broker delivery only after this
+   * resolves, i.e. after the commit.
+   */
+  consume<M extends Envelope>(consumer: string, message: M, handler: MessageHandler<Tx, M>): Promise<DeliveryOutcome>;
+  readonly deadLetters: DeadLetters;
+}
+
+/** Thrown inside the transaction to roll it back when the handler refuses the message. */
+class Refusal extends Error {
+  constructor(readonly result: Extract<HandlerResult, { outcome: 'permanent_failure' }>) {
+    super(result.reason);
+  }
+}
+
+/** Thrown inside the transaction by the `rollback-after-handler` fault switch. */
+class ForcedRollback extends Error {
+  constructor() {
+    super('rollback forced after the handler ran (fault switch rollback-after-handler)');
+  }
+}
+
+export function createInbox<Tx extends SqlClient>(options: InboxOptions<Tx>): Inbox<Tx> {
+  const { db, now = () => new Date(), faults = noFaults, transaction, onConflictingDuplicate } = options;
+
+  async function consume<M extends Envelope>(
+    consumer: string,
+    message: M,
+    handler: MessageHandler<Tx, M>,
+  ): Promise<DeliveryOutcome> {
+    const hash = bodyHash(message.body);
+    try {
+      return await db.$transaction(async (tx) => {
+        // Insert the record before the business change. The primary key, not a read, decides
+        // between concurrent deliveries: a second insert waits for the first transaction and
+        // fails once it commits, so the handler below never runs for a duplicate.
+        await tx.$executeRaw`
+          INSERT INTO processed_messages (consumer, message_id, body_hash, processed_at)
+          VALUES (${consumer}, ${message.messageId}::uuid, ${hash}, ${now()})`;
+        const result = await handler(message, tx);
+        if (result.outcome === 'permanent_failure') throw new Refusal(result);
+        if (faults.fires('rollback-after-handler', consumer)) throw new ForcedRollback();
+        return result;
+      }, transaction);
+    } catch (error) {
+      if (isProcessedMessageConflict(error)) return duplicateOf(consumer, message.messageId, hash);
+      if (error instanceof Refusal) {
+        return { outcome: 'permanent_failure', code: error.result.code, reason: boundReason(error.result.reason) };
+      }
+      if (error instanceof ForcedRollback) {
+        return { outcome: 'transient_failure', code: 'forced_rollback', reason: error.message };
+      }
+      return { ...classifyFailure(error), error };
+    }
+  }
+
+  /** A duplicate changes nothing; only a different body for the same id is worth a look. */
+  async function duplicateOf(consumer: string, messageId: string, receivedBodyHash: string): Promise<DeliveryOutcome> {
+    const rows = await db.$queryRaw<{ body_hash: string }[]>`
+      SELECT body_hash FROM processed_messages WHERE consumer = ${consumer} AND message_id = ${messageId}::uuid`;
+    const storedBodyHash = rows[0]?.body_hash;
+    if (storedBodyHash === undefined || storedBodyHash === receivedBodyHash) return { outcome: 'duplicate' };
+    onConflictingDuplicate?.({ consumer, messageId, storedBodyHash, receivedBodyHash });
+    return {
+      outcome: 'conflicting_duplicate',
+      reason: `message ${messageId} was already processed by ${consumer} with a different body (stored body hash ${storedBodyHash.slice(0, 12)}…, received ${receivedBodyHash.slice(0, 12)}…): the producer reused a message id`,
+    };
+  }
+
+  return { consume, deadLetters: createDeadLetters(db, now) };
+}

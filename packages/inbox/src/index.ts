@@ -1,0 +1,20 @@
+export { createInbox, type Inbox, type InboxOptions, type MessageHandler, type ConflictingDuplicate } from './inbox.js';
+export * from './outcomes.js';
+export {
+  classifyFailure,
+  isProcessedMessageConflict,
+  PROCESSED_MESSAGES_KEY,
+  type FailureClassification,
+} from './database-errors.js';
+export { advanceAggregateVersion } from './aggregate-versions.js';
+export type { DeadLetter, DeadLetters, NewDeadLetter } from './dead-letters.js';
+export {
+  createInboxRetention,
+  replayHorizonMs,
+  RetentionError,
+  type InboxRetention,
+  type InboxRetentionOptions,
+  type ReplayHorizon,
+} from './retention.js';
+export { bodyHash } from './body-hash.js';
+export type { SqlClient, TransactionalClient, TransactionOptions } from './sql-client.js';

@@ -1,0 +1,49 @@
+/**
+ * Every delivery ends as exactly one outcome. `processed`, `duplicate`, `stale` and
+ * `conflicting_duplicate` are settled (the broker delivery completes, after the commit);
+ * `transient_failure` is redelivered with backoff; `permanent_failure` is dead-lettered and
+ * never recorded as processed.
+ */
+export type DeliveryOutcome =
+  | { readonly outcome: 'processed' }
+  | { readonly outcome: 'duplicate' }
+  /** The message id was processed before with a different body: a producer bug, reported loudly. */
+  | { readonly outcome: 'conflicting_duplicate'; readonly reason: string }
+  | { readonly outcome: 'stale'; readonly reason: string }
+  | { readonly outcome: 'transient_failure'; readonly code: string; readonly reason: string; readonly error?: unknown }
+  | { readonly outcome: 'permanent_failure'; readonly code: string; readonly reason: string; readonly error?: unknown };
+
+export type OutcomeName = DeliveryOutcome['outcome'];
+
+export const OUTCOMES = [
+  'processed',
+  'duplicate',
+  'conflicting_duplicate',
+  'stale',
+  'transient_failure',
+  'permanent_failure',
+] as const satisfies readonly OutcomeName[];
+
+/** Whether the broker delivery should be completed (true) or retried / dead-lettered. */
+export function isSettled(outcome: DeliveryOutcome): boolean {
+  return outcome.outcome !== 'transient_failure' && outcome.outcome !== 'permanent_failure';
+}
+
+/** What a handler decides about a message it was given (inside the inbox transaction). */
+export type HandlerResult =
+  | { readonly outcome: 'processed' }
+  | { readonly outcome: 'stale'; readonly reason: string }
+  | { readonly outcome: 'permanent_failure'; readonly code: string; readonly reason: string };
+
+/** The business change was applied. */
+export const processed = { outcome: 'processed' } as const satisfies HandlerResult;
+
+/** The message is older than the state already applied; the record commits, nothing else changes. */
+export function stale(reason: string): HandlerResult {
+  return { outcome: 'stale', reason };
+}
+
+/** The message can never be applied (e.g. a business rule it breaks); the transaction rolls back. */
+export function permanentFailure(code: string, reason: string): HandlerResult {
+  return { outcome: 'permanent_failure', code, reason };
+}

@@ -1,0 +1,20 @@
+/**
+ * What the inbox needs of a Prisma client: raw SQL and interactive transactions. Every
+ * service's generated client (and its transaction client) satisfies these structurally, so
+ * the inbox works with any of them and each handler still receives its service's own `tx`.
+ */
+export interface SqlClient {
+  $executeRaw(query: TemplateStringsArray, ...values: unknown[]): PromiseLike<number>;
+  $queryRaw<T = unknown>(query: TemplateStringsArray, ...values: unknown[]): PromiseLike<T>;
+}
+
+export interface TransactionOptions {
+  /** How long to wait for a connection from the pool. @defaultValue 2000 */
+  readonly maxWait?: number;
+  /** How long the whole transaction may take before it is rolled back. @defaultValue 5000 */
+  readonly timeout?: number;
+}
+
+export interface TransactionalClient<Tx extends SqlClient> extends SqlClient {
+  $transaction<R>(fn: (tx: Tx) => Promise<R>, options?: TransactionOptions): Promise<R>;
+}
