@@ -17,10 +17,15 @@ export const subscriptions = {
 
 export type ConsumerName = (typeof subscriptions)[EventType][number];
 
+/** The one contract a consumer subscribes to. */
+export type ContractOf<C extends ConsumerName> = {
+  [T in EventType]: C extends (typeof subscriptions)[T][number] ? T : never;
+}[EventType];
+
 /** Every consumer with the one contract it subscribes to. */
 export const consumers = Object.fromEntries(
   Object.entries(subscriptions).flatMap(([type, names]) => names.map((name) => [name, type])),
-) as Record<ConsumerName, EventType>;
+) as { readonly [C in ConsumerName]: ContractOf<C> };
 
 export function subscribersOf(type: EventType): readonly ConsumerName[] {
   return subscriptions[type];

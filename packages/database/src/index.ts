@@ -1,3 +1,4 @@
 export { migrate, readMigrations, createDatabaseIfMissing, dropDatabase, MigrationError } from './migrate.js';
 export type { MigrateOptions, MigrationFile } from './migrate.js';
 export { findSchemaDrift } from './schema-drift.js';
+export type { SqlClient, TransactionalClient, TransactionOptions } from './sql-client.js';

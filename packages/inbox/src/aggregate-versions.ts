@@ -1,4 +1,4 @@
-import type { SqlClient } from './sql-client.js';
+import type { SqlClient } from '@idem/database';
 
 /**
  * Records that `version` of an aggregate has been applied in `scope` (e.g. "inventory:order"),

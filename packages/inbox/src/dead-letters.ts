@@ -1,5 +1,5 @@
 import { boundReason } from '@idem/contracts';
-import type { SqlClient } from './sql-client.js';
+import type { SqlClient } from '@idem/database';
 
 /** A message that cannot be processed, kept with why, for inspection and replay. */
 export interface DeadLetter {

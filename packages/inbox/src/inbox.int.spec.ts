@@ -1,7 +1,6 @@
-import { randomUUID } from 'node:crypto';
 import type { Envelope } from '@idem/contracts';
 import { createFaults, parseFaultRules } from '@idem/faults';
-import { createTestDatabase, type PrismaClient, type TestDatabase } from '@idem/testkit';
+import { createTestDatabase, orderPlacedMessage, type PrismaClient, type TestDatabase } from '@idem/testkit';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { advanceAggregateVersion } from './aggregate-versions.js';
 import { createInbox, type MessageHandler } from './inbox.js';
@@ -19,28 +18,7 @@ beforeEach(async () => {
   await db.prisma.stockItem.create({ data: { sku: 'sku-1', available: 10 } });
 });
 
-function orderPlaced(overrides: Partial<Envelope<'orders.order-placed.v1'>> = {}): Envelope<'orders.order-placed.v1'> {
-  const orderId = randomUUID();
-  return {
-    messageId: randomUUID(),
-    type: 'orders.order-placed.v1',
-    producer: 'orders',
-    occurredAt: new Date().toISOString(),
-    correlationId: randomUUID(),
-    causationId: null,
-    aggregateId: orderId,
-    aggregateVersion: 1,
-    body: {
-      orderId,
-      customerEmail: 'ada@example.com',
-      currency: 'eur',
-      paymentMethod: 'pm_card_visa',
-      lines: [{ sku: 'sku-1', quantity: 1, unitPriceCents: 500 }],
-      totalCents: 500,
-    },
-    ...overrides,
-  };
-}
+const orderPlaced = orderPlacedMessage;
 
 /** Reserves one unit: a business change that is visibly wrong if applied twice. */
 const reserve: MessageHandler<Tx, Envelope<'orders.order-placed.v1'>> = async (message, tx) => {

@@ -5,7 +5,7 @@ import { bodyHash } from './body-hash.js';
 import { classifyFailure, isProcessedMessageConflict } from './database-errors.js';
 import { createDeadLetters, type DeadLetters } from './dead-letters.js';
 import type { DeliveryOutcome, HandlerResult } from './outcomes.js';
-import type { SqlClient, TransactionalClient, TransactionOptions } from './sql-client.js';
+import type { SqlClient, TransactionalClient, TransactionOptions } from '@idem/database';
 
 /** Business code for one consumer: runs inside the inbox transaction, with that transaction. */
 export type MessageHandler<Tx, M extends Envelope = Envelope> = (message: M, tx: Tx) => Promise<HandlerResult>;

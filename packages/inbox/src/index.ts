@@ -17,4 +17,3 @@ export {
   type ReplayHorizon,
 } from './retention.js';
 export { bodyHash } from './body-hash.js';
-export type { SqlClient, TransactionalClient, TransactionOptions } from './sql-client.js';

@@ -25,7 +25,9 @@ export const OUTCOMES = [
 ] as const satisfies readonly OutcomeName[];
 
 /** Whether the broker delivery should be completed (true) or retried / dead-lettered. */
-export function isSettled(outcome: DeliveryOutcome): boolean {
+export function isSettled(
+  outcome: DeliveryOutcome,
+): outcome is Exclude<DeliveryOutcome, { outcome: 'transient_failure' | 'permanent_failure' }> {
   return outcome.outcome !== 'transient_failure' && outcome.outcome !== 'permanent_failure';
 }
 

@@ -1,4 +1,4 @@
-import type { SqlClient } from './sql-client.js';
+import type { SqlClient } from '@idem/database';
 
 /**
  * How far back a message can still arrive. A processed record may only be deleted once no

@@ -2,10 +2,11 @@
  * Test support for idem's integration tiers: a fresh, migrated PostgreSQL database and fresh
  * queue names per test file, against the real servers on localhost.
  */
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PrismaPg } from '@prisma/adapter-pg';
+import type { Envelope } from '@idem/contracts';
 import { dropDatabase, migrate } from '@idem/database';
 import { PrismaClient } from './generated/prisma/client.js';
 
@@ -52,5 +53,46 @@ export async function createTestDatabase(
       await Promise.all(clients.map((client) => client.$disconnect()));
       await dropDatabase(url);
     },
+  };
+}
+
+/** Polls until `check` returns a value other than undefined/false, or fails after `timeoutMs`. */
+export async function waitFor<T>(
+  check: () => Promise<T | undefined | false> | T | undefined | false,
+  { timeoutMs = 20_000, intervalMs = 50, what = 'condition' }: { timeoutMs?: number; intervalMs?: number; what?: string } = {},
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, intervalMs));
+  }
+}
+
+/** A valid `orders.order-placed.v1` envelope for one unit of `sku`, with fresh ids. */
+export function orderPlacedMessage(
+  overrides: Partial<Envelope<'orders.order-placed.v1'>> = {},
+  sku = 'sku-1',
+): Envelope<'orders.order-placed.v1'> {
+  const orderId = randomUUID();
+  return {
+    messageId: randomUUID(),
+    type: 'orders.order-placed.v1',
+    producer: 'orders',
+    occurredAt: new Date().toISOString(),
+    correlationId: randomUUID(),
+    causationId: null,
+    aggregateId: orderId,
+    aggregateVersion: 1,
+    body: {
+      orderId,
+      customerEmail: 'ada@example.com',
+      currency: 'eur',
+      paymentMethod: 'pm_card_visa',
+      lines: [{ sku, quantity: 1, unitPriceCents: 500 }],
+      totalCents: 500,
+    },
+    ...overrides,
   };
 }

@@ -1,7 +1,7 @@
 /**
- * What the inbox needs of a Prisma client: raw SQL and interactive transactions. Every
+ * What the inbox and the outbox need of a Prisma client: raw SQL and interactive transactions. Every
  * service's generated client (and its transaction client) satisfies these structurally, so
- * the inbox works with any of them and each handler still receives its service's own `tx`.
+ * the inbox and the outbox work with any of them and each handler still receives its service's own `tx`.
  */
 export interface SqlClient {
   $executeRaw(query: TemplateStringsArray, ...values: unknown[]): PromiseLike<number>;

@@ -1,0 +1,232 @@
+import type { Envelope } from '@idem/contracts';
+import { createFaults, parseFaultRules } from '@idem/faults';
+import { createInbox } from '@idem/inbox';
+import { createTestDatabase, orderPlacedMessage, redisUrl, uniqueName, waitFor, type TestDatabase } from '@idem/testkit';
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import pg from 'pg';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { exited, printed, reserveOneUnit, startProcess, type Tx } from '../test/fixtures.js';
+import { startConsumer, type Consumer, type ConsumerOptions, type DeliveryReport } from './consumer.js';
+import { defaultDeliveryPolicy } from './delivery-policy.js';
+import { createPublisher, type Publisher } from './publisher.js';
+import { replayDeadLetters } from './replay.js';
+
+const CONSUMER = 'inventory.order-placed.v1';
+const prefix = uniqueName('idem_test_consumer');
+let db: TestDatabase;
+let publisher: Publisher;
+let queue: Queue;
+let reports: DeliveryReport[];
+const running: Consumer[] = [];
+
+beforeAll(async () => {
+  db = await createTestDatabase('consumer');
+  // Completed jobs are removed at once, so a second publication of a message really reaches
+  // the consumer instead of being swallowed by BullMQ's jobId dedupe: the inbox must suppress it.
+  publisher = createPublisher({ prefix, policy: { ...defaultDeliveryPolicy, attempts: 3, backoffDelayMs: 50, keepCompletedMs: 0 } });
+  queue = new Queue(CONSUMER, { connection: new Redis(redisUrl, { maxRetriesPerRequest: null }), prefix });
+});
+
+afterAll(async () => {
+  await publisher.close();
+  await queue.obliterate({ force: true });
+  await queue.close();
+  await db.drop();
+});
+
+beforeEach(async () => {
+  reports = [];
+  await db.prisma.$executeRaw`TRUNCATE processed_messages, dead_letters, stock_items, reservations`;
+  await db.prisma.stockItem.create({ data: { sku: CONSUMER, available: 100 } });
+});
+
+afterEach(async () => {
+  await Promise.all(running.splice(0).map((c) => c.close(1000)));
+  await queue.drain(true);
+});
+
+function start(overrides: Partial<ConsumerOptions<Tx, typeof CONSUMER>> = {}): Consumer {
+  const consumer = startConsumer({
+    consumer: CONSUMER,
+    inbox: createInbox({ db: db.prisma }),
+    handler: reserveOneUnit(CONSUMER),
+    prefix,
+    lockDurationMs: 1000,
+    stalledIntervalMs: 300,
+    onDelivery: (report) => reports.push(report),
+    ...overrides,
+  });
+  running.push(consumer);
+  return consumer;
+}
+
+const outcomesOf = (messageId: string) => reports.filter((r) => r.messageId === messageId).map((r) => r.outcome.outcome);
+const available = async () => (await db.prisma.stockItem.findUniqueOrThrow({ where: { sku: CONSUMER } })).available;
+const waitForOutcomes = (messageId: string, count: number) =>
+  waitFor(() => outcomesOf(messageId).length >= count && outcomesOf(messageId), { what: `${count} deliveries of ${messageId}` });
+
+describe('startConsumer', () => {
+  it('processes a message once and completes its redelivery as a duplicate', async () => {
+    start();
+    const message = orderPlacedMessage();
+    await publisher.publish([message]);
+    await waitForOutcomes(message.messageId, 1);
+    await publisher.publish([message]);
+    expect(await waitForOutcomes(message.messageId, 2)).toEqual(['processed', 'duplicate']);
+    expect(await available()).toBe(99);
+  });
+
+  it('gives one business change when two instances receive the same message at once', async () => {
+    const slowReserve = async (message: Envelope<'orders.order-placed.v1'>, tx: Tx) => {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      return reserveOneUnit(CONSUMER)(message, tx);
+    };
+    // Two instances, each with its own database pool, competing on one queue.
+    for (const client of [db.connect(), db.connect()]) {
+      start({ inbox: createInbox({ db: client }), handler: slowReserve, concurrency: 1 });
+    }
+    const message = orderPlacedMessage();
+    // Two copies in flight at once, as after a relay republished a message whose job was gone.
+    await queue.addBulk([1, 2].map((copy) => ({ name: message.type, data: message, opts: { jobId: `${message.messageId}-${copy}` } })));
+
+    expect((await waitForOutcomes(message.messageId, 2)).sort()).toEqual(['duplicate', 'processed']);
+    expect(await available()).toBe(99);
+    expect(await db.prisma.processedMessage.count()).toBe(1);
+    expect(await queue.getJobCounts('completed', 'failed', 'active', 'wait')).toMatchObject({ failed: 0, active: 0, wait: 0 });
+  });
+
+  it('redelivers after a consumer is SIGKILLed between commit and settlement, and the redelivery is a duplicate', async () => {
+    const child = startProcess('consumer-process', {
+      DATABASE_URL: db.url,
+      IDEM_PREFIX: prefix,
+      IDEM_FAULTS_ENABLED: '1',
+      IDEM_FAULTS: `crash-after-commit consumer=${CONSUMER} count=1`,
+    });
+    await printed(child, 'ready');
+    const message = orderPlacedMessage();
+    await publisher.publish([message]);
+
+    expect(await exited(child)).toBe('SIGKILL');
+    // The commit happened before the crash: the effect and the record are there, unsettled.
+    expect(await available()).toBe(99);
+    expect(await queue.getJobState(message.messageId)).toBe('active');
+
+    start(); // another instance takes the delivery over once the dead one's lock expires
+    expect(await waitForOutcomes(message.messageId, 1)).toEqual(['duplicate']);
+    expect(await available()).toBe(99);
+    expect(await db.prisma.processedMessage.count()).toBe(1);
+  });
+
+  it('retries a delivery whose transaction was forced to roll back and processes it then', async () => {
+    const faults = createFaults(parseFaultRules(`rollback-after-handler consumer=${CONSUMER} count=1`));
+    start({ inbox: createInbox({ db: db.prisma, faults }) });
+    const message = orderPlacedMessage();
+    await publisher.publish([message]);
+    expect(await waitForOutcomes(message.messageId, 2)).toEqual(['transient_failure', 'processed']);
+    expect(await available()).toBe(99);
+  });
+
+  it('retries after the database connection is killed mid-transaction and applies the change once', async () => {
+    const admin = new pg.Client({ connectionString: db.url });
+    await admin.connect();
+    let killed = false;
+    start({
+      handler: async (message, tx) => {
+        if (!killed) {
+          killed = true;
+          const [own] = await tx.$queryRaw<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`;
+          await admin.query('SELECT pg_terminate_backend($1)', [own!.pid]);
+        }
+        return reserveOneUnit(CONSUMER)(message, tx);
+      },
+    });
+    try {
+      const message = orderPlacedMessage();
+      await publisher.publish([message]);
+      expect(await waitForOutcomes(message.messageId, 2)).toEqual(['transient_failure', 'processed']);
+      expect(reports[0]!.outcome).toMatchObject({ code: 'database_unavailable' });
+      expect(await available()).toBe(99);
+      expect(await db.prisma.processedMessage.count()).toBe(1);
+    } finally {
+      await admin.end();
+    }
+  });
+
+  it('dead-letters a malformed envelope and an unknown version with a bounded reason and keeps serving', async () => {
+    start();
+    const unsupported = orderPlacedMessage({ type: 'orders.order-placed.v9' as 'orders.order-placed.v1' });
+    await queue.add('garbage', { hello: 'x'.repeat(2000) }, { jobId: 'garbage-1', attempts: 3 });
+    await queue.add(unsupported.type, unsupported, { jobId: unsupported.messageId, attempts: 3 });
+    const valid = orderPlacedMessage();
+    await publisher.publish([valid]);
+
+    await waitForOutcomes(valid.messageId, 1);
+    const deadLetters = await waitFor(async () => {
+      const list = await db.prisma.deadLetter.findMany({ orderBy: { code: 'asc' } });
+      return list.length === 2 && list;
+    });
+    expect(deadLetters.map((d) => [d.messageId, d.code, d.attempts])).toEqual([
+      ['garbage-1', 'malformed_envelope', 1],
+      [unsupported.messageId, 'unsupported_version', 1],
+    ]);
+    expect(deadLetters.every((d) => d.reason.length <= 500 && d.reason.length > 0)).toBe(true);
+    expect(deadLetters[0]!.payload).toEqual({ hello: 'x'.repeat(2000) });
+    expect(await db.prisma.processedMessage.findMany({ select: { messageId: true } })).toEqual([{ messageId: valid.messageId }]);
+    expect(await queue.getJobState('garbage-1')).toBe('failed');
+    expect(outcomesOf(valid.messageId)).toEqual(['processed']);
+  });
+
+  it('dead-letters a message that keeps failing, replays it after the fix, and suppresses a replay of what was processed', async () => {
+    await db.prisma.stockItem.deleteMany(); // the handler's stock row is missing: every attempt fails
+    start();
+    const message = orderPlacedMessage();
+    await publisher.publish([message]);
+    const [deadLetter] = await waitFor(async () => {
+      const list = await db.prisma.deadLetter.findMany();
+      return list.length === 1 && list;
+    });
+    expect(deadLetter).toMatchObject({ code: 'retries_exhausted', attempts: 3 });
+    expect(outcomesOf(message.messageId)).toEqual(['transient_failure', 'transient_failure', 'transient_failure']);
+    expect(await db.prisma.processedMessage.count()).toBe(0);
+
+    await db.prisma.stockItem.create({ data: { sku: CONSUMER, available: 100 } }); // the fix
+    const inbox = createInbox({ db: db.prisma });
+    expect(await replayDeadLetters(inbox.deadLetters, publisher, { consumer: CONSUMER })).toHaveLength(1);
+    await waitForOutcomes(message.messageId, 4);
+    expect(outcomesOf(message.messageId).at(-1)).toBe('processed');
+    expect(await inbox.deadLetters.list()).toEqual([]);
+
+    // A dead letter of a message that was, after all, processed: its replay changes nothing.
+    await inbox.deadLetters.record({ consumer: CONSUMER, messageId: message.messageId, payload: message, code: 'x', reason: 'x', attempts: 1 });
+    await replayDeadLetters(inbox.deadLetters, publisher);
+    await waitForOutcomes(message.messageId, 5);
+    expect(outcomesOf(message.messageId).at(-1)).toBe('duplicate');
+    expect(await available()).toBe(99);
+  });
+
+  it('finishes an in-flight delivery before closing', async () => {
+    let started = false;
+    const consumer = start({
+      handler: async (message, tx) => {
+        started = true;
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        return reserveOneUnit(CONSUMER)(message, tx);
+      },
+    });
+    const message = orderPlacedMessage();
+    await publisher.publish([message]);
+    await waitFor(() => started);
+    await consumer.close(5000);
+    expect(outcomesOf(message.messageId)).toEqual(['processed']);
+    expect(await available()).toBe(99);
+  });
+
+  it('completes a stale delivery after committing its record', async () => {
+    start({ handler: async () => ({ outcome: 'stale', reason: 'order already cancelled' }) });
+    const message = orderPlacedMessage();
+    await publisher.publish([message]);
+    expect(await waitForOutcomes(message.messageId, 1)).toEqual(['stale']);
+    expect(await db.prisma.processedMessage.count()).toBe(1);
+  });
+});

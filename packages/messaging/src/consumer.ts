@@ -1,0 +1,157 @@
+import { consumers, parseEnvelope, type ConsumerName, type ContractOf, type Envelope } from '@idem/contracts';
+import type { SqlClient } from '@idem/database';
+import { noFaults, type Faults } from '@idem/faults';
+import { isSettled, type DeliveryOutcome, type Inbox, type MessageHandler } from '@idem/inbox';
+import { UnrecoverableError, Worker, type Job } from 'bullmq';
+import { createRedis, resolveBroker, type BrokerOptions } from './redis.js';
+
+/** The contract a consumer subscribes to, as a typed envelope. */
+export type MessageOf<C extends ConsumerName> = Envelope<ContractOf<C>>;
+
+/** One delivery and how it ended: what logs, metrics and traces are made of. */
+export interface DeliveryReport {
+  readonly consumer: string;
+  readonly messageId: string;
+  /** Undefined when the message was too malformed to say. */
+  readonly contract?: string;
+  readonly producer?: string;
+  readonly correlationId?: string;
+  readonly causationId?: string | null;
+  readonly traceparent?: string;
+  /** 1 for the first delivery, 2 for the first retry, ... */
+  readonly attempt: number;
+  readonly durationMs: number;
+  readonly outcome: DeliveryOutcome;
+  /** Set when this delivery ended as a dead letter. */
+  readonly deadLettered: boolean;
+}
+
+export interface ConsumerOptions<Tx extends SqlClient, C extends ConsumerName> extends BrokerOptions {
+  readonly consumer: C;
+  readonly inbox: Inbox<Tx>;
+  readonly handler: MessageHandler<Tx, MessageOf<NoInfer<C>>>;
+  /** Deliveries handled at once by this instance; keep it within the database pool. @defaultValue 8 */
+  readonly concurrency?: number;
+  /** How long a delivery stays locked to this instance before another may take it. @defaultValue 30000 */
+  readonly lockDurationMs?: number;
+  /** How often this instance looks for deliveries whose owner died. @defaultValue 30000 */
+  readonly stalledIntervalMs?: number;
+  /** Redeliveries after an owner died before the message is dead-lettered. @defaultValue 5 */
+  readonly maxStalledCount?: number;
+  readonly faults?: Faults;
+  readonly onDelivery?: (report: DeliveryReport) => void;
+  /** Errors of the worker itself (Redis connection, dead-letter write). */
+  readonly onError?: (error: unknown) => void;
+}
+
+export interface Consumer {
+  readonly worker: Worker;
+  /** Stops taking deliveries; waits up to `timeoutMs` for in-flight ones, then abandons them to redelivery. */
+  close(timeoutMs?: number): Promise<void>;
+}
+
+/**
+ * Runs one consumer: each delivery is validated, handed to the inbox, and settled only after
+ * the inbox transaction has committed. processed, duplicate, stale and conflicting_duplicate
+ * complete the job; a transient failure is retried with backoff; a permanent failure, or a
+ * transient one on its last attempt, becomes a dead letter and never a processed record.
+ */
+export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(options: ConsumerOptions<Tx, C>): Consumer {
+  const {
+    consumer,
+    inbox,
+    handler,
+    concurrency = 8,
+    lockDurationMs = 30_000,
+    stalledIntervalMs = 30_000,
+    maxStalledCount = 5,
+    faults = noFaults,
+    onDelivery = () => {},
+    onError = () => {},
+  } = options;
+  const { redisUrl, prefix } = resolveBroker(options);
+  const contract = consumers[consumer];
+
+  async function deadLetter(job: Job, code: string, reason: string, attempts: number): Promise<void> {
+    await inbox.deadLetters.record({ consumer, messageId: job.id ?? 'unknown', payload: job.data, code, reason, attempts });
+  }
+
+  async function processDelivery(job: Job): Promise<string> {
+    const started = performance.now();
+    const attempt = job.attemptsMade + 1;
+    const lastAttempt = attempt >= (job.opts.attempts ?? 1);
+    const parsed = parseEnvelope(job.data, contract);
+
+    let outcome: DeliveryOutcome;
+    if (!parsed.ok) {
+      outcome = { outcome: 'permanent_failure', code: parsed.error.code, reason: parsed.error.reason };
+    } else {
+      // Returns only after the transaction committed or rolled back.
+      outcome = await inbox.consume(consumer, parsed.envelope as MessageOf<C>, handler);
+    }
+
+    const deadLettered = outcome.outcome === 'permanent_failure' || (outcome.outcome === 'transient_failure' && lastAttempt);
+    const envelope = parsed.ok ? parsed.envelope : undefined;
+    onDelivery({
+      consumer,
+      messageId: envelope?.messageId ?? job.id ?? 'unknown',
+      contract: envelope?.type,
+      producer: envelope?.producer,
+      correlationId: envelope?.correlationId,
+      causationId: envelope?.causationId,
+      traceparent: envelope?.traceparent,
+      attempt,
+      durationMs: performance.now() - started,
+      outcome,
+      deadLettered,
+    });
+
+    if (isSettled(outcome)) {
+      // Settlement comes after the commit. A crash here leaves the job to be redelivered
+      // once its lock expires, and the redelivery stops at the processed-message record.
+      faults.crashIf('crash-after-commit', consumer);
+      return outcome.outcome;
+    }
+    if (outcome.outcome === 'transient_failure' && !lastAttempt) {
+      throw new Error(`${outcome.code}: ${outcome.reason}`); // BullMQ retries with backoff
+    }
+    const [code, reason] =
+      outcome.outcome === 'transient_failure'
+        ? ['retries_exhausted', `still failing after ${attempt} attempts: ${outcome.code}: ${outcome.reason}`]
+        : [outcome.code, outcome.reason];
+    await deadLetter(job, code, reason, attempt);
+    throw new UnrecoverableError(`${code}: ${reason}`);
+  }
+
+  const worker = new Worker(consumer, processDelivery, {
+    connection: createRedis(redisUrl, 'worker'),
+    prefix,
+    concurrency,
+    lockDuration: lockDurationMs,
+    stalledInterval: stalledIntervalMs,
+    maxStalledCount,
+  });
+  worker.on('error', onError);
+  worker.on('failed', (job, error) => {
+    // BullMQ fails a job on its own when its owners kept dying; keep it as a dead letter too.
+    if (job && /stalled more than allowable limit|started more than allowable limit/.test(error.message)) {
+      deadLetter(job, 'stalled_too_often', error.message, job.attemptsStarted).catch(onError);
+    }
+  });
+
+  return {
+    worker,
+    async close(timeoutMs = 10_000) {
+      let timer: NodeJS.Timeout | undefined;
+      const graceful = worker.close().then(() => true);
+      const timedOut = new Promise<boolean>((resolve) => {
+        timer = setTimeout(() => resolve(false), timeoutMs);
+      });
+      const finished = await Promise.race([graceful, timedOut]);
+      clearTimeout(timer);
+      // In-flight deliveries that did not finish are abandoned: their locks expire and
+      // another instance redelivers them, which the inbox makes safe.
+      if (!finished) await worker.close(true);
+    },
+  };
+}

@@ -1,0 +1,23 @@
+import { createEnvelope, type Envelope, type EventDraft, type EventType } from '@idem/contracts';
+import type { SqlClient } from '@idem/database';
+
+/** The channel the relay LISTENs on; a notification is delivered when the writing transaction commits. */
+export const OUTBOX_CHANNEL = 'idem_outbox';
+
+/**
+ * Writes an event to the outbox in the caller's transaction, so the event exists if and only
+ * if the business change it describes commits. The message id is assigned here, once: every
+ * publication and redelivery of this row carries the same id.
+ */
+export async function enqueue<T extends EventType>(tx: SqlClient, draft: EventDraft<T>, now: Date): Promise<Envelope<T>> {
+  const envelope = createEnvelope(draft, now);
+  // One statement: the insert and the wake-up for a listening relay.
+  await tx.$executeRaw`
+    WITH inserted AS (
+      INSERT INTO outbox_messages (message_id, type, envelope, created_at, next_attempt_at)
+      VALUES (${envelope.messageId}::uuid, ${envelope.type}, ${JSON.stringify(envelope)}::jsonb, ${now}, ${now})
+      RETURNING 1
+    )
+    SELECT pg_notify(${OUTBOX_CHANNEL}, '') FROM inserted`;
+  return envelope;
+}
