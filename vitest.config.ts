@@ -4,7 +4,12 @@ export default defineConfig({
   resolve: { conditions: ['development'] },
   ssr: { resolve: { conditions: ['development'] } },
   test: {
-    include: ['packages/*/src/**/*.spec.ts', 'packages/*/test/**/*.spec.ts', 'services/*/src/**/*.spec.ts', 'e2e/**/*.spec.ts'],
+    include: [
+      'packages/*/src/**/*.spec.ts',
+      'packages/*/test/**/*.spec.ts',
+      'services/*/src/**/*.spec.ts',
+      'e2e/**/*.spec.ts',
+    ],
     testTimeout: 60_000,
     hookTimeout: 60_000,
   },

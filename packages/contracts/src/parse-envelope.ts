@@ -8,11 +8,7 @@ export type Envelope<T extends EventType = EventType> = T extends EventType
   : never;
 
 export type ContractErrorCode =
-  | 'malformed_envelope'
-  | 'unknown_type'
-  | 'unsupported_version'
-  | 'unexpected_type'
-  | 'invalid_body';
+  'malformed_envelope' | 'unknown_type' | 'unsupported_version' | 'unexpected_type' | 'invalid_body';
 
 /** Why a message can never be processed as it is. Redelivery cannot heal any of these. */
 export interface ContractError {
@@ -22,8 +18,7 @@ export interface ContractError {
 }
 
 export type ParseResult<T extends EventType = EventType> =
-  | { readonly ok: true; readonly envelope: Envelope<T> }
-  | { readonly ok: false; readonly error: ContractError };
+  { readonly ok: true; readonly envelope: Envelope<T> } | { readonly ok: false; readonly error: ContractError };
 
 export const MAX_REASON_LENGTH = 500;
 

@@ -24,14 +24,20 @@ describe('parseEnvelope', () => {
 
   it('refuses a malformed envelope naming the field', () => {
     const result = parseEnvelope({ ...valid(), messageId: 'not-a-uuid' });
-    expect(result).toEqual({ ok: false, error: { code: 'malformed_envelope', reason: expect.stringMatching(/^messageId: /) } });
+    expect(result).toEqual({
+      ok: false,
+      error: { code: 'malformed_envelope', reason: expect.stringMatching(/^messageId: /) },
+    });
     expect(parseEnvelope('garbage')).toMatchObject({ ok: false, error: { code: 'malformed_envelope' } });
   });
 
   it('tells an unknown contract from an unsupported version of a known one', () => {
     expect(parseEnvelope({ ...valid(), type: 'orders.order-cancelled.v2' })).toMatchObject({
       ok: false,
-      error: { code: 'unsupported_version', reason: 'type: contract version "orders.order-cancelled.v2" is not supported' },
+      error: {
+        code: 'unsupported_version',
+        reason: 'type: contract version "orders.order-cancelled.v2" is not supported',
+      },
     });
     expect(parseEnvelope({ ...valid(), type: 'orders.order-exploded.v1' })).toMatchObject({
       ok: false,
@@ -40,11 +46,18 @@ describe('parseEnvelope', () => {
   });
 
   it('refuses a message of another contract than the consumer subscribes to', () => {
-    expect(parseEnvelope(valid(), 'orders.order-placed.v1')).toMatchObject({ ok: false, error: { code: 'unexpected_type' } });
+    expect(parseEnvelope(valid(), 'orders.order-placed.v1')).toMatchObject({
+      ok: false,
+      error: { code: 'unexpected_type' },
+    });
   });
 
   it('refuses an invalid body naming the nested field', () => {
-    const message = { ...valid(), type: 'orders.order-placed.v1', body: { orderId: randomUUID(), lines: [{ sku: 'a', quantity: 0 }] } };
+    const message = {
+      ...valid(),
+      type: 'orders.order-placed.v1',
+      body: { orderId: randomUUID(), lines: [{ sku: 'a', quantity: 0 }] },
+    };
     const result = parseEnvelope(message);
     expect(result).toMatchObject({ ok: false, error: { code: 'invalid_body' } });
     if (!result.ok) expect(result.error.reason).toContain('body.lines[0].quantity');
@@ -59,7 +72,10 @@ describe('parseEnvelope', () => {
 
 describe('topology', () => {
   it('names every consumer after its service and contract, and maps it back to its contract', () => {
-    expect(subscribersOf('orders.order-placed.v1')).toEqual(['inventory.order-placed.v1', 'notifications.order-placed.v1']);
+    expect(subscribersOf('orders.order-placed.v1')).toEqual([
+      'inventory.order-placed.v1',
+      'notifications.order-placed.v1',
+    ]);
     expect(consumers['payments.stock-reserved.v1']).toBe('inventory.stock-reserved.v1');
     expect(Object.keys(consumers)).toHaveLength(13);
   });

@@ -27,7 +27,7 @@ export const consumers = Object.fromEntries(
   Object.entries(subscriptions).flatMap(([type, names]) => names.map((name) => [name, type])),
 ) as { readonly [C in ConsumerName]: ContractOf<C> };
 
-export function subscribersOf(type: EventType): readonly ConsumerName[] {
+export function subscribersOf<T extends EventType>(type: T): (typeof subscriptions)[T] {
   return subscriptions[type];
 }
 

@@ -118,10 +118,9 @@ async function applyMigration(client: pg.Client, migration: MigrationFile): Prom
       [id, migration.checksum, migration.name],
     );
     await client.query(migration.sql);
-    await client.query(
-      `UPDATE "_prisma_migrations" SET finished_at = now(), applied_steps_count = 1 WHERE id = $1`,
-      [id],
-    );
+    await client.query(`UPDATE "_prisma_migrations" SET finished_at = now(), applied_steps_count = 1 WHERE id = $1`, [
+      id,
+    ]);
     await client.query('COMMIT');
   } catch (error) {
     await client.query('ROLLBACK').catch(() => {});

@@ -24,7 +24,8 @@ export async function findSchemaDrift(databaseUrl: string, schema: string): Prom
       else if (found !== type) drift.push(`column ${table}.${column}: schema says ${type}, database has ${found}`);
     }
     for (const [column, type] of have.columns) {
-      if (!want.columns.has(column)) drift.push(`column ${table}.${column}: ${type} in the database, not in the schema`);
+      if (!want.columns.has(column))
+        drift.push(`column ${table}.${column}: ${type} in the database, not in the schema`);
     }
     for (const index of want.indexes) {
       if (!have.indexes.has(index)) drift.push(`${table}: ${index} declared in the schema, missing in the database`);
@@ -68,7 +69,8 @@ function expectedTables(schema: string): Map<string, TableShape> {
         .map((index) => {
           const cols = index.fields.map((f) => columnOf.get(f.name) ?? f.name);
           const kind = index.type === 'id' ? 'primary key' : index.type === 'unique' ? 'unique' : 'index';
-          const suffix = index.type === 'id' ? 'pkey' : index.type === 'unique' ? `${cols.join('_')}_key` : `${cols.join('_')}_idx`;
+          const suffix =
+            index.type === 'id' ? 'pkey' : index.type === 'unique' ? `${cols.join('_')}_key` : `${cols.join('_')}_idx`;
           return `${kind} ${index.dbName ?? `${table}_${suffix}`} (${cols.join(', ')})`;
         }),
     );

@@ -3,7 +3,9 @@ import { createFaults, faultsFromEnv, parseFaultRules } from './faults.js';
 
 describe('fault switches', () => {
   it('parses a rule per entry with target, count and probability', () => {
-    expect(parseFaultRules('crash-after-commit consumer=a.b.v1 count=1; rollback-after-handler probability=0.5')).toEqual([
+    expect(
+      parseFaultRules('crash-after-commit consumer=a.b.v1 count=1; rollback-after-handler probability=0.5'),
+    ).toEqual([
       { name: 'crash-after-commit', target: 'a.b.v1', count: 1, probability: 1 },
       { name: 'rollback-after-handler', probability: 0.5 },
     ]);
@@ -31,8 +33,8 @@ describe('fault switches', () => {
   it('refuses to enable faults without IDEM_FAULTS_ENABLED=1', () => {
     expect(() => faultsFromEnv({ IDEM_FAULTS: 'crash-after-commit' })).toThrow(/IDEM_FAULTS_ENABLED/);
     expect(faultsFromEnv({}).fires('crash-after-commit', 'x')).toBe(false);
-    expect(faultsFromEnv({ IDEM_FAULTS: 'crash-after-commit', IDEM_FAULTS_ENABLED: '1' }).fires('crash-after-commit', 'x')).toBe(
-      true,
-    );
+    expect(
+      faultsFromEnv({ IDEM_FAULTS: 'crash-after-commit', IDEM_FAULTS_ENABLED: '1' }).fires('crash-after-commit', 'x'),
+    ).toBe(true);
   });
 });

@@ -36,9 +36,19 @@ describe('classifyFailure', () => {
   it.each([
     ['a lost connection', prismaError('P2010', '57P01'), 'transient_failure', 'database_unavailable'],
     ['a serialization conflict', prismaError('P2034', '40001'), 'transient_failure', 'transaction_conflict'],
-    ['a business unique key race', prismaError('P2002', '23505', 'reservations_pkey'), 'transient_failure', 'unique_violation'],
+    [
+      'a business unique key race',
+      prismaError('P2002', '23505', 'reservations_pkey'),
+      'transient_failure',
+      'unique_violation',
+    ],
     ['a foreign key violation', prismaError('P2003', '23503', 'x_fkey'), 'permanent_failure', 'constraint_violation'],
-    ['an expired transaction', Object.assign(new Error('expired'), { code: 'P2028' }), 'transient_failure', 'database_unavailable'],
+    [
+      'an expired transaction',
+      Object.assign(new Error('expired'), { code: 'P2028' }),
+      'transient_failure',
+      'database_unavailable',
+    ],
     ['anything unrecognised', new TypeError('x is undefined'), 'transient_failure', 'unexpected_error'],
   ])('classifies %s', (_name, error, outcome, code) => {
     expect(classifyFailure(error)).toMatchObject({ outcome, code });

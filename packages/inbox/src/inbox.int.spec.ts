@@ -60,7 +60,9 @@ describe('inbox.consume', () => {
       await new Promise((resolve) => setTimeout(resolve, 200));
       return reserve(m, tx);
     };
-    const outcomes = await Promise.all(instances.map((inbox) => inbox.consume('inventory.order-placed.v1', message, slow)));
+    const outcomes = await Promise.all(
+      instances.map((inbox) => inbox.consume('inventory.order-placed.v1', message, slow)),
+    );
     expect(outcomes.map((o) => o.outcome).sort()).toEqual(['duplicate', 'processed']);
     expect(await available()).toBe(9);
     expect(await records()).toBe(1);
@@ -116,8 +118,13 @@ describe('inbox.consume', () => {
     await inbox.consume('inventory.order-placed.v1', message, reserve);
     const altered = { ...message, body: { ...message.body, totalCents: 1 } };
     const outcome = await inbox.consume('inventory.order-placed.v1', altered, reserve);
-    expect(outcome).toMatchObject({ outcome: 'conflicting_duplicate', reason: expect.stringContaining('different body') });
-    expect(conflicts).toEqual([expect.objectContaining({ consumer: 'inventory.order-placed.v1', messageId: message.messageId })]);
+    expect(outcome).toMatchObject({
+      outcome: 'conflicting_duplicate',
+      reason: expect.stringContaining('different body'),
+    });
+    expect(conflicts).toEqual([
+      expect.objectContaining({ consumer: 'inventory.order-placed.v1', messageId: message.messageId }),
+    ]);
     expect(await available()).toBe(9);
   });
 
@@ -156,7 +163,8 @@ describe('inbox.consume', () => {
   });
 
   it('classifies a check constraint failure as permanent, never as duplicate', async () => {
-    await db.prisma.$executeRaw`ALTER TABLE stock_items ADD CONSTRAINT stock_items_available_check CHECK (available >= 0) NOT VALID`;
+    await db.prisma
+      .$executeRaw`ALTER TABLE stock_items ADD CONSTRAINT stock_items_available_check CHECK (available >= 0) NOT VALID`;
     try {
       const inbox = createInbox({ db: db.prisma });
       const outcome = await inbox.consume('c', orderPlaced(), async (_m, tx) => {
@@ -183,7 +191,12 @@ describe('inbox.deadLetters', () => {
       attempts: 1,
     });
     expect(await inbox.deadLetters.list({ consumer: 'c' })).toEqual([
-      expect.objectContaining({ messageId: 'job-1', payload: { not: 'an envelope' }, code: 'malformed_envelope', replayCount: 0 }),
+      expect.objectContaining({
+        messageId: 'job-1',
+        payload: { not: 'an envelope' },
+        code: 'malformed_envelope',
+        replayCount: 0,
+      }),
     ]);
     await inbox.deadLetters.markReplayed('c', 'job-1');
     expect(await inbox.deadLetters.list({ consumer: 'c' })).toEqual([]);

@@ -1,7 +1,14 @@
 import type { Envelope } from '@idem/contracts';
 import { createFaults, parseFaultRules } from '@idem/faults';
 import { createInbox } from '@idem/inbox';
-import { createTestDatabase, orderPlacedMessage, redisUrl, uniqueName, waitFor, type TestDatabase } from '@idem/testkit';
+import {
+  createTestDatabase,
+  orderPlacedMessage,
+  redisUrl,
+  uniqueName,
+  waitFor,
+  type TestDatabase,
+} from '@idem/testkit';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import pg from 'pg';
@@ -24,7 +31,10 @@ beforeAll(async () => {
   db = await createTestDatabase('consumer');
   // Completed jobs are removed at once, so a second publication of a message really reaches
   // the consumer instead of being swallowed by BullMQ's jobId dedupe: the inbox must suppress it.
-  publisher = createPublisher({ prefix, policy: { ...defaultDeliveryPolicy, attempts: 3, backoffDelayMs: 50, keepCompletedMs: 0 } });
+  publisher = createPublisher({
+    prefix,
+    policy: { ...defaultDeliveryPolicy, attempts: 3, backoffDelayMs: 50, keepCompletedMs: 0 },
+  });
   queue = new Queue(CONSUMER, { connection: new Redis(redisUrl, { maxRetriesPerRequest: null }), prefix });
 });
 
@@ -61,10 +71,13 @@ function start(overrides: Partial<ConsumerOptions<Tx, typeof CONSUMER>> = {}): C
   return consumer;
 }
 
-const outcomesOf = (messageId: string) => reports.filter((r) => r.messageId === messageId).map((r) => r.outcome.outcome);
+const outcomesOf = (messageId: string) =>
+  reports.filter((r) => r.messageId === messageId).map((r) => r.outcome.outcome);
 const available = async () => (await db.prisma.stockItem.findUniqueOrThrow({ where: { sku: CONSUMER } })).available;
 const waitForOutcomes = (messageId: string, count: number) =>
-  waitFor(() => outcomesOf(messageId).length >= count && outcomesOf(messageId), { what: `${count} deliveries of ${messageId}` });
+  waitFor(() => outcomesOf(messageId).length >= count && outcomesOf(messageId), {
+    what: `${count} deliveries of ${messageId}`,
+  });
 
 describe('startConsumer', () => {
   it('processes a message once and completes its redelivery as a duplicate', async () => {
@@ -88,12 +101,18 @@ describe('startConsumer', () => {
     }
     const message = orderPlacedMessage();
     // Two copies in flight at once, as after a relay republished a message whose job was gone.
-    await queue.addBulk([1, 2].map((copy) => ({ name: message.type, data: message, opts: { jobId: `${message.messageId}-${copy}` } })));
+    await queue.addBulk(
+      [1, 2].map((copy) => ({ name: message.type, data: message, opts: { jobId: `${message.messageId}-${copy}` } })),
+    );
 
     expect((await waitForOutcomes(message.messageId, 2)).sort()).toEqual(['duplicate', 'processed']);
     expect(await available()).toBe(99);
     expect(await db.prisma.processedMessage.count()).toBe(1);
-    expect(await queue.getJobCounts('completed', 'failed', 'active', 'wait')).toMatchObject({ failed: 0, active: 0, wait: 0 });
+    expect(await queue.getJobCounts('completed', 'failed', 'active', 'wait')).toMatchObject({
+      failed: 0,
+      active: 0,
+      wait: 0,
+    });
   });
 
   it('redelivers after a consumer is SIGKILLed between commit and settlement, and the redelivery is a duplicate', async () => {
@@ -172,7 +191,9 @@ describe('startConsumer', () => {
     ]);
     expect(deadLetters.every((d) => d.reason.length <= 500 && d.reason.length > 0)).toBe(true);
     expect(deadLetters[0]!.payload).toEqual({ hello: 'x'.repeat(2000) });
-    expect(await db.prisma.processedMessage.findMany({ select: { messageId: true } })).toEqual([{ messageId: valid.messageId }]);
+    expect(await db.prisma.processedMessage.findMany({ select: { messageId: true } })).toEqual([
+      { messageId: valid.messageId },
+    ]);
     expect(await queue.getJobState('garbage-1')).toBe('failed');
     expect(outcomesOf(valid.messageId)).toEqual(['processed']);
   });
@@ -198,7 +219,14 @@ describe('startConsumer', () => {
     expect(await inbox.deadLetters.list()).toEqual([]);
 
     // A dead letter of a message that was, after all, processed: its replay changes nothing.
-    await inbox.deadLetters.record({ consumer: CONSUMER, messageId: message.messageId, payload: message, code: 'x', reason: 'x', attempts: 1 });
+    await inbox.deadLetters.record({
+      consumer: CONSUMER,
+      messageId: message.messageId,
+      payload: message,
+      code: 'x',
+      reason: 'x',
+      attempts: 1,
+    });
     await replayDeadLetters(inbox.deadLetters, publisher);
     await waitForOutcomes(message.messageId, 5);
     expect(outcomesOf(message.messageId).at(-1)).toBe('duplicate');

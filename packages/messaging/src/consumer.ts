@@ -73,7 +73,14 @@ export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(opti
   const contract = consumers[consumer];
 
   async function deadLetter(job: Job, code: string, reason: string, attempts: number): Promise<void> {
-    await inbox.deadLetters.record({ consumer, messageId: job.id ?? 'unknown', payload: job.data, code, reason, attempts });
+    await inbox.deadLetters.record({
+      consumer,
+      messageId: job.id ?? 'unknown',
+      payload: job.data,
+      code,
+      reason,
+      attempts,
+    });
   }
 
   async function processDelivery(job: Job): Promise<string> {
@@ -90,7 +97,8 @@ export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(opti
       outcome = await inbox.consume(consumer, parsed.envelope as MessageOf<C>, handler);
     }
 
-    const deadLettered = outcome.outcome === 'permanent_failure' || (outcome.outcome === 'transient_failure' && lastAttempt);
+    const deadLettered =
+      outcome.outcome === 'permanent_failure' || (outcome.outcome === 'transient_failure' && lastAttempt);
     const envelope = parsed.ok ? parsed.envelope : undefined;
     onDelivery({
       consumer,

@@ -37,7 +37,11 @@ export function createPublisher(options: PublisherOptions = {}): Publisher {
       await Promise.all(
         [...byConsumer].map(([consumer, batch]) =>
           queue(consumer).addBulk(
-            batch.map((envelope) => ({ name: envelope.type, data: envelope, opts: jobOptions(policy, envelope.messageId) })),
+            batch.map((envelope) => ({
+              name: envelope.type,
+              data: envelope,
+              opts: jobOptions(policy, envelope.messageId),
+            })),
           ),
         ),
       );

@@ -44,6 +44,8 @@ export function printed(child: ChildProcess, line: string): Promise<void> {
       output += chunk.toString();
       if (output.includes(line)) resolve();
     });
-    child.once('exit', (code, signal) => reject(new Error(`child exited (${signal ?? code}) before printing "${line}"`)));
+    child.once('exit', (code, signal) =>
+      reject(new Error(`child exited (${signal ?? code}) before printing "${line}"`)),
+    );
   });
 }

@@ -9,7 +9,11 @@ export const OUTBOX_CHANNEL = 'idem_outbox';
  * if the business change it describes commits. The message id is assigned here, once: every
  * publication and redelivery of this row carries the same id.
  */
-export async function enqueue<T extends EventType>(tx: SqlClient, draft: EventDraft<T>, now: Date): Promise<Envelope<T>> {
+export async function enqueue<T extends EventType>(
+  tx: SqlClient,
+  draft: EventDraft<T>,
+  now: Date,
+): Promise<Envelope<T>> {
   const envelope = createEnvelope(draft, now);
   // One statement: the insert and the wake-up for a listening relay.
   await tx.$executeRaw`

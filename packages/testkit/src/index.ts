@@ -59,7 +59,11 @@ export async function createTestDatabase(
 /** Polls until `check` returns a value other than undefined/false, or fails after `timeoutMs`. */
 export async function waitFor<T>(
   check: () => Promise<T | undefined | false> | T | undefined | false,
-  { timeoutMs = 20_000, intervalMs = 50, what = 'condition' }: { timeoutMs?: number; intervalMs?: number; what?: string } = {},
+  {
+    timeoutMs = 20_000,
+    intervalMs = 50,
+    what = 'condition',
+  }: { timeoutMs?: number; intervalMs?: number; what?: string } = {},
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {

@@ -1,0 +1,140 @@
+import { randomUUID } from 'node:crypto';
+import type { Envelope, EventDraft } from '@idem/contracts';
+import { createTestDatabase, waitFor, type TestDatabase } from '@idem/testkit';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { enqueue } from './enqueue.js';
+import { outboxBacklog, purgePublished } from './maintenance.js';
+import { createRelay } from './relay.js';
+
+let db: TestDatabase;
+beforeAll(async () => {
+  db = await createTestDatabase('outbox');
+});
+afterAll(() => db.drop());
+beforeEach(async () => {
+  await db.prisma.$executeRaw`TRUNCATE outbox_messages`;
+});
+
+function cancelled(): EventDraft<'orders.order-cancelled.v1'> {
+  const orderId = randomUUID();
+  return {
+    type: 'orders.order-cancelled.v1',
+    body: { orderId, reason: 'customer asked' },
+    aggregateId: orderId,
+    aggregateVersion: 2,
+    correlationId: randomUUID(),
+    causationId: null,
+  };
+}
+
+describe('enqueue', () => {
+  it('writes the event only if the caller’s transaction commits', async () => {
+    await expect(
+      db.prisma.$transaction(async (tx) => {
+        await enqueue(tx, cancelled(), new Date());
+        throw new Error('business change failed');
+      }),
+    ).rejects.toThrow('business change failed');
+    expect(await db.prisma.outboxMessage.count()).toBe(0);
+
+    const envelope = await db.prisma.$transaction((tx) => enqueue(tx, cancelled(), new Date()));
+    const row = await db.prisma.outboxMessage.findUniqueOrThrow({ where: { messageId: envelope.messageId } });
+    expect(row.envelope).toEqual(envelope);
+    expect(envelope).toMatchObject({ producer: 'orders', type: 'orders.order-cancelled.v1' });
+  });
+});
+
+describe('relay', () => {
+  it('publishes pending rows with their original message ids, then marks them published', async () => {
+    const written = await db.prisma.$transaction(async (tx) => [
+      await enqueue(tx, cancelled(), new Date()),
+      await enqueue(tx, cancelled(), new Date()),
+    ]);
+    const published: Envelope[] = [];
+    const relay = createRelay({ db: db.prisma, publish: async (batch) => void published.push(...batch) });
+
+    expect(await relay.publishBatch()).toEqual({ published: 2 });
+    expect(published.map((e) => e.messageId)).toEqual(written.map((e) => e.messageId));
+    expect(await db.prisma.outboxMessage.count({ where: { publishedAt: null } })).toBe(0);
+    expect(await relay.publishBatch()).toEqual({ published: 0 });
+  });
+
+  it('keeps attempts and the last error while the broker is down, backs off, and publishes once it is back', async () => {
+    await db.prisma.$transaction((tx) => enqueue(tx, cancelled(), new Date()));
+    let brokerUp = false;
+    let calls = 0;
+    const relay = createRelay({
+      db: db.prisma,
+      backoffInitialMs: 100,
+      pollIntervalMs: 20,
+      publish: async () => {
+        calls += 1;
+        if (!brokerUp) throw new Error('connect ECONNREFUSED 127.0.0.1:6379');
+      },
+    });
+    relay.start();
+    try {
+      const failing = await waitFor(async () => {
+        const row = await db.prisma.outboxMessage.findFirstOrThrow();
+        return row.attempts >= 2 && row;
+      });
+      expect(failing).toMatchObject({ publishedAt: null, lastError: 'connect ECONNREFUSED 127.0.0.1:6379' });
+      expect(failing.nextAttemptAt.getTime()).toBeGreaterThan(Date.now() - 50);
+      const callsWhileDown = calls;
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(calls - callsWhileDown).toBeLessThan(6); // backing off, not spinning every 20 ms
+
+      brokerUp = true;
+      const published = await waitFor(async () => {
+        const row = await db.prisma.outboxMessage.findFirstOrThrow();
+        return row.publishedAt !== null && row;
+      });
+      expect(published.lastError).toBeNull();
+    } finally {
+      await relay.stop();
+    }
+  });
+
+  it('wakes on a committed row through LISTEN/NOTIFY instead of waiting for the next poll', async () => {
+    const published: string[] = [];
+    const relay = createRelay({
+      db: db.prisma,
+      databaseUrl: db.url,
+      pollIntervalMs: 60_000,
+      publish: async (batch) => void published.push(...batch.map((e) => e.messageId)),
+    });
+    relay.start();
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 300)); // the relay is now asleep for a minute
+      const envelope = await db.prisma.$transaction((tx) => enqueue(tx, cancelled(), new Date()));
+      await waitFor(() => published.includes(envelope.messageId), { timeoutMs: 5000, what: 'the notified relay' });
+    } finally {
+      await relay.stop();
+    }
+  });
+});
+
+describe('outbox maintenance', () => {
+  it('reports the backlog and the age of the oldest unpublished row', async () => {
+    const now = new Date();
+    await db.prisma.$transaction(async (tx) => {
+      await enqueue(tx, cancelled(), new Date(now.getTime() - 5000));
+      await enqueue(tx, cancelled(), now);
+    });
+    expect(await outboxBacklog(db.prisma, now)).toEqual({ pending: 2, oldestPendingAgeMs: 5000 });
+    await db.prisma.outboxMessage.updateMany({ data: { publishedAt: now } });
+    expect(await outboxBacklog(db.prisma, now)).toEqual({ pending: 0, oldestPendingAgeMs: 0 });
+  });
+
+  it('purges only rows published longer ago than the retention', async () => {
+    const now = new Date();
+    const old = new Date(now.getTime() - 10_000);
+    await db.prisma.$transaction(async (tx) => {
+      for (let i = 0; i < 5; i++) await enqueue(tx, cancelled(), old);
+      await enqueue(tx, cancelled(), now);
+    });
+    await db.prisma.outboxMessage.updateMany({ where: { createdAt: old }, data: { publishedAt: old } });
+    expect(await purgePublished(db.prisma, { retentionMs: 5000, batchSize: 2, now })).toBe(5);
+    expect(await db.prisma.outboxMessage.count()).toBe(1);
+  });
+});
