@@ -3,11 +3,12 @@
  * queue names per test file, against the real servers on localhost.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PrismaPg } from '@prisma/adapter-pg';
 import type { Envelope } from '@idem/contracts';
-import { dropDatabase, migrate } from '@idem/database';
+import { dropDatabase, findSchemaDrift, migrate } from '@idem/database';
 import { PrismaClient } from './generated/prisma/client.js';
 
 export { PrismaClient };
@@ -32,13 +33,16 @@ export interface TestDatabase {
   drop(): Promise<void>;
 }
 
-/** Creates and migrates a database for one test file (the testkit's schema unless told otherwise). */
-export async function createTestDatabase(
-  label: string,
-  migrationsDir = join(testkitPrismaDir, 'migrations'),
-): Promise<TestDatabase> {
+/** Creates a fresh database and applies `migrationsDir` to it: one per test file. */
+export async function createMigratedDatabase(label: string, migrationsDir: string) {
   const url = `${postgresServerUrl}/${uniqueName(`idem_test_${label}`).toLowerCase()}`;
   await migrate({ databaseUrl: url, migrationsDir });
+  return { url, drop: () => dropDatabase(url) };
+}
+
+/** A fresh database with the testkit's schema, and Prisma clients on it. */
+export async function createTestDatabase(label: string): Promise<TestDatabase> {
+  const { url, drop } = await createMigratedDatabase(label, join(testkitPrismaDir, 'migrations'));
   const clients: PrismaClient[] = [];
   const connect = () => {
     const client = new PrismaClient({ adapter: new PrismaPg({ connectionString: url }) });
@@ -51,7 +55,7 @@ export async function createTestDatabase(
     connect,
     async drop() {
       await Promise.all(clients.map((client) => client.$disconnect()));
-      await dropDatabase(url);
+      await drop();
     },
   };
 }
@@ -99,4 +103,17 @@ export function orderPlacedMessage(
     },
     ...overrides,
   };
+}
+
+/**
+ * Migrates a fresh database with a service's hand-written migrations and compares it with the
+ * service's schema.prisma; returns the differences (none when they match).
+ */
+export async function schemaDriftOf(serviceRoot: string): Promise<string[]> {
+  const db = await createMigratedDatabase('drift', join(serviceRoot, 'prisma/migrations'));
+  try {
+    return await findSchemaDrift(db.url, readFileSync(join(serviceRoot, 'prisma/schema.prisma'), 'utf8'));
+  } finally {
+    await db.drop();
+  }
 }

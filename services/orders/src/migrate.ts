@@ -1,0 +1,10 @@
+// Applies the orders service's migrations to DATABASE_URL (creating the database if needed).
+// The native run and the docker compose `migrate` service both run this entrypoint.
+import { fileURLToPath } from 'node:url';
+import { migrate } from '@idem/database';
+
+const databaseUrl = process.env.DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/orders';
+const migrationsDir = fileURLToPath(new URL('../prisma/migrations', import.meta.url));
+
+const applied = await migrate({ databaseUrl, migrationsDir, log: (line) => console.log(`orders: ${line}`) });
+console.log(`orders: database up to date (${applied.length} migration(s) applied)`);
