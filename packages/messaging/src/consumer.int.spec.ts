@@ -3,6 +3,7 @@ import { createFaults, parseFaultRules } from '@idem/faults';
 import { createInbox } from '@idem/inbox';
 import {
   createTestDatabase,
+  deleteQueues,
   orderPlacedMessage,
   redisUrl,
   uniqueName,
@@ -40,8 +41,8 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await publisher.close();
-  await queue.obliterate({ force: true });
   await queue.close();
+  await deleteQueues(prefix);
   await db.drop();
 });
 

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { subscribersOf, type ConsumerName, type Envelope } from '@idem/contracts';
 import { createInbox } from '@idem/inbox';
 import { createRelay, enqueue } from '@idem/outbox';
-import { createTestDatabase, redisUrl, uniqueName, waitFor, type TestDatabase } from '@idem/testkit';
+import { createTestDatabase, deleteQueues, redisUrl, uniqueName, waitFor, type TestDatabase } from '@idem/testkit';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -15,6 +15,7 @@ const SUBSCRIBERS = subscribersOf('orders.order-placed.v1');
 let db: TestDatabase;
 let prefix: string;
 let redis: Redis;
+const prefixes: string[] = [];
 
 beforeAll(async () => {
   db = await createTestDatabase('relay');
@@ -22,10 +23,12 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   redis.disconnect();
+  await Promise.all(prefixes.map(deleteQueues));
   await db.drop();
 });
 beforeEach(async () => {
   prefix = uniqueName('idem_test_relay');
+  prefixes.push(prefix);
   await db.prisma.$executeRaw`TRUNCATE outbox_messages, processed_messages, stock_items, reservations`;
   await db.prisma.stockItem.createMany({ data: SUBSCRIBERS.map((sku) => ({ sku, available: 1000 })) });
 });

@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PrismaPg } from '@prisma/adapter-pg';
+import { Redis } from 'ioredis';
 import type { Envelope } from '@idem/contracts';
 import { dropDatabase, findSchemaDrift, migrate } from '@idem/database';
 import { PrismaClient } from './generated/prisma/client.js';
@@ -115,5 +116,20 @@ export async function schemaDriftOf(serviceRoot: string): Promise<string[]> {
     return await findSchemaDrift(db.url, readFileSync(join(serviceRoot, 'prisma/schema.prisma'), 'utf8'));
   } finally {
     await db.drop();
+  }
+}
+
+/** Deletes every Redis key under a BullMQ prefix a test file used. */
+export async function deleteQueues(prefix: string): Promise<void> {
+  const redis = new Redis(redisUrl);
+  try {
+    let cursor = '0';
+    do {
+      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
+      if (keys.length > 0) await redis.unlink(...keys);
+      cursor = next;
+    } while (cursor !== '0');
+  } finally {
+    redis.disconnect();
   }
 }
