@@ -132,14 +132,23 @@ async function applyMigration(client: pg.Client, migration: MigrationFile): Prom
   }
 }
 
-/** Connects to the server's `postgres` database and creates the target database if absent. */
-export async function createDatabaseIfMissing(databaseUrl: string, log: (line: string) => void = () => {}) {
+/** Runs `fn` on the server's `postgres` database, with the name of the database `databaseUrl` names. */
+async function withServer<T>(databaseUrl: string, fn: (admin: pg.Client, name: string) => Promise<T>): Promise<T> {
   const url = new URL(databaseUrl);
   const name = decodeURIComponent(url.pathname.slice(1));
   url.pathname = '/postgres';
   const admin = new pg.Client({ connectionString: url.toString() });
   await admin.connect();
   try {
+    return await fn(admin, name);
+  } finally {
+    await admin.end();
+  }
+}
+
+/** Creates the database `databaseUrl` names, unless it exists. */
+export function createDatabaseIfMissing(databaseUrl: string, log: (line: string) => void = () => {}): Promise<void> {
+  return withServer(databaseUrl, async (admin, name) => {
     const { rowCount } = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
     if (rowCount) return;
     await admin.query(`CREATE DATABASE ${pg.escapeIdentifier(name)}`).catch((error: { code?: string }) => {
@@ -148,21 +157,12 @@ export async function createDatabaseIfMissing(databaseUrl: string, log: (line: s
       if (error.code !== '42P04' && error.code !== '23505') throw error;
     });
     log(`created database ${name}`);
-  } finally {
-    await admin.end();
-  }
+  });
 }
 
-/** Drops a database (tests only): terminates its connections first. */
-export async function dropDatabase(databaseUrl: string): Promise<void> {
-  const url = new URL(databaseUrl);
-  const name = decodeURIComponent(url.pathname.slice(1));
-  url.pathname = '/postgres';
-  const admin = new pg.Client({ connectionString: url.toString() });
-  await admin.connect();
-  try {
+/** Drops a database (tests only), closing its connections first. */
+export function dropDatabase(databaseUrl: string): Promise<void> {
+  return withServer(databaseUrl, async (admin, name) => {
     await admin.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`);
-  } finally {
-    await admin.end();
-  }
+  });
 }
