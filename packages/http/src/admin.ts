@@ -1,0 +1,24 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { RequestHandler } from 'express';
+import { HttpError } from './errors.js';
+
+/**
+ * Guards operator endpoints with `Authorization: Bearer <ADMIN_TOKEN>`. Without a configured
+ * token they are disabled. Tokens are compared in constant time (as digests, so their
+ * lengths leak nothing either).
+ */
+export function requireAdmin(token: string | undefined): RequestHandler {
+  const expected = token ? digest(token) : undefined;
+  return (req, _res, next) => {
+    if (!expected) throw new HttpError('admin_disabled', 'set ADMIN_TOKEN to enable operator endpoints');
+    const header = req.get('authorization') ?? '';
+    const match = /^Bearer (.+)$/.exec(header);
+    if (!match) throw new HttpError('unauthorized', 'send Authorization: Bearer <ADMIN_TOKEN>');
+    if (!timingSafeEqual(digest(match[1]!), expected)) throw new HttpError('forbidden', 'the operator token is not valid');
+    next();
+  };
+}
+
+function digest(value: string): Buffer {
+  return createHash('sha256').update(value).digest();
+}

@@ -1,0 +1,80 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { requireAdmin } from './admin.js';
+import { createHttpApp, listen, type RunningServer } from './app.js';
+import { validate } from './validate.js';
+
+let server: RunningServer;
+let databaseUp = true;
+const base = () => `http://127.0.0.1:${server.port}`;
+
+beforeAll(async () => {
+  const app = createHttpApp({
+    bodyLimit: '1kb',
+    health: {
+      database: async () => {
+        if (!databaseUp) throw new Error('connection refused');
+      },
+    },
+    routes: (app) => {
+      app.post('/things', (req, res) => {
+        const body = validate(z.object({ name: z.string().min(1), count: z.number().int().positive() }), req.body);
+        res.status(201).json(body);
+      });
+      app.post('/admin/reset', requireAdmin('s3cret'), (_req, res) => void res.status(204).end());
+      app.post('/disabled', requireAdmin(undefined), (_req, res) => void res.status(204).end());
+      app.get('/boom', () => {
+        throw new Error('password=hunter2');
+      });
+    },
+  });
+  server = await listen(app, 0);
+});
+afterAll(() => server.close());
+
+const post = (path: string, body: string, headers: Record<string, string> = {}) =>
+  fetch(`${base()}${path}`, { method: 'POST', body, headers: { 'content-type': 'application/json', ...headers } });
+
+describe('createHttpApp', () => {
+  it('answers invalid input with 400 problem details naming each field', async () => {
+    const res = await post('/things', JSON.stringify({ name: '', count: -1 }));
+    expect(res.status).toBe(400);
+    expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    expect(await res.json()).toMatchObject({
+      status: 400,
+      code: 'invalid_request',
+      errors: [expect.objectContaining({ field: 'body.name' }), expect.objectContaining({ field: 'body.count' })],
+    });
+  });
+
+  it('answers non-JSON with 400, a wrong media type with 415 and an oversized body with 413', async () => {
+    expect((await post('/things', '{"name":')).status).toBe(400);
+    expect((await post('/things', 'name=x', { 'content-type': 'text/plain' })).status).toBe(415);
+    const big = await post('/things', JSON.stringify({ name: 'x'.repeat(5000), count: 1 }));
+    expect(big.status).toBe(413);
+    expect(await big.json()).toMatchObject({ code: 'payload_too_large' });
+  });
+
+  it('guards operator endpoints: 401 without a token, 403 with a wrong one, disabled without configuration', async () => {
+    expect((await post('/admin/reset', '')).status).toBe(401);
+    expect((await post('/admin/reset', '', { authorization: 'Bearer nope' })).status).toBe(403);
+    expect((await post('/admin/reset', '', { authorization: 'Bearer s3cret' })).status).toBe(204);
+    expect(await (await post('/disabled', '', { authorization: 'Bearer s3cret' })).json()).toMatchObject({
+      code: 'admin_disabled',
+    });
+  });
+
+  it('hides the message of an unexpected error', async () => {
+    const res = await fetch(`${base()}/boom`);
+    expect(res.status).toBe(500);
+    expect(await res.text()).not.toContain('hunter2');
+  });
+
+  it('reports health per dependency and 503 when one fails', async () => {
+    expect(await (await fetch(`${base()}/health`)).json()).toEqual({ status: 'ok', checks: { database: 'ok' } });
+    databaseUp = false;
+    const res = await fetch(`${base()}/health`);
+    expect(res.status).toBe(503);
+    expect(await res.json()).toEqual({ status: 'unavailable', checks: { database: 'failing: connection refused' } });
+  });
+});

@@ -1,0 +1,83 @@
+import type { Server } from 'node:http';
+import express, { type Express, type RequestHandler } from 'express';
+import { HttpError } from './errors.js';
+import { notFoundHandler, problemHandler } from './problem.js';
+
+/** A dependency the service cannot work without, checked by GET /health. */
+export type HealthCheck = () => Promise<unknown>;
+
+export interface HttpAppOptions {
+  /** Adds the service's routes. */
+  readonly routes: (app: Express) => void;
+  readonly health: Record<string, HealthCheck>;
+  /** Largest accepted JSON body. @defaultValue '64kb' */
+  readonly bodyLimit?: string;
+  readonly onUnexpectedError?: (error: unknown) => void;
+}
+
+const requireJson: RequestHandler = (req, _res, next) => {
+  const hasBody = req.headers['content-length'] !== undefined && req.headers['content-length'] !== '0';
+  if ((hasBody || req.headers['transfer-encoding']) && !req.is('application/json')) {
+    throw new HttpError('unsupported_media_type', 'send the body as application/json');
+  }
+  next();
+};
+
+/** An express app with JSON bodies, GET /health, and problem details for every error. */
+export function createHttpApp({ routes, health, bodyLimit = '64kb', onUnexpectedError = () => {} }: HttpAppOptions): Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.use(requireJson, express.json({ limit: bodyLimit, type: 'application/json' }));
+  app.get('/health', async (_req, res) => {
+    const results = await Promise.all(
+      Object.entries(health).map(async ([name, check]) => {
+        try {
+          await withTimeout(check(), 2000);
+          return [name, 'ok'] as const;
+        } catch (error) {
+          return [name, `failing: ${(error as Error).message ?? String(error)}`] as const;
+        }
+      }),
+    );
+    const healthy = results.every(([, state]) => state === 'ok');
+    res.status(healthy ? 200 : 503).json({ status: healthy ? 'ok' : 'unavailable', checks: Object.fromEntries(results) });
+  });
+  routes(app);
+  app.use(notFoundHandler, problemHandler(onUnexpectedError));
+  return app;
+}
+
+export interface RunningServer {
+  readonly server: Server;
+  readonly port: number;
+  close(): Promise<void>;
+}
+
+/** Listens on `port` (0 = any free port); close() stops accepting and ends idle connections. */
+export function listen(app: Express, port: number): Promise<RunningServer> {
+  return new Promise((resolve, reject) => {
+    const server = app.listen(port, '0.0.0.0', (error?: Error) => {
+      if (error) return reject(error);
+      const address = server.address();
+      resolve({
+        server,
+        port: typeof address === 'object' && address ? address.port : port,
+        close: () =>
+          new Promise<void>((done) => {
+            server.close(() => done());
+            server.closeIdleConnections();
+          }),
+      });
+    });
+  });
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    promise,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}

@@ -1,0 +1,5 @@
+export { HttpError, STATUS_OF, type ErrorCode, type FieldError } from './errors.js';
+export { sendProblem, problemHandler, notFoundHandler } from './problem.js';
+export { validate } from './validate.js';
+export { requireAdmin } from './admin.js';
+export { createHttpApp, listen, type HealthCheck, type HttpAppOptions, type RunningServer } from './app.js';

@@ -1,0 +1,52 @@
+import type { ErrorRequestHandler, RequestHandler, Response } from 'express';
+import { HttpError, STATUS_OF, type ErrorCode, type FieldError } from './errors.js';
+
+const TITLES: Record<ErrorCode, string> = {
+  invalid_request: 'The request is invalid',
+  malformed_json: 'The request body is not valid JSON',
+  unauthorized: 'Authentication required',
+  forbidden: 'Not allowed',
+  admin_disabled: 'Operator endpoints are disabled',
+  not_found: 'Not found',
+  conflict: 'Conflict with the current state',
+  idempotency_key_in_flight: 'A request with this Idempotency-Key is still in progress',
+  payload_too_large: 'The request body is too large',
+  unsupported_media_type: 'The request body must be application/json',
+  idempotency_key_reused: 'This Idempotency-Key was used with a different request',
+  internal_error: 'Internal error',
+  dependency_unavailable: 'A dependency is unavailable',
+};
+
+/** Answers with RFC 7807 problem details. */
+export function sendProblem(res: Response, code: ErrorCode, detail: string, errors?: readonly FieldError[]): void {
+  res
+    .status(STATUS_OF[code])
+    .type('application/problem+json')
+    .json({
+      type: `https://idem.dev/problems/${code.replaceAll('_', '-')}`,
+      title: TITLES[code],
+      status: STATUS_OF[code],
+      code,
+      detail,
+      ...(errors ? { errors } : {}),
+    });
+}
+
+export const notFoundHandler: RequestHandler = (req, res) => {
+  sendProblem(res, 'not_found', `no route for ${req.method} ${req.path}`);
+};
+
+/** The one place where thrown errors become HTTP answers. Unknown errors never leak their message. */
+export function problemHandler(onUnexpected: (error: unknown) => void): ErrorRequestHandler {
+  return (error: unknown, _req, res, next) => {
+    if (res.headersSent) return next(error);
+    if (error instanceof HttpError) return sendProblem(res, error.code, error.message, error.errors);
+    const bodyError = error as { type?: string; limit?: number };
+    if (bodyError.type === 'entity.parse.failed') return sendProblem(res, 'malformed_json', 'the body could not be parsed as JSON');
+    if (bodyError.type === 'entity.too.large') {
+      return sendProblem(res, 'payload_too_large', `the body exceeds ${bodyError.limit} bytes`);
+    }
+    onUnexpected(error);
+    sendProblem(res, 'internal_error', 'an unexpected error occurred; it has been logged');
+  };
+}
