@@ -26,3 +26,11 @@ export function createEnvelope<T extends EventType>(draft: EventDraft<T>, now: D
     ...(traceparent === undefined ? {} : { traceparent }),
   } as Envelope<T>;
 }
+
+/** The correlation and causation ids of an event caused by `message`. */
+export function causedBy(message: { messageId: string; correlationId: string }): {
+  correlationId: string;
+  causationId: string;
+} {
+  return { correlationId: message.correlationId, causationId: message.messageId };
+}

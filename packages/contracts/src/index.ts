@@ -10,4 +10,4 @@ export {
   type ContractErrorCode,
   type ParseResult,
 } from './parse-envelope.js';
-export { createEnvelope, type EventDraft } from './create-envelope.js';
+export { createEnvelope, causedBy, type EventDraft } from './create-envelope.js';

@@ -14,7 +14,8 @@ export function requireAdmin(token: string | undefined): RequestHandler {
     const header = req.get('authorization') ?? '';
     const match = /^Bearer (.+)$/.exec(header);
     if (!match) throw new HttpError('unauthorized', 'send Authorization: Bearer <ADMIN_TOKEN>');
-    if (!timingSafeEqual(digest(match[1]!), expected)) throw new HttpError('forbidden', 'the operator token is not valid');
+    if (!timingSafeEqual(digest(match[1]!), expected))
+      throw new HttpError('forbidden', 'the operator token is not valid');
     next();
   };
 }

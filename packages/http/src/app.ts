@@ -4,7 +4,7 @@ import { HttpError } from './errors.js';
 import { notFoundHandler, problemHandler } from './problem.js';
 
 /** A dependency the service cannot work without, checked by GET /health. */
-export type HealthCheck = () => Promise<unknown>;
+export type HealthCheck = () => PromiseLike<unknown>;
 
 export interface HttpAppOptions {
   /** Adds the service's routes. */
@@ -24,7 +24,12 @@ const requireJson: RequestHandler = (req, _res, next) => {
 };
 
 /** An express app with JSON bodies, GET /health, and problem details for every error. */
-export function createHttpApp({ routes, health, bodyLimit = '64kb', onUnexpectedError = () => {} }: HttpAppOptions): Express {
+export function createHttpApp({
+  routes,
+  health,
+  bodyLimit = '64kb',
+  onUnexpectedError = () => {},
+}: HttpAppOptions): Express {
   const app = express();
   app.disable('x-powered-by');
   app.use(requireJson, express.json({ limit: bodyLimit, type: 'application/json' }));
@@ -40,7 +45,9 @@ export function createHttpApp({ routes, health, bodyLimit = '64kb', onUnexpected
       }),
     );
     const healthy = results.every(([, state]) => state === 'ok');
-    res.status(healthy ? 200 : 503).json({ status: healthy ? 'ok' : 'unavailable', checks: Object.fromEntries(results) });
+    res
+      .status(healthy ? 200 : 503)
+      .json({ status: healthy ? 'ok' : 'unavailable', checks: Object.fromEntries(results) });
   });
   routes(app);
   app.use(notFoundHandler, problemHandler(onUnexpectedError));
@@ -72,7 +79,7 @@ export function listen(app: Express, port: number): Promise<RunningServer> {
   });
 }
 
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+function withTimeout<T>(promise: PromiseLike<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   return Promise.race([
     promise,

@@ -42,7 +42,8 @@ export function problemHandler(onUnexpected: (error: unknown) => void): ErrorReq
     if (res.headersSent) return next(error);
     if (error instanceof HttpError) return sendProblem(res, error.code, error.message, error.errors);
     const bodyError = error as { type?: string; limit?: number };
-    if (bodyError.type === 'entity.parse.failed') return sendProblem(res, 'malformed_json', 'the body could not be parsed as JSON');
+    if (bodyError.type === 'entity.parse.failed')
+      return sendProblem(res, 'malformed_json', 'the body could not be parsed as JSON');
     if (bodyError.type === 'entity.too.large') {
       return sendProblem(res, 'payload_too_large', `the body exceeds ${bodyError.limit} bytes`);
     }

@@ -1,0 +1,37 @@
+import { z } from 'zod';
+
+/** Fails fast, naming every bad variable, instead of starting half-configured. */
+export class ConfigError extends Error {
+  readonly code = 'config_invalid';
+}
+
+/** The variables every service reads (see README "Configuration"). */
+export function baseConfigSchema(service: string, defaultPort: number) {
+  return z.object({
+    DATABASE_URL: z.url().default(`postgresql://postgres@127.0.0.1:5432/${service}`),
+    REDIS_URL: z.url().default('redis://127.0.0.1:6379'),
+    PORT: z.coerce.number().int().min(0).max(65535).default(defaultPort),
+    ADMIN_TOKEN: z.string().min(16, 'use at least 16 characters').optional(),
+    /** Roles this process runs; the native run and compose run them all in one process. */
+    IDEM_ROLES: z
+      .string()
+      .default('http,consumers,relay,workers')
+      .transform((roles) => new Set(roles.split(',').map((r) => r.trim())))
+      .pipe(z.set(z.enum(['http', 'consumers', 'relay', 'workers']))),
+    /** BullMQ key prefix, so several systems (or test runs) can share one Redis. */
+    IDEM_QUEUE_PREFIX: z.string().min(1).default('idem'),
+    CONSUMER_CONCURRENCY: z.coerce.number().int().positive().default(8),
+    CONSUMER_LOCK_MS: z.coerce.number().int().positive().default(30_000),
+    CONSUMER_STALLED_INTERVAL_MS: z.coerce.number().int().positive().default(30_000),
+    LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  });
+}
+
+export type BaseConfig = z.infer<ReturnType<typeof baseConfigSchema>>;
+
+export function parseConfig<S extends z.ZodType>(schema: S, env: NodeJS.ProcessEnv): z.infer<S> {
+  const result = schema.safeParse(env);
+  if (result.success) return result.data;
+  const problems = result.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`);
+  throw new ConfigError(`invalid configuration:\n  ${problems.join('\n  ')}`);
+}

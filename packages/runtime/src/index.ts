@@ -1,0 +1,11 @@
+export { baseConfigSchema, parseConfig, ConfigError, type BaseConfig } from './config.js';
+export { createLogger, logDelivery, type Logger } from './logger.js';
+export {
+  runService,
+  stopOnSignal,
+  consumer,
+  type ConsumerSpec,
+  type BackgroundWorker,
+  type RunningService,
+  type ServiceDefinition,
+} from './run-service.js';

@@ -1,0 +1,192 @@
+import type { ConsumerName } from '@idem/contracts';
+import type { SqlClient, TransactionalClient } from '@idem/database';
+import type { Faults } from '@idem/faults';
+import { createHttpApp, listen, requireAdmin, validate, type RunningServer } from '@idem/http';
+import type { Inbox, MessageHandler } from '@idem/inbox';
+import {
+  createPublisher,
+  replayDeadLetters,
+  startConsumer,
+  type Consumer,
+  type ConsumerOptions,
+  type MessageOf,
+  type Publisher,
+} from '@idem/messaging';
+import { createRelay, type Relay } from '@idem/outbox';
+import type { Express } from 'express';
+import { Redis } from 'ioredis';
+import { z } from 'zod';
+import type { BaseConfig } from './config.js';
+import { logDelivery, type Logger } from './logger.js';
+
+type RunnerOptions<Tx extends SqlClient> = Omit<ConsumerOptions<Tx, ConsumerName>, 'consumer' | 'handler'>;
+
+/** One subscription of a service: a consumer name and its handler, typed together. */
+export interface ConsumerSpec<Tx extends SqlClient> {
+  readonly consumer: ConsumerName;
+  readonly start: (options: RunnerOptions<Tx>) => Consumer;
+}
+
+export function consumer<Tx extends SqlClient, C extends ConsumerName>(
+  name: C,
+  handler: MessageHandler<Tx, MessageOf<NoInfer<C>>>,
+): ConsumerSpec<Tx> {
+  return { consumer: name, start: (options) => startConsumer({ ...options, consumer: name, handler }) };
+}
+
+/** A loop of the service's own (a payment worker, an email dispatcher). */
+export interface BackgroundWorker {
+  start(): void;
+  stop(): Promise<void>;
+}
+
+export interface ServiceDefinition<Tx extends SqlClient> {
+  readonly name: string;
+  readonly config: BaseConfig;
+  readonly log: Logger;
+  readonly db: TransactionalClient<Tx> & { $disconnect(): Promise<unknown> };
+  readonly inbox: Inbox<Tx>;
+  readonly faults: Faults;
+  readonly consumers: readonly ConsumerSpec<Tx>[];
+  /** Whether the service writes an outbox that a relay must publish. */
+  readonly publishes: boolean;
+  readonly workers?: readonly BackgroundWorker[];
+  readonly routes?: (app: Express) => void;
+}
+
+export interface RunningService {
+  readonly http?: RunningServer;
+  readonly publisher: Publisher;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts what the configuration's roles ask for — HTTP, consumers, relay, workers — and
+ * returns a stop() that shuts them down in the safe order: stop taking work, finish or
+ * abandon in-flight deliveries (they are redelivered), then close connections.
+ */
+export async function runService<Tx extends SqlClient>(service: ServiceDefinition<Tx>): Promise<RunningService> {
+  const { config, log, db, inbox, faults } = service;
+  const roles = config.IDEM_ROLES;
+  const broker = { redisUrl: config.REDIS_URL, prefix: config.IDEM_QUEUE_PREFIX };
+  const publisher = createPublisher(broker);
+  const redis = new Redis(config.REDIS_URL, { maxRetriesPerRequest: 1, lazyConnect: true });
+
+  let relay: Relay | undefined;
+  if (service.publishes && roles.has('relay')) {
+    relay = createRelay({
+      db,
+      databaseUrl: config.DATABASE_URL,
+      publish: (batch) => publisher.publish(batch),
+      name: `${service.name}.relay`,
+      faults,
+      onError: (error) => log.warn({ err: error }, 'relay: publication failed, backing off'),
+    });
+    relay.start();
+  }
+
+  const consumers: Consumer[] = roles.has('consumers')
+    ? service.consumers.map((spec) =>
+        spec.start({
+          ...broker,
+          inbox,
+          faults,
+          concurrency: config.CONSUMER_CONCURRENCY,
+          lockDurationMs: config.CONSUMER_LOCK_MS,
+          stalledIntervalMs: config.CONSUMER_STALLED_INTERVAL_MS,
+          onDelivery: (report) => logDelivery(log, report),
+          onError: (error) => log.error({ err: error, consumer: spec.consumer }, 'consumer error'),
+        }),
+      )
+    : [];
+
+  const workers = roles.has('workers') ? (service.workers ?? []) : [];
+  workers.forEach((worker) => worker.start());
+
+  let http: RunningServer | undefined;
+  if (roles.has('http')) {
+    const app = createHttpApp({
+      health: {
+        database: () => db.$queryRaw`SELECT 1`,
+        redis: () => redis.ping(),
+      },
+      routes: (app) => {
+        service.routes?.(app);
+        deadLetterRoutes(app, { inbox, publisher, adminToken: config.ADMIN_TOKEN });
+      },
+      onUnexpectedError: (error) => log.error({ err: error }, 'unexpected error answering a request'),
+    });
+    http = await listen(app, config.PORT);
+  }
+  log.info(
+    {
+      roles: [...roles],
+      port: http?.port,
+      consumers: consumers.length,
+      relay: Boolean(relay),
+      workers: workers.length,
+    },
+    `${service.name} started`,
+  );
+
+  return {
+    http,
+    publisher,
+    async stop() {
+      await http?.close();
+      await Promise.all(consumers.map((c) => c.close()));
+      await Promise.all(workers.map((w) => w.stop()));
+      await relay?.stop();
+      await publisher.close();
+      redis.disconnect();
+      await db.$disconnect();
+      log.info(`${service.name} stopped`);
+    },
+  };
+}
+
+function deadLetterRoutes(
+  app: Express,
+  { inbox, publisher, adminToken }: { inbox: Inbox<SqlClient>; publisher: Publisher; adminToken: string | undefined },
+): void {
+  const admin = requireAdmin(adminToken);
+  app.get('/dead-letters', admin, async (req, res) => {
+    const { consumer, limit } = validate(
+      z.object({ consumer: z.string().optional(), limit: z.coerce.number().int().min(1).max(1000).default(100) }),
+      req.query,
+      'query',
+    );
+    res.json({ deadLetters: await inbox.deadLetters.list({ consumer, limit }) });
+  });
+  app.post('/dead-letters/replay', admin, async (req, res) => {
+    const filter = validate(
+      z.object({ consumer: z.string().optional(), messageIds: z.array(z.string()).max(1000).optional() }),
+      req.body ?? {},
+    );
+    const replayed = await replayDeadLetters(inbox.deadLetters, publisher, filter);
+    res.json({ replayed: replayed.map((d) => ({ consumer: d.consumer, messageId: d.messageId })) });
+  });
+}
+
+/** Runs `stop` once on SIGTERM or SIGINT; exits non-zero if it takes longer than `timeoutMs`. */
+export function stopOnSignal(stop: () => Promise<void>, log: Logger, timeoutMs = 20_000): void {
+  let stopping = false;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'shutting down');
+    setTimeout(() => {
+      log.error('shutdown took too long, exiting');
+      process.exit(1);
+    }, timeoutMs).unref();
+    stop().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        log.error({ err: error }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.once('SIGTERM', onSignal);
+  process.once('SIGINT', onSignal);
+}

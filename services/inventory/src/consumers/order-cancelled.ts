@@ -1,0 +1,29 @@
+import { advanceAggregateVersion, processed, stale, type MessageHandler } from '@idem/inbox';
+import type { MessageOf } from '@idem/messaging';
+import type { Tx } from '../db.js';
+import { releaseReservation } from '../stock.js';
+import { ORDER_VERSIONS } from './order-placed.js';
+
+/**
+ * inventory.order-cancelled.v1: release the order's stock once. A cancel that arrives before
+ * its order-placed still records the order's version, so the late order-placed is stale.
+ */
+export function handleOrderCancelled({
+  now,
+}: {
+  now: () => Date;
+}): MessageHandler<Tx, MessageOf<'inventory.order-cancelled.v1'>> {
+  return async (message, tx) => {
+    const { orderId } = message.body;
+    const at = now();
+    const fresh = await advanceAggregateVersion(tx, {
+      scope: ORDER_VERSIONS,
+      aggregateId: orderId,
+      version: message.aggregateVersion,
+      now: at,
+    });
+    if (!fresh) return stale(`order ${orderId} is already past version ${message.aggregateVersion}`);
+    await releaseReservation(tx, orderId, at);
+    return processed;
+  };
+}

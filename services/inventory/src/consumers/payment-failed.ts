@@ -1,0 +1,16 @@
+import { processed, type MessageHandler } from '@idem/inbox';
+import type { MessageOf } from '@idem/messaging';
+import type { Tx } from '../db.js';
+import { releaseReservation } from '../stock.js';
+
+/** inventory.payment-failed.v1: the order will not be paid, so its stock goes back (once). */
+export function handlePaymentFailed({
+  now,
+}: {
+  now: () => Date;
+}): MessageHandler<Tx, MessageOf<'inventory.payment-failed.v1'>> {
+  return async (message, tx) => {
+    await releaseReservation(tx, message.body.orderId, now());
+    return processed;
+  };
+}

@@ -1,0 +1,241 @@
+import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import type { Envelope } from '@idem/contracts';
+import { createInbox } from '@idem/inbox';
+import { createPublisher, type Publisher } from '@idem/messaging';
+import { createMigratedDatabase, deleteQueues, orderPlacedMessage, uniqueName, waitFor } from '@idem/testkit';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { loadConfig } from './config.js';
+import { handleOrderCancelled } from './consumers/order-cancelled.js';
+import { handleOrderPlaced } from './consumers/order-placed.js';
+import { handlePaymentFailed } from './consumers/payment-failed.js';
+import { connectDatabase, type PrismaClient } from './db.js';
+import { seedDemoStock, startInventory } from './service.js';
+
+const ADMIN_TOKEN = 'test-admin-token-0123456789';
+let database: Awaited<ReturnType<typeof createMigratedDatabase>>;
+let db: PrismaClient;
+const now = () => new Date();
+
+beforeAll(async () => {
+  database = await createMigratedDatabase('inventory', fileURLToPath(new URL('../prisma/migrations', import.meta.url)));
+  db = connectDatabase(database.url);
+});
+afterAll(async () => {
+  await db.$disconnect();
+  await database.drop();
+});
+beforeEach(async () => {
+  await db.$executeRaw`TRUNCATE processed_messages, aggregate_versions, outbox_messages, stock_items, reservations, dead_letters`;
+  await db.stockItem.createMany({
+    data: [
+      { sku: 'mouse', available: 10, updatedAt: now() },
+      { sku: 'cable', available: 10, updatedAt: now() },
+    ],
+  });
+});
+
+function placed(
+  lines: { sku: string; quantity: number }[],
+  orderId = randomUUID(),
+): Envelope<'orders.order-placed.v1'> {
+  const message = orderPlacedMessage({ aggregateId: orderId });
+  return {
+    ...message,
+    body: { ...message.body, orderId, lines: lines.map((l) => ({ ...l, unitPriceCents: 100 })), totalCents: 100 },
+  };
+}
+
+function cancelled(orderId: string, aggregateVersion: number): Envelope<'orders.order-cancelled.v1'> {
+  return {
+    ...orderPlacedMessage(),
+    type: 'orders.order-cancelled.v1',
+    aggregateId: orderId,
+    aggregateVersion,
+    body: { orderId, reason: 'customer asked' },
+  };
+}
+
+const stock = async (sku: string) => {
+  const item = await db.stockItem.findUniqueOrThrow({ where: { sku } });
+  return { available: item.available, reserved: item.reserved };
+};
+const outboxTypes = async () => (await db.outboxMessage.findMany({ orderBy: { position: 'asc' } })).map((m) => m.type);
+
+describe('inventory consumers', () => {
+  const inbox = () => createInbox({ db });
+
+  it('reserves every line of an order, publishes stock-reserved, and changes nothing on redelivery', async () => {
+    const message = placed([
+      { sku: 'mouse', quantity: 2 },
+      { sku: 'cable', quantity: 1 },
+      { sku: 'mouse', quantity: 1 },
+    ]);
+    expect(await inbox().consume('inventory.order-placed.v1', message, handleOrderPlaced({ now }))).toEqual({
+      outcome: 'processed',
+    });
+    expect(await inbox().consume('inventory.order-placed.v1', message, handleOrderPlaced({ now }))).toEqual({
+      outcome: 'duplicate',
+    });
+    expect(await stock('mouse')).toEqual({ available: 7, reserved: 3 });
+    expect(await stock('cable')).toEqual({ available: 9, reserved: 1 });
+    const [event] = await db.outboxMessage.findMany();
+    expect(event!.envelope).toMatchObject({
+      type: 'inventory.stock-reserved.v1',
+      causationId: message.messageId,
+      correlationId: message.correlationId,
+      body: {
+        orderId: message.body.orderId,
+        lines: [
+          { sku: 'cable', quantity: 1 },
+          { sku: 'mouse', quantity: 3 },
+        ],
+        payment: { amountCents: 100, currency: 'eur', method: 'pm_card_visa' },
+      },
+    });
+  });
+
+  it('reserves nothing when one line is short and publishes stock-rejected with the shortages', async () => {
+    const message = placed([
+      { sku: 'mouse', quantity: 1 },
+      { sku: 'cable', quantity: 11 },
+      { sku: 'ghost', quantity: 1 },
+    ]);
+    await inbox().consume('inventory.order-placed.v1', message, handleOrderPlaced({ now }));
+    expect(await stock('mouse')).toEqual({ available: 10, reserved: 0 });
+    const [event] = await db.outboxMessage.findMany();
+    expect(event!.envelope).toMatchObject({
+      type: 'inventory.stock-rejected.v1',
+      body: {
+        shortages: [
+          { sku: 'cable', requested: 11, available: 10 },
+          { sku: 'ghost', requested: 1, available: 0 },
+        ],
+      },
+    });
+  });
+
+  it('releases a reservation once when the order is cancelled, and a duplicate cancel changes nothing', async () => {
+    const order = placed([{ sku: 'mouse', quantity: 4 }]);
+    await inbox().consume('inventory.order-placed.v1', order, handleOrderPlaced({ now }));
+    const cancel = cancelled(order.body.orderId, 3);
+    expect(await inbox().consume('inventory.order-cancelled.v1', cancel, handleOrderCancelled({ now }))).toEqual({
+      outcome: 'processed',
+    });
+    expect(await inbox().consume('inventory.order-cancelled.v1', cancel, handleOrderCancelled({ now }))).toEqual({
+      outcome: 'duplicate',
+    });
+    expect(await stock('mouse')).toEqual({ available: 10, reserved: 0 });
+    expect(await db.reservation.findUniqueOrThrow({ where: { orderId: order.body.orderId } })).toMatchObject({
+      status: 'released',
+    });
+  });
+
+  it('leaves a tombstone when the cancel arrives first, so the late order-placed is stale and reserves nothing', async () => {
+    const order = placed([{ sku: 'mouse', quantity: 4 }]);
+    await inbox().consume(
+      'inventory.order-cancelled.v1',
+      cancelled(order.body.orderId, 2),
+      handleOrderCancelled({ now }),
+    );
+    expect(await inbox().consume('inventory.order-placed.v1', order, handleOrderPlaced({ now }))).toMatchObject({
+      outcome: 'stale',
+    });
+    expect(await stock('mouse')).toEqual({ available: 10, reserved: 0 });
+    expect(await outboxTypes()).toEqual([]);
+  });
+
+  it('releases the stock of an order whose payment failed, once', async () => {
+    const order = placed([{ sku: 'cable', quantity: 2 }]);
+    await inbox().consume('inventory.order-placed.v1', order, handleOrderPlaced({ now }));
+    const failed: Envelope<'payments.payment-failed.v1'> = {
+      ...orderPlacedMessage(),
+      type: 'payments.payment-failed.v1',
+      producer: 'payments',
+      body: { orderId: order.body.orderId, code: 'card_declined', reason: 'Your card was declined.' },
+    };
+    await inbox().consume('inventory.payment-failed.v1', failed, handlePaymentFailed({ now }));
+    await inbox().consume(
+      'inventory.payment-failed.v1',
+      { ...failed, messageId: randomUUID() },
+      handlePaymentFailed({ now }),
+    );
+    expect(await stock('cable')).toEqual({ available: 10, reserved: 0 });
+  });
+});
+
+describe('inventory service', () => {
+  let publisher: Publisher;
+  let service: Awaited<ReturnType<typeof startInventory>>;
+  const prefix = uniqueName('idem_test_inventory');
+
+  beforeAll(async () => {
+    service = await startInventory(
+      loadConfig({
+        DATABASE_URL: database.url,
+        IDEM_QUEUE_PREFIX: prefix,
+        PORT: '0',
+        ADMIN_TOKEN,
+        LOG_LEVEL: 'silent',
+      }),
+    );
+    publisher = createPublisher({ prefix });
+  });
+  afterAll(async () => {
+    await service.stop();
+    await publisher.close();
+    await deleteQueues(prefix);
+  });
+
+  const url = (path: string) => `http://127.0.0.1:${service.http!.port}${path}`;
+
+  it('gives the last units to exactly as many concurrent orders as there is stock for', async () => {
+    const orders = Array.from({ length: 20 }, () => placed([{ sku: 'mouse', quantity: 1 }]));
+    await publisher.publish(orders);
+    await waitFor(async () => (await db.processedMessage.count()) === 20, { what: '20 processed orders' });
+
+    expect(await stock('mouse')).toEqual({ available: 0, reserved: 10 });
+    expect(await db.reservation.count({ where: { status: 'reserved' } })).toBe(10);
+    const types = await outboxTypes();
+    expect(types.filter((t) => t === 'inventory.stock-reserved.v1')).toHaveLength(10);
+    expect(types.filter((t) => t === 'inventory.stock-rejected.v1')).toHaveLength(10);
+  });
+
+  it('sets stock only for an operator and shows it to anyone', async () => {
+    const put = (token?: string) =>
+      fetch(url('/stock/desk'), {
+        method: 'PUT',
+        headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+        body: JSON.stringify({ available: 3 }),
+      });
+    expect((await put()).status).toBe(401);
+    expect((await put('wrong-token-0123456789')).status).toBe(403);
+    expect((await put(ADMIN_TOKEN)).status).toBe(200);
+    expect(await (await fetch(url('/stock/desk'))).json()).toEqual({ sku: 'desk', available: 3, reserved: 0 });
+    expect((await fetch(url('/stock/nothing-here'))).status).toBe(404);
+  });
+
+  it('refuses a negative stock level with 400 naming the field', async () => {
+    const res = await fetch(url('/stock/desk'), {
+      method: 'PUT',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${ADMIN_TOKEN}` },
+      body: JSON.stringify({ available: -1 }),
+    });
+    expect(res.status).toBe(400);
+    expect(await res.json()).toMatchObject({ errors: [{ field: 'body.available' }] });
+  });
+
+  it('seeds the demo stock without overwriting what an operator set', async () => {
+    await db.stockItem.create({ data: { sku: 'keyboard', available: 2, updatedAt: now() } });
+    await seedDemoStock(db, now());
+    expect(await stock('keyboard')).toEqual({ available: 2, reserved: 0 });
+    expect(await stock('sold-out')).toEqual({ available: 0, reserved: 0 });
+  });
+
+  it('answers health with its database and Redis checks', async () => {
+    expect(await (await fetch(url('/health'))).json()).toEqual({
+      status: 'ok',
+      checks: { database: 'ok', redis: 'ok' },
+    });
+  });
+});

@@ -1,0 +1,45 @@
+import { faultsFromEnv, type Faults } from '@idem/faults';
+import { createInbox } from '@idem/inbox';
+import { consumer, createLogger, runService, type RunningService } from '@idem/runtime';
+import type { InventoryConfig } from './config.js';
+import { handleOrderCancelled } from './consumers/order-cancelled.js';
+import { handleOrderPlaced } from './consumers/order-placed.js';
+import { handlePaymentFailed } from './consumers/payment-failed.js';
+import { connectDatabase, type PrismaClient } from './db.js';
+import { stockRoutes } from './http/routes.js';
+
+/** Stock the demo and the quick start rely on; inserted on first start, never overwritten. */
+export const DEMO_STOCK = { keyboard: 1000, mouse: 1000, monitor: 1000, cable: 1000, 'sold-out': 0 } as const;
+
+export async function seedDemoStock(db: PrismaClient, now: Date): Promise<void> {
+  await db.stockItem.createMany({
+    data: Object.entries(DEMO_STOCK).map(([sku, available]) => ({ sku, available, updatedAt: now })),
+    skipDuplicates: true,
+  });
+}
+
+/** Builds and starts the inventory service: the composition root, shared by main.ts and tests. */
+export async function startInventory(
+  config: InventoryConfig,
+  { faults = faultsFromEnv(), now = () => new Date() }: { faults?: Faults; now?: () => Date } = {},
+): Promise<RunningService & { db: PrismaClient }> {
+  const log = createLogger('inventory', config.LOG_LEVEL);
+  const db = connectDatabase(config.DATABASE_URL);
+  await seedDemoStock(db, now());
+  const running = await runService({
+    name: 'inventory',
+    config,
+    log,
+    db,
+    faults,
+    inbox: createInbox({ db, faults, now }),
+    publishes: true,
+    consumers: [
+      consumer('inventory.order-placed.v1', handleOrderPlaced({ now })),
+      consumer('inventory.order-cancelled.v1', handleOrderCancelled({ now })),
+      consumer('inventory.payment-failed.v1', handlePaymentFailed({ now })),
+    ],
+    routes: (app) => stockRoutes(app, { db, adminToken: config.ADMIN_TOKEN, now }),
+  });
+  return { ...running, db };
+}

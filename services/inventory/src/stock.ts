@@ -1,0 +1,37 @@
+import type { Tx } from './db.js';
+import type { Line } from './domain/reservation.js';
+
+/**
+ * Locks the stock rows of `skus` in SKU order and returns what is available. Concurrent
+ * orders for the same SKU queue up on these locks (so the last unit goes to exactly one of
+ * them), and the fixed order rules out deadlocks between orders sharing several SKUs.
+ */
+export async function lockStock(tx: Tx, skus: readonly string[]): Promise<Map<string, number>> {
+  const rows = await tx.$queryRaw<{ sku: string; available: number }[]>`
+    SELECT sku, available FROM stock_items WHERE sku = ANY(${skus}::text[]) ORDER BY sku FOR UPDATE`;
+  return new Map(rows.map((row) => [row.sku, row.available]));
+}
+
+export async function takeStock(tx: Tx, lines: readonly Line[], now: Date): Promise<void> {
+  for (const { sku, quantity } of lines) {
+    await tx.stockItem.update({
+      where: { sku },
+      data: { available: { decrement: quantity }, reserved: { increment: quantity }, updatedAt: now },
+    });
+  }
+}
+
+/** Gives an order's reserved stock back, once: a released or rejected reservation holds nothing. */
+export async function releaseReservation(tx: Tx, orderId: string, now: Date): Promise<boolean> {
+  const [reservation] = await tx.$queryRaw<{ status: string; lines: Line[] }[]>`
+    SELECT status, lines FROM reservations WHERE order_id = ${orderId}::uuid FOR UPDATE`;
+  if (reservation?.status !== 'reserved') return false;
+  for (const { sku, quantity } of [...reservation.lines].sort((a, b) => (a.sku < b.sku ? -1 : 1))) {
+    await tx.stockItem.update({
+      where: { sku },
+      data: { available: { increment: quantity }, reserved: { decrement: quantity }, updatedAt: now },
+    });
+  }
+  await tx.reservation.update({ where: { orderId }, data: { status: 'released', releasedAt: now } });
+  return true;
+}
