@@ -1,5 +1,7 @@
 import { z } from 'zod';
 
+const DAY = 24 * 3_600_000;
+
 /** Fails fast, naming every bad variable, instead of starting half-configured. */
 export class ConfigError extends Error {
   readonly code = 'config_invalid';
@@ -23,6 +25,26 @@ export function baseConfigSchema(service: string, defaultPort: number) {
     CONSUMER_CONCURRENCY: z.coerce.number().int().positive().default(8),
     CONSUMER_LOCK_MS: z.coerce.number().int().positive().default(30_000),
     CONSUMER_STALLED_INTERVAL_MS: z.coerce.number().int().positive().default(30_000),
+    /** How long processed-message records are kept; must cover the replay horizon (README). */
+    INBOX_RETENTION_MS: z.coerce
+      .number()
+      .int()
+      .positive()
+      .default(15 * DAY),
+    /** How long after the fact dead letters may still be replayed or events republished. */
+    REPLAY_WINDOW_MS: z.coerce
+      .number()
+      .int()
+      .nonnegative()
+      .default(7 * DAY),
+    /** How long published outbox rows are kept. */
+    OUTBOX_RETENTION_MS: z.coerce
+      .number()
+      .int()
+      .positive()
+      .default(7 * DAY),
+    /** How often retention cleanups run. */
+    MAINTENANCE_INTERVAL_MS: z.coerce.number().int().positive().default(60_000),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   });
 }

@@ -9,3 +9,4 @@ export {
   type RunningService,
   type ServiceDefinition,
 } from './run-service.js';
+export { periodic } from './periodic.js';

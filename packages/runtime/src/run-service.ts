@@ -2,9 +2,11 @@ import type { ConsumerName } from '@idem/contracts';
 import type { SqlClient, TransactionalClient } from '@idem/database';
 import type { Faults } from '@idem/faults';
 import { createHttpApp, listen, requireAdmin, validate, type RunningServer } from '@idem/http';
-import type { Inbox, MessageHandler } from '@idem/inbox';
+import { createInboxRetention, type Inbox, type MessageHandler } from '@idem/inbox';
 import {
   createPublisher,
+  defaultDeliveryPolicy,
+  maxRetrySpanMs,
   replayDeadLetters,
   startConsumer,
   type Consumer,
@@ -12,12 +14,13 @@ import {
   type MessageOf,
   type Publisher,
 } from '@idem/messaging';
-import { createRelay, type Relay } from '@idem/outbox';
+import { createRelay, purgePublished, type Relay } from '@idem/outbox';
 import type { Express } from 'express';
 import { Redis } from 'ioredis';
 import { z } from 'zod';
 import type { BaseConfig } from './config.js';
 import { logDelivery, type Logger } from './logger.js';
+import { periodic } from './periodic.js';
 
 type RunnerOptions<Tx extends SqlClient> = Omit<ConsumerOptions<Tx, ConsumerName>, 'consumer' | 'handler'>;
 
@@ -100,7 +103,7 @@ export async function runService<Tx extends SqlClient>(service: ServiceDefinitio
       )
     : [];
 
-  const workers = roles.has('workers') ? (service.workers ?? []) : [];
+  const workers = roles.has('workers') ? [...(service.workers ?? []), maintenance(service)] : [];
   workers.forEach((worker) => worker.start());
 
   let http: RunningServer | undefined;
@@ -143,6 +146,37 @@ export async function runService<Tx extends SqlClient>(service: ServiceDefinitio
       log.info(`${service.name} stopped`);
     },
   };
+}
+
+/**
+ * Retention: processed records older than INBOX_RETENTION_MS (refused at start when that is
+ * shorter than the replay horizon) and published outbox rows older than OUTBOX_RETENTION_MS.
+ */
+function maintenance<Tx extends SqlClient>({
+  config,
+  db,
+  log,
+  publishes,
+  name,
+}: ServiceDefinition<Tx>): BackgroundWorker {
+  const inboxRetention = createInboxRetention({
+    db,
+    retentionMs: config.INBOX_RETENTION_MS,
+    horizon: {
+      brokerRetentionMs: Math.max(defaultDeliveryPolicy.keepCompletedMs, defaultDeliveryPolicy.keepFailedMs),
+      maxRetrySpanMs: maxRetrySpanMs(defaultDeliveryPolicy),
+      replayWindowMs: config.REPLAY_WINDOW_MS,
+    },
+  });
+  return periodic(
+    `${name} retention`,
+    config.MAINTENANCE_INTERVAL_MS,
+    async () => ({
+      processedMessagesDeleted: await inboxRetention.purge(),
+      outboxMessagesDeleted: publishes ? await purgePublished(db, { retentionMs: config.OUTBOX_RETENTION_MS }) : 0,
+    }),
+    log,
+  );
 }
 
 function deadLetterRoutes(

@@ -1,0 +1,65 @@
+import { HttpError } from '@idem/http';
+import { bodyHash } from '@idem/inbox';
+import type { PrismaClient, Tx } from '../db.js';
+
+export interface StoredResponse {
+  readonly status: number;
+  readonly body: unknown;
+}
+
+/**
+ * The Idempotency-Key pattern at the API edge, as Stripe does it. Within one transaction:
+ * take a lock on the key (a second request while the first is running gets 409), replay the
+ * stored response of an earlier request with the same key and body (422 for another body),
+ * or run the request and store its response together with its effects, so a crash stores
+ * neither and the key stays free for a retry.
+ */
+export async function idempotent(
+  db: PrismaClient,
+  { key, request, now, retentionMs }: { key: string; request: unknown; now: Date; retentionMs: number },
+  run: (tx: Tx) => Promise<StoredResponse>,
+): Promise<StoredResponse & { replayed: boolean }> {
+  const requestHash = bodyHash(request);
+  return db.$transaction(async (tx) => {
+    const [lock] = await tx.$queryRaw<{ locked: boolean }[]>`
+      SELECT pg_try_advisory_xact_lock(hashtextextended(${`idempotency:${key}`}, 0)) AS locked`;
+    if (!lock?.locked) {
+      throw new HttpError(
+        'idempotency_key_in_flight',
+        `a request with Idempotency-Key "${key}" is still being processed`,
+      );
+    }
+    const stored = await tx.idempotencyKey.findUnique({ where: { key } });
+    if (stored && stored.expiresAt > now) {
+      if (stored.requestHash !== requestHash) {
+        throw new HttpError(
+          'idempotency_key_reused',
+          `Idempotency-Key "${key}" was already used with a different request`,
+        );
+      }
+      return { status: stored.responseStatus, body: stored.responseBody, replayed: true };
+    }
+    const response = await run(tx);
+    const record = {
+      requestHash,
+      responseStatus: response.status,
+      responseBody: response.body as object,
+      createdAt: now,
+      expiresAt: new Date(now.getTime() + retentionMs),
+    };
+    await tx.idempotencyKey.upsert({ where: { key }, create: { key, ...record }, update: record });
+    return { ...response, replayed: false };
+  });
+}
+
+/** Deletes expired keys in bounded batches; returns how many. */
+export async function purgeExpiredKeys(db: PrismaClient, now: Date, batchSize = 1000): Promise<number> {
+  let total = 0;
+  for (;;) {
+    const deleted = await db.$executeRaw`
+      DELETE FROM idempotency_keys WHERE key IN (
+        SELECT key FROM idempotency_keys WHERE expires_at < ${now} LIMIT ${batchSize})`;
+    total += deleted;
+    if (deleted < batchSize) return total;
+  }
+}

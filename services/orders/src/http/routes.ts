@@ -1,0 +1,168 @@
+import { randomUUID } from 'node:crypto';
+import { HttpError, validate } from '@idem/http';
+import { enqueue } from '@idem/outbox';
+import type { Express, Request } from 'express';
+import { z } from 'zod';
+import type { PrismaClient, Tx } from '../db.js';
+import { isCancelled } from '../domain/order-status.js';
+import { applyTransition, createOrder, findOrder, listOrders, type OrderView } from '../orders.js';
+import { idempotent } from './idempotency.js';
+
+export const CURRENCIES = ['eur', 'usd', 'gbp', 'chf', 'sek', 'nok', 'dkk', 'pln', 'cad', 'aud'] as const;
+/** Stripe's largest amount for most currencies; also keeps totals inside a 32-bit integer. */
+const MAX_TOTAL_CENTS = 99_999_999;
+
+const newOrderSchema = z
+  .object({
+    customerEmail: z.email().max(254),
+    currency: z.string().toLowerCase().pipe(z.enum(CURRENCIES)),
+    paymentMethod: z.string().min(1).max(100).default('pm_card_visa'),
+    lines: z
+      .array(
+        z.object({
+          sku: z.string().min(1).max(64),
+          quantity: z.number().int().positive().max(10_000),
+          unitPriceCents: z.number().int().nonnegative().max(MAX_TOTAL_CENTS),
+        }),
+      )
+      .min(1)
+      .max(100),
+  })
+  .refine((o) => o.lines.reduce((sum, l) => sum + l.quantity * l.unitPriceCents, 0) <= MAX_TOTAL_CENTS, {
+    path: ['lines'],
+    message: `the order total must not exceed ${MAX_TOTAL_CENTS} cents`,
+  });
+
+const orderIdParam = z.object({ id: z.uuid() });
+
+export interface OrderRoutesOptions {
+  readonly db: PrismaClient;
+  readonly now: () => Date;
+  readonly idempotencyKeyRetentionMs: number;
+}
+
+export function orderRoutes(app: Express, { db, now, idempotencyKeyRetentionMs }: OrderRoutesOptions): void {
+  app.post('/orders', async (req, res) => {
+    const order = validate(newOrderSchema, req.body);
+    const correlationId = correlationIdOf(req);
+    // The order and its order-placed event commit together (transactional outbox).
+    const place = async (tx: Tx) => {
+      const at = now();
+      const created = await createOrder(tx, order, at);
+      await enqueue(
+        tx,
+        {
+          type: 'orders.order-placed.v1',
+          aggregateId: created.orderId,
+          aggregateVersion: created.version,
+          correlationId,
+          causationId: null,
+          body: {
+            orderId: created.orderId,
+            customerEmail: created.customerEmail,
+            currency: created.currency,
+            paymentMethod: created.paymentMethod,
+            lines: created.lines,
+            totalCents: created.totalCents,
+          },
+        },
+        at,
+      );
+      return { status: 201, body: created };
+    };
+
+    const key = req.get('idempotency-key');
+    if (key === undefined) {
+      const { status, body } = await db.$transaction(place);
+      return void res.status(status).json(body);
+    }
+    if (key.length < 1 || key.length > 255) {
+      throw new HttpError('invalid_request', 'Idempotency-Key must be 1 to 255 characters', {
+        errors: [{ field: 'header.Idempotency-Key', message: 'must be 1 to 255 characters' }],
+      });
+    }
+    const response = await idempotent(
+      db,
+      {
+        key,
+        request: { method: 'POST', path: '/orders', body: order },
+        now: now(),
+        retentionMs: idempotencyKeyRetentionMs,
+      },
+      place,
+    );
+    if (response.replayed) res.set('Idempotent-Replayed', 'true');
+    res.status(response.status).json(response.body);
+  });
+
+  app.get('/orders/:id', async (req, res) => {
+    const { id } = validate(orderIdParam, req.params, 'path');
+    const order = await findOrder(db, id);
+    if (!order) throw new HttpError('not_found', `no order ${id}`);
+    res.json(order);
+  });
+
+  app.get('/orders', async (req, res) => {
+    const { limit, cursor } = validate(
+      z.object({ limit: z.coerce.number().int().min(1).max(100).default(20), cursor: z.string().max(200).optional() }),
+      req.query,
+      'query',
+    );
+    const orders = await listOrders(db, { limit, before: cursor ? decodeCursor(cursor) : undefined });
+    const last = orders.at(-1);
+    res.json({ orders, nextCursor: orders.length === limit && last ? encodeCursor(last) : null });
+  });
+
+  app.post('/orders/:id/cancel', async (req, res) => {
+    const { id } = validate(orderIdParam, req.params, 'path');
+    const { reason } = validate(
+      z.object({ reason: z.string().max(500).default('cancelled by the customer') }),
+      req.body ?? {},
+    );
+    const correlationId = correlationIdOf(req);
+    const order = await db.$transaction(async (tx): Promise<OrderView> => {
+      const at = now();
+      const result = await applyTransition(tx, id, 'cancel', { now: at, causationId: null });
+      if (result.kind === 'unknown_order') throw new HttpError('not_found', `no order ${id}`);
+      if (result.kind === 'not_applicable') {
+        if (isCancelled(result.status)) return (await findOrder(db, id))!;
+        throw new HttpError('conflict', `order ${id} is ${result.status} and can no longer be cancelled`);
+      }
+      await enqueue(
+        tx,
+        {
+          type: 'orders.order-cancelled.v1',
+          aggregateId: id,
+          aggregateVersion: result.order.version,
+          correlationId,
+          causationId: null,
+          body: { orderId: id, reason },
+        },
+        at,
+      );
+      return result.order;
+    });
+    res.json(order);
+  });
+}
+
+/** The caller's X-Correlation-Id when it is a UUID; a new one otherwise. */
+function correlationIdOf(req: Request): string {
+  const given = req.get('x-correlation-id');
+  return given && z.uuid().safeParse(given).success ? given : randomUUID();
+}
+
+function encodeCursor(order: OrderView): string {
+  return Buffer.from(`${order.createdAt}|${order.orderId}`).toString('base64url');
+}
+
+function decodeCursor(cursor: string): { createdAt: Date; id: string } {
+  const [createdAt, id] = Buffer.from(cursor, 'base64url').toString().split('|');
+  const parsed = z.object({ createdAt: z.iso.datetime(), id: z.uuid() }).safeParse({ createdAt, id });
+  if (!parsed.success) {
+    throw new HttpError('invalid_request', 'cursor is not one this API returned', {
+      errors: [{ field: 'query.cursor', message: 'invalid cursor' }],
+    });
+  }
+  return { createdAt: new Date(parsed.data.createdAt), id: parsed.data.id };
+}

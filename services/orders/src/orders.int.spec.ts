@@ -1,0 +1,269 @@
+import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import type { Envelope } from '@idem/contracts';
+import { createInbox } from '@idem/inbox';
+import { createMigratedDatabase, deleteQueues, orderPlacedMessage, uniqueName } from '@idem/testkit';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { loadConfig } from './config.js';
+import { transitionOn } from './consumers/order-transitions.js';
+import { connectDatabase, type PrismaClient } from './db.js';
+import type { OrderView } from './orders.js';
+import { startOrders } from './service.js';
+
+let database: Awaited<ReturnType<typeof createMigratedDatabase>>;
+let db: PrismaClient;
+let service: Awaited<ReturnType<typeof startOrders>>;
+const prefix = uniqueName('idem_test_orders');
+const now = () => new Date();
+
+beforeAll(async () => {
+  database = await createMigratedDatabase('orders', fileURLToPath(new URL('../prisma/migrations', import.meta.url)));
+  db = connectDatabase(database.url);
+  // HTTP only: these tests look at what the API writes, the relay would publish it away.
+  service = await startOrders(
+    loadConfig({
+      DATABASE_URL: database.url,
+      IDEM_QUEUE_PREFIX: prefix,
+      PORT: '0',
+      LOG_LEVEL: 'silent',
+      IDEM_ROLES: 'http',
+    }),
+  );
+});
+afterAll(async () => {
+  await service.stop();
+  await db.$disconnect();
+  await database.drop();
+  await deleteQueues(prefix);
+});
+beforeEach(async () => {
+  await db.$executeRaw`TRUNCATE processed_messages, outbox_messages, order_status_changes, order_lines, orders, idempotency_keys, dead_letters`;
+});
+
+type OrderJson = OrderView & { history: NonNullable<OrderView['history']> };
+const orderOf = async (res: Response) => (await res.json()) as OrderJson;
+const pageOf = async (res: Response) => (await res.json()) as { orders: OrderView[]; nextCursor: string | null };
+
+const url = (path: string) => `http://127.0.0.1:${service.http!.port}${path}`;
+const validOrder = () => ({
+  customerEmail: 'ada@example.com',
+  currency: 'EUR',
+  paymentMethod: 'pm_card_visa',
+  lines: [
+    { sku: 'keyboard', quantity: 2, unitPriceCents: 4999 },
+    { sku: 'mouse', quantity: 1, unitPriceCents: 1999 },
+  ],
+});
+const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
+  fetch(url(path), {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+const nothingWritten = async () => {
+  expect(await db.order.count()).toBe(0);
+  expect(await db.outboxMessage.count()).toBe(0);
+};
+
+describe('POST /orders', () => {
+  it('creates a PENDING order and its order-placed event in one transaction', async () => {
+    const res = await post('/orders', validOrder(), { 'x-correlation-id': '7b1f3f2e-4e8f-4a8e-9d8e-2f1f3f2e4e8f' });
+    expect(res.status).toBe(201);
+    const order = await orderOf(res);
+    expect(order).toMatchObject({ status: 'PENDING', version: 1, totalCents: 11997, currency: 'eur' });
+    const [event] = await db.outboxMessage.findMany();
+    expect(event!.envelope).toMatchObject({
+      type: 'orders.order-placed.v1',
+      aggregateId: order.orderId,
+      aggregateVersion: 1,
+      correlationId: '7b1f3f2e-4e8f-4a8e-9d8e-2f1f3f2e4e8f',
+      causationId: null,
+      body: { orderId: order.orderId, totalCents: 11997, lines: order.lines },
+    });
+  });
+
+  it.each([
+    ['a missing field', { ...validOrder(), customerEmail: undefined }, 'body.customerEmail'],
+    [
+      'a zero quantity',
+      { ...validOrder(), lines: [{ sku: 'a', quantity: 0, unitPriceCents: 1 }] },
+      'body.lines[0].quantity',
+    ],
+    [
+      'a negative quantity',
+      { ...validOrder(), lines: [{ sku: 'a', quantity: -2, unitPriceCents: 1 }] },
+      'body.lines[0].quantity',
+    ],
+    ['an unknown currency', { ...validOrder(), currency: 'xyz' }, 'body.currency'],
+    [
+      'more than 100 lines',
+      { ...validOrder(), lines: Array(101).fill({ sku: 'a', quantity: 1, unitPriceCents: 1 }) },
+      'body.lines',
+    ],
+  ])('refuses %s with 400 naming the field, writing nothing', async (_what, body, field) => {
+    const res = await post('/orders', body);
+    expect(res.status).toBe(400);
+    expect(res.headers.get('content-type')).toMatch(/application\/problem\+json/);
+    expect(((await res.json()) as { errors: { field: string }[] }).errors).toContainEqual(
+      expect.objectContaining({ field }),
+    );
+    await nothingWritten();
+  });
+
+  it('refuses a body that is not JSON (400) or too large (413), writing nothing', async () => {
+    expect((await post('/orders', '{"customerEmail":')).status).toBe(400);
+    const huge = { ...validOrder(), paymentMethod: 'x'.repeat(100_000) };
+    expect((await post('/orders', huge)).status).toBe(413);
+    await nothingWritten();
+  });
+});
+
+describe('Idempotency-Key', () => {
+  it('replays the original response for a repeat with the same key and body, creating nothing new', async () => {
+    const first = await post('/orders', validOrder(), { 'idempotency-key': 'key-1' });
+    const again = await post('/orders', validOrder(), { 'idempotency-key': 'key-1' });
+    expect(again.status).toBe(201);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(first.headers.get('idempotent-replayed')).toBeNull();
+    expect(await again.json()).toEqual(await first.json());
+    expect(await db.order.count()).toBe(1);
+    expect(await db.outboxMessage.count()).toBe(1);
+  });
+
+  it('answers 422 when the key is reused with a different body', async () => {
+    await post('/orders', validOrder(), { 'idempotency-key': 'key-2' });
+    const res = await post('/orders', { ...validOrder(), currency: 'usd' }, { 'idempotency-key': 'key-2' });
+    expect(res.status).toBe(422);
+    expect(await res.json()).toMatchObject({ code: 'idempotency_key_reused' });
+    expect(await db.order.count()).toBe(1);
+  });
+
+  it('answers 409 while a request with the same key is still in flight', async () => {
+    // Hold the key's lock as the first request's transaction would, and send the repeat.
+    let release!: () => void;
+    const holding = new Promise<void>((resolve) => (release = resolve));
+    let locked!: () => void;
+    const isLocked = new Promise<void>((resolve) => (locked = resolve));
+    const inFlight = db.$transaction(async (tx) => {
+      await tx.$executeRaw`SELECT pg_advisory_xact_lock(hashtextextended(${'idempotency:key-3'}, 0))`;
+      locked();
+      await holding;
+    });
+    await isLocked;
+    const res = await post('/orders', validOrder(), { 'idempotency-key': 'key-3' });
+    release();
+    await inFlight;
+    expect(res.status).toBe(409);
+    expect(await res.json()).toMatchObject({ code: 'idempotency_key_in_flight' });
+    expect((await post('/orders', validOrder(), { 'idempotency-key': 'key-3' })).status).toBe(201);
+  });
+});
+
+describe('reading and cancelling orders', () => {
+  const place = async () => orderOf(await post('/orders', validOrder()));
+
+  it('shows an order with its lines and status history', async () => {
+    const { orderId } = await place();
+    const res = await fetch(url(`/orders/${orderId}`));
+    expect(await orderOf(res)).toMatchObject({
+      orderId,
+      status: 'PENDING',
+      lines: [{ sku: 'keyboard' }, { sku: 'mouse' }],
+      history: [{ version: 1, status: 'PENDING', causationId: null }],
+    });
+    expect((await fetch(url(`/orders/${randomUUID()}`))).status).toBe(404);
+    expect((await fetch(url('/orders/not-a-uuid'))).status).toBe(400);
+  });
+
+  it('lists recent orders page by page', async () => {
+    const ids = [];
+    for (let i = 0; i < 5; i++) ids.push((await place()).orderId);
+    const first = await pageOf(await fetch(url('/orders?limit=3')));
+    const second = await pageOf(await fetch(url(`/orders?limit=3&cursor=${first.nextCursor}`)));
+    const listed = [...first.orders, ...second.orders].map((o) => o.orderId);
+    expect(new Set(listed)).toEqual(new Set(ids));
+    expect(second.nextCursor).toBeNull();
+  });
+
+  it('cancels an order once, publishing order-cancelled with the new version', async () => {
+    const { orderId } = await place();
+    const res = await post(`/orders/${orderId}/cancel`, {});
+    expect(await res.json()).toMatchObject({ status: 'CANCELLED', version: 2 });
+    expect(await (await post(`/orders/${orderId}/cancel`, {})).json()).toMatchObject({
+      status: 'CANCELLED',
+      version: 2,
+    });
+    const events = await db.outboxMessage.findMany({ where: { type: 'orders.order-cancelled.v1' } });
+    expect(events.map((e) => e.envelope)).toEqual([
+      expect.objectContaining({ aggregateId: orderId, aggregateVersion: 2 }),
+    ]);
+  });
+
+  it('refuses to cancel an order that was rejected', async () => {
+    const { orderId } = await place();
+    await db.order.update({ where: { id: orderId }, data: { status: 'REJECTED' } });
+    const res = await post(`/orders/${orderId}/cancel`, {});
+    expect(res.status).toBe(409);
+  });
+});
+
+describe('orders consumers', () => {
+  const inbox = () => createInbox({ db });
+  const event = <T extends 'inventory.stock-reserved.v1' | 'payments.payment-captured.v1'>(
+    type: T,
+    body: Envelope<T>['body'],
+  ): Envelope<T> => ({ ...orderPlacedMessage(), type, producer: type.split('.')[0]!, body }) as Envelope<T>;
+  const reserved = (orderId: string) =>
+    event('inventory.stock-reserved.v1', {
+      orderId,
+      lines: [{ sku: 'keyboard', quantity: 1 }],
+      payment: { amountCents: 100, currency: 'eur', method: 'pm_card_visa' },
+    });
+
+  it('moves the order on each event, records the causing message, and ignores the redelivery', async () => {
+    const { orderId } = await orderOf(await post('/orders', validOrder()));
+    const message = reserved(orderId);
+    const handler = transitionOn('stock-reserved', { now });
+    expect(await inbox().consume('orders.stock-reserved.v1', message, handler)).toEqual({ outcome: 'processed' });
+    expect(await inbox().consume('orders.stock-reserved.v1', message, handler)).toEqual({ outcome: 'duplicate' });
+    const captured = event('payments.payment-captured.v1', {
+      orderId,
+      paymentIntentId: 'pi_1',
+      amountCents: 100,
+      currency: 'eur',
+    });
+    await inbox().consume('orders.payment-captured.v1', captured, transitionOn('payment-captured', { now }));
+
+    const order = await orderOf(await fetch(url(`/orders/${orderId}`)));
+    expect(order).toMatchObject({ status: 'PAID', version: 3 });
+    expect(order.history.map((h) => [h.status, h.causationId])).toEqual([
+      ['PENDING', null],
+      ['RESERVED', message.messageId],
+      ['PAID', captured.messageId],
+    ]);
+  });
+
+  it('classifies an event that no longer applies (stock reserved for a cancelled order) as stale', async () => {
+    const { orderId } = await orderOf(await post('/orders', validOrder()));
+    await post(`/orders/${orderId}/cancel`, {});
+    const outcome = await inbox().consume(
+      'orders.stock-reserved.v1',
+      reserved(orderId),
+      transitionOn('stock-reserved', { now }),
+    );
+    expect(outcome).toMatchObject({ outcome: 'stale', reason: expect.stringContaining('CANCELLED') });
+    expect(await db.order.findUniqueOrThrow({ where: { id: orderId } })).toMatchObject({
+      status: 'CANCELLED',
+      version: 2,
+    });
+  });
+
+  it('refuses an event about an order it never had, permanently', async () => {
+    const outcome = await inbox().consume(
+      'orders.stock-reserved.v1',
+      reserved(randomUUID()),
+      transitionOn('stock-reserved', { now }),
+    );
+    expect(outcome).toMatchObject({ outcome: 'permanent_failure', code: 'unknown_order' });
+  });
+});

@@ -1,0 +1,129 @@
+import { randomUUID } from 'node:crypto';
+import type { Tx, PrismaClient } from './db.js';
+import { nextStatus, type OrderStatus, type OrderTrigger } from './domain/order-status.js';
+
+export interface NewOrder {
+  readonly customerEmail: string;
+  readonly currency: string;
+  readonly paymentMethod: string;
+  readonly lines: readonly { sku: string; quantity: number; unitPriceCents: number }[];
+}
+
+export interface OrderView {
+  readonly orderId: string;
+  readonly status: OrderStatus;
+  readonly version: number;
+  readonly customerEmail: string;
+  readonly currency: string;
+  readonly paymentMethod: string;
+  readonly totalCents: number;
+  readonly lines: { sku: string; quantity: number; unitPriceCents: number }[];
+  readonly createdAt: string;
+  readonly updatedAt: string;
+  readonly history?: { version: number; status: string; causationId: string | null; occurredAt: string }[];
+}
+
+const withLines = { lines: { orderBy: { lineNo: 'asc' } } } as const;
+const withHistory = { ...withLines, history: { orderBy: { version: 'asc' } } } as const;
+
+/** Writes a PENDING order (version 1) with its first history entry. */
+export async function createOrder(tx: Tx, order: NewOrder, now: Date): Promise<OrderView> {
+  const totalCents = order.lines.reduce((sum, line) => sum + line.quantity * line.unitPriceCents, 0);
+  const created = await tx.order.create({
+    data: {
+      id: randomUUID(),
+      customerEmail: order.customerEmail,
+      currency: order.currency,
+      paymentMethod: order.paymentMethod,
+      status: 'PENDING',
+      version: 1,
+      totalCents,
+      createdAt: now,
+      updatedAt: now,
+      lines: { create: order.lines.map((line, index) => ({ lineNo: index + 1, ...line })) },
+      history: { create: { version: 1, status: 'PENDING', occurredAt: now } },
+    },
+    include: withLines,
+  });
+  return toView(created);
+}
+
+export type TransitionResult =
+  | { readonly kind: 'changed'; readonly order: OrderView }
+  | { readonly kind: 'not_applicable'; readonly status: OrderStatus }
+  | { readonly kind: 'unknown_order' };
+
+/**
+ * Moves an order on `trigger` if the state machine allows it from its current status, bumping
+ * its version and recording which message (if any) caused the change. The row is locked first,
+ * so concurrent events for one order apply one after the other.
+ */
+export async function applyTransition(
+  tx: Tx,
+  orderId: string,
+  trigger: OrderTrigger,
+  { now, causationId }: { now: Date; causationId: string | null },
+): Promise<TransitionResult> {
+  const [current] = await tx.$queryRaw<{ status: OrderStatus; version: number }[]>`
+    SELECT status, version FROM orders WHERE id = ${orderId}::uuid FOR UPDATE`;
+  if (!current) return { kind: 'unknown_order' };
+  const status = nextStatus(current.status, trigger);
+  if (!status) return { kind: 'not_applicable', status: current.status };
+  const version = current.version + 1;
+  const updated = await tx.order.update({
+    where: { id: orderId },
+    data: { status, version, updatedAt: now, history: { create: { version, status, causationId, occurredAt: now } } },
+    include: withLines,
+  });
+  return { kind: 'changed', order: toView(updated) };
+}
+
+export async function findOrder(db: PrismaClient, orderId: string): Promise<OrderView | undefined> {
+  const order = await db.order.findUnique({ where: { id: orderId }, include: withHistory });
+  return order ? toView(order) : undefined;
+}
+
+export async function listOrders(
+  db: PrismaClient,
+  { limit, before }: { limit: number; before?: { createdAt: Date; id: string } },
+): Promise<OrderView[]> {
+  const orders = await db.order.findMany({
+    where: before
+      ? { OR: [{ createdAt: { lt: before.createdAt } }, { createdAt: before.createdAt, id: { lt: before.id } }] }
+      : {},
+    orderBy: [{ createdAt: 'desc' }, { id: 'desc' }],
+    take: limit,
+    include: withLines,
+  });
+  return orders.map(toView);
+}
+
+type OrderRow = Awaited<ReturnType<Tx['order']['findUniqueOrThrow']>> & {
+  lines: { sku: string; quantity: number; unitPriceCents: number }[];
+  history?: { version: number; status: string; causationId: string | null; occurredAt: Date }[];
+};
+
+function toView(order: OrderRow): OrderView {
+  return {
+    orderId: order.id,
+    status: order.status as OrderStatus,
+    version: order.version,
+    customerEmail: order.customerEmail,
+    currency: order.currency,
+    paymentMethod: order.paymentMethod,
+    totalCents: order.totalCents,
+    lines: order.lines.map(({ sku, quantity, unitPriceCents }) => ({ sku, quantity, unitPriceCents })),
+    createdAt: order.createdAt.toISOString(),
+    updatedAt: order.updatedAt.toISOString(),
+    ...(order.history
+      ? {
+          history: order.history.map((h) => ({
+            version: h.version,
+            status: h.status,
+            causationId: h.causationId,
+            occurredAt: h.occurredAt.toISOString(),
+          })),
+        }
+      : {}),
+  };
+}
