@@ -8,6 +8,7 @@ export default defineConfig({
       'packages/*/src/**/*.spec.ts',
       'packages/*/test/**/*.spec.ts',
       'services/*/src/**/*.spec.ts',
+      'infra/*/src/**/*.spec.ts',
       'e2e/**/*.spec.ts',
     ],
     testTimeout: 60_000,

@@ -1,0 +1,6 @@
+export {
+  createStripeSimulator,
+  type StripeSimulator,
+  type SimulatorFaults,
+  type SimulatorOptions,
+} from './simulator.js';

@@ -1,0 +1,20 @@
+// The Stripe-compatible payment simulator on STRIPE_SIM_PORT (default 12111).
+// STRIPE_SIM_ERROR_AFTER_CREATE / STRIPE_SIM_DROP_AFTER_CREATE: fault probabilities (0..1).
+import { createStripeSimulator } from './simulator.js';
+
+const port = Number(process.env.STRIPE_SIM_PORT ?? process.env.PORT ?? 12111);
+const simulator = createStripeSimulator({
+  faults: {
+    errorAfterCreate: Number(process.env.STRIPE_SIM_ERROR_AFTER_CREATE ?? 0),
+    dropAfterCreate: Number(process.env.STRIPE_SIM_DROP_AFTER_CREATE ?? 0),
+  },
+  latencyMs: Number(process.env.STRIPE_SIM_LATENCY_MS ?? 0),
+});
+const server = simulator.app.listen(port, '0.0.0.0', () => {
+  console.log(
+    JSON.stringify({ service: 'stripe-sim', msg: `Stripe simulator listening on :${port} (state in memory)` }),
+  );
+});
+const stop = () => server.close(() => process.exit(0));
+process.once('SIGTERM', stop);
+process.once('SIGINT', stop);

@@ -1,0 +1,115 @@
+import type { Server } from 'node:http';
+import Stripe from 'stripe';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createStripeSimulator } from './simulator.js';
+
+const simulator = createStripeSimulator({ latencyMs: 50 });
+let server: Server;
+let stripe: Stripe;
+
+beforeAll(async () => {
+  server = await new Promise<Server>((resolve) => {
+    const s = simulator.app.listen(0, '127.0.0.1', () => resolve(s));
+  });
+  const { port } = server.address() as { port: number };
+  stripe = new Stripe('sk_test_simulator', { host: '127.0.0.1', port, protocol: 'http', maxNetworkRetries: 0 });
+});
+afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+beforeEach(() => {
+  simulator.reset();
+  simulator.setFaults({ errorAfterCreate: 0, dropAfterCreate: 0 });
+});
+
+const charge = (key: string, paymentMethod = 'pm_card_visa', amount = 1500) =>
+  stripe.paymentIntents.create(
+    { amount, currency: 'eur', payment_method: paymentMethod, confirm: true, metadata: { order_id: 'o-1' } },
+    { idempotencyKey: key },
+  );
+
+describe('Stripe simulator, through the official SDK', () => {
+  it('confirms a PaymentIntent with pm_card_visa', async () => {
+    const intent = await charge('k1');
+    expect(intent).toMatchObject({
+      object: 'payment_intent',
+      status: 'succeeded',
+      amount: 1500,
+      metadata: { order_id: 'o-1' },
+    });
+    expect(await stripe.paymentIntents.retrieve(intent.id)).toEqual(intent);
+  });
+
+  it('replays the stored result for the same key and parameters, creating nothing new', async () => {
+    const first = await charge('k2');
+    const again = await charge('k2');
+    expect(again.id).toBe(first.id);
+    expect(again.lastResponse.headers['idempotent-replayed']).toBe('true');
+    expect(simulator.paymentIntents()).toHaveLength(1);
+  });
+
+  it('refuses the same key with other parameters with an idempotency error', async () => {
+    await charge('k3');
+    await expect(charge('k3', 'pm_card_visa', 999)).rejects.toBeInstanceOf(Stripe.errors.StripeIdempotencyError);
+  });
+
+  it('answers 409 while a request with the same key is still executing', async () => {
+    const [first, second] = await Promise.allSettled([
+      charge('k4'),
+      new Promise((r) => setTimeout(r, 10)).then(() => charge('k4')),
+    ]);
+    expect(first.status).toBe('fulfilled');
+    expect(second).toMatchObject({ status: 'rejected', reason: { statusCode: 409, code: 'idempotency_key_in_use' } });
+  });
+
+  it('declines pm_card_chargeDeclined with card_declined, and replays the decline', async () => {
+    const declined = charge('k5', 'pm_card_chargeDeclined');
+    await expect(declined).rejects.toBeInstanceOf(Stripe.errors.StripeCardError);
+    await expect(declined).rejects.toMatchObject({ code: 'card_declined', decline_code: 'generic_decline' });
+    await expect(charge('k5', 'pm_card_chargeDeclined')).rejects.toMatchObject({ code: 'card_declined' });
+    expect(simulator.paymentIntents()).toHaveLength(1);
+  });
+
+  it('can fail the answer after creating the charge; a retry with the same key gets the charge', async () => {
+    simulator.setFaults({ errorAfterCreate: 1 });
+    await expect(charge('k6')).rejects.toBeInstanceOf(Stripe.errors.StripeAPIError);
+    simulator.setFaults({ errorAfterCreate: 0 });
+    const intent = await charge('k6');
+    expect(intent.status).toBe('succeeded');
+    expect(simulator.paymentIntents()).toHaveLength(1);
+  });
+
+  it('can drop the connection after creating the charge; the SDK retries under the same key and gets that charge', async () => {
+    simulator.setFaults({ dropAfterCreate: 1 });
+    // stripe-node retries a closed connection once, whatever maxNetworkRetries says; the
+    // replay of the stored result is not subject to faults.
+    const intent = await charge('k7');
+    expect(simulator.paymentIntents().map((p) => p.id)).toEqual([intent.id]);
+  });
+
+  it('lists PaymentIntents newest first, page by page', async () => {
+    const ids = [];
+    for (let i = 0; i < 5; i++) ids.push((await charge(`list-${i}`)).id);
+    const page = await stripe.paymentIntents.list({ limit: 3 });
+    expect(page.data.map((p) => p.id)).toEqual(ids.slice(2).reverse());
+    expect(page.has_more).toBe(true);
+    const all = [];
+    for await (const intent of stripe.paymentIntents.list({ limit: 2 })) all.push(intent.id);
+    expect(all).toEqual([...ids].reverse());
+  });
+
+  it('refunds a captured PaymentIntent once per key, and refuses refunding more than was charged', async () => {
+    const intent = await charge('k8');
+    const refund = await stripe.refunds.create({ payment_intent: intent.id }, { idempotencyKey: 'r1' });
+    expect(refund).toMatchObject({ object: 'refund', amount: 1500, status: 'succeeded', payment_intent: intent.id });
+    expect((await stripe.refunds.create({ payment_intent: intent.id }, { idempotencyKey: 'r1' })).id).toBe(refund.id);
+    await expect(stripe.refunds.create({ payment_intent: intent.id }, { idempotencyKey: 'r2' })).rejects.toMatchObject({
+      code: 'charge_already_refunded',
+    });
+    expect(simulator.refunds()).toHaveLength(1);
+  });
+
+  it('refuses a request without an API key', async () => {
+    const { port } = server.address() as { port: number };
+    const res = await fetch(`http://127.0.0.1:${port}/v1/payment_intents`);
+    expect(res.status).toBe(401);
+  });
+});

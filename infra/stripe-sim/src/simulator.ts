@@ -1,0 +1,369 @@
+import { createHash, randomBytes } from 'node:crypto';
+import express, { type Express, type Request, type Response } from 'express';
+
+/**
+ * A Stripe-compatible payment simulator: the subset of the API idem's payments service uses,
+ * form-encoded like the real API and answered in Stripe's shapes, so the official `stripe`
+ * SDK talks to it unchanged. State lives in memory and is lost on restart.
+ */
+
+export interface SimulatorFaults {
+  /** Chance that a new PaymentIntent or refund is created and its idempotent result stored, but this answer is a 500. */
+  errorAfterCreate: number;
+  /** Chance that a new PaymentIntent or refund is created and stored, then the connection is dropped without an answer. */
+  dropAfterCreate: number;
+}
+
+export interface SimulatorOptions {
+  readonly faults?: Partial<SimulatorFaults>;
+  /** Extra time each create takes, so a concurrent request with the same key sees it in flight. @defaultValue 0 */
+  readonly latencyMs?: number;
+  readonly random?: () => number;
+}
+
+interface PaymentIntent {
+  id: string;
+  object: 'payment_intent';
+  amount: number;
+  amount_received: number;
+  currency: string;
+  status: 'succeeded' | 'requires_payment_method';
+  payment_method: string;
+  confirmation_method: 'automatic';
+  capture_method: 'automatic';
+  created: number;
+  latest_charge: string | null;
+  last_payment_error: StripeErrorBody | null;
+  livemode: false;
+  metadata: Record<string, string>;
+}
+
+interface Refund {
+  id: string;
+  object: 'refund';
+  amount: number;
+  currency: string;
+  payment_intent: string;
+  charge: string | null;
+  status: 'succeeded';
+  created: number;
+  metadata: Record<string, string>;
+}
+
+interface StripeErrorBody {
+  type: 'card_error' | 'invalid_request_error' | 'idempotency_error' | 'api_error' | 'authentication_error';
+  message: string;
+  code?: string;
+  decline_code?: string;
+  param?: string;
+  payment_intent?: PaymentIntent;
+  doc_url?: string;
+}
+
+interface StoredResult {
+  fingerprint: string;
+  inFlight: boolean;
+  status: number;
+  body: unknown;
+}
+
+/** Stripe's test payment methods that this simulator knows, and how each ends. */
+const PAYMENT_METHODS: Record<string, 'succeeds' | 'declines'> = {
+  pm_card_visa: 'succeeds',
+  pm_card_mastercard: 'succeeds',
+  pm_card_chargeDeclined: 'declines',
+  pm_card_visa_chargeDeclined: 'declines',
+};
+
+export interface StripeSimulator {
+  readonly app: Express;
+  readonly paymentIntents: () => PaymentIntent[];
+  readonly refunds: () => Refund[];
+  setFaults(faults: Partial<SimulatorFaults>): void;
+  reset(): void;
+}
+
+class StripeFailure extends Error {
+  constructor(
+    readonly status: number,
+    readonly body: StripeErrorBody,
+  ) {
+    super(body.message);
+  }
+}
+
+export function createStripeSimulator(options: SimulatorOptions = {}): StripeSimulator {
+  const random = options.random ?? Math.random;
+  let faults: SimulatorFaults = { errorAfterCreate: 0, dropAfterCreate: 0, ...options.faults };
+  const intents = new Map<string, PaymentIntent>();
+  const refunds = new Map<string, Refund>();
+  const idempotency = new Map<string, StoredResult>();
+
+  const app = express();
+  app.disable('x-powered-by');
+  app.use(express.urlencoded({ extended: true }));
+  app.use((req, res, next) => {
+    res.set('Request-Id', `req_${id()}`);
+    if (req.path.startsWith('/_sim')) return next();
+    if (!/^Bearer \S+/.test(req.get('authorization') ?? '')) {
+      return void sendError(res, 401, {
+        type: 'authentication_error',
+        message: 'You did not provide an API key. Provide it in the Authorization header as Bearer <key>.',
+      });
+    }
+    next();
+  });
+
+  /**
+   * Stripe's idempotency: the first result for a key is stored and replayed for the same key
+   * and parameters; other parameters under the same key are refused; a request while the first
+   * is still executing gets 409. Requests that fail validation store nothing.
+   */
+  function idempotent(create: (req: Request) => { status: number; body: unknown }) {
+    return async (req: Request, res: Response) => {
+      const key = req.get('idempotency-key');
+      const fingerprint = hash(`${req.method} ${req.path} ${JSON.stringify(sortKeys(req.body ?? {}))}`);
+      if (key) {
+        res.set('Idempotency-Key', key);
+        const stored = idempotency.get(key);
+        if (stored?.inFlight) {
+          return sendError(res, 409, {
+            type: 'idempotency_error',
+            code: 'idempotency_key_in_use',
+            message: 'There is currently another in-progress request using this idempotency key. Try again later.',
+          });
+        }
+        if (stored && stored.fingerprint !== fingerprint) {
+          return sendError(res, 400, {
+            type: 'idempotency_error',
+            message: `Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '${key}' if you meant to execute a different request.`,
+          });
+        }
+        if (stored) {
+          res.set('Idempotent-Replayed', 'true');
+          return void res.status(stored.status).json(stored.body);
+        }
+      }
+      const entry: StoredResult | undefined = key ? { fingerprint, inFlight: true, status: 0, body: null } : undefined;
+      if (key && entry) idempotency.set(key, entry);
+      let result: { status: number; body: unknown };
+      try {
+        if (options.latencyMs) await new Promise((resolve) => setTimeout(resolve, options.latencyMs));
+        result = create(req);
+      } catch (error) {
+        if (key) idempotency.delete(key);
+        if (error instanceof StripeFailure && error.body.type === 'card_error') {
+          // A decline is a result, stored and replayed like a success.
+          result = { status: error.status, body: { error: error.body } };
+        } else if (error instanceof StripeFailure) {
+          return sendError(res, error.status, error.body);
+        } else {
+          throw error;
+        }
+      }
+      if (key && entry) (Object.assign(entry, { inFlight: false, ...result }), idempotency.set(key, entry));
+      if (random() < faults.dropAfterCreate) return void req.socket.destroy();
+      if (random() < faults.errorAfterCreate) {
+        return sendError(res, 500, {
+          type: 'api_error',
+          message: 'An unknown error occurred (simulated after the object was created).',
+        });
+      }
+      res.status(result.status).json(result.body);
+    };
+  }
+
+  app.post(
+    '/v1/payment_intents',
+    idempotent((req) => {
+      const params = req.body as Record<string, unknown>;
+      const amount = positiveInteger(params.amount, 'amount');
+      const currency = requiredString(params.currency, 'currency').toLowerCase();
+      if (!/^[a-z]{3}$/.test(currency)) invalid(`Invalid currency: ${currency}.`, 'currency');
+      const paymentMethod = requiredString(params.payment_method, 'payment_method');
+      const outcome = PAYMENT_METHODS[paymentMethod];
+      if (!outcome) invalid(`No such PaymentMethod: '${paymentMethod}'`, 'payment_method', 'resource_missing');
+      if (params.confirm !== 'true') invalid('This simulator only supports confirm=true.', 'confirm');
+      const intent: PaymentIntent = {
+        id: `pi_${id()}`,
+        object: 'payment_intent',
+        amount,
+        amount_received: 0,
+        currency,
+        status: 'requires_payment_method',
+        payment_method: paymentMethod,
+        confirmation_method: 'automatic',
+        capture_method: 'automatic',
+        created: Math.floor(Date.now() / 1000),
+        latest_charge: `ch_${id()}`,
+        last_payment_error: null,
+        livemode: false,
+        metadata: stringRecord(params.metadata),
+      };
+      intents.set(intent.id, intent);
+      if (outcome === 'declines') {
+        const error: StripeErrorBody = {
+          type: 'card_error',
+          code: 'card_declined',
+          decline_code: 'generic_decline',
+          message: 'Your card was declined.',
+          doc_url: 'https://stripe.com/docs/error-codes/card-declined',
+        };
+        intent.last_payment_error = error;
+        throw new StripeFailure(402, { ...error, payment_intent: intent });
+      }
+      Object.assign(intent, { status: 'succeeded', amount_received: amount });
+      return { status: 200, body: intent };
+    }),
+  );
+
+  app.get('/v1/payment_intents/:id', (req, res) => {
+    const intent = intents.get(req.params.id);
+    if (!intent) return sendError(res, 404, missing('payment_intent', req.params.id));
+    res.json(intent);
+  });
+
+  app.get('/v1/payment_intents', (req, res) => void res.json(list(req, '/v1/payment_intents', [...intents.values()])));
+
+  app.post(
+    '/v1/refunds',
+    idempotent((req) => {
+      const params = req.body as Record<string, unknown>;
+      const intentId = requiredString(params.payment_intent, 'payment_intent');
+      const intent = intents.get(intentId);
+      if (!intent) throw new StripeFailure(404, missing('payment_intent', intentId));
+      if (intent.status !== 'succeeded')
+        invalid(`PaymentIntent ${intentId} has no successful charge to refund.`, 'payment_intent');
+      const refunded = [...refunds.values()]
+        .filter((r) => r.payment_intent === intentId)
+        .reduce((sum, r) => sum + r.amount, 0);
+      const amount = params.amount === undefined ? intent.amount - refunded : positiveInteger(params.amount, 'amount');
+      if (amount <= 0 || refunded + amount > intent.amount) {
+        invalid(`Charge ${intent.latest_charge} has already been refunded.`, 'amount', 'charge_already_refunded');
+      }
+      const refund: Refund = {
+        id: `re_${id()}`,
+        object: 'refund',
+        amount,
+        currency: intent.currency,
+        payment_intent: intentId,
+        charge: intent.latest_charge,
+        status: 'succeeded',
+        created: Math.floor(Date.now() / 1000),
+        metadata: stringRecord(params.metadata),
+      };
+      refunds.set(refund.id, refund);
+      return { status: 200, body: refund };
+    }),
+  );
+
+  app.get('/v1/refunds', (req, res) => {
+    const intent = typeof req.query.payment_intent === 'string' ? req.query.payment_intent : undefined;
+    res.json(
+      list(
+        req,
+        '/v1/refunds',
+        [...refunds.values()].filter((r) => !intent || r.payment_intent === intent),
+      ),
+    );
+  });
+
+  // Simulator controls (not Stripe): faults and a reset, for tests and demos.
+  app.post('/_sim/faults', express.json(), (req, res) => {
+    faults = { ...faults, ...(req.body as Partial<SimulatorFaults>) };
+    res.json(faults);
+  });
+  app.delete('/_sim/state', (_req, res) => {
+    reset();
+    res.status(204).end();
+  });
+  app.get('/health', (_req, res) => void res.json({ status: 'ok' }));
+
+  app.use((req, res) =>
+    sendError(res, 404, {
+      type: 'invalid_request_error',
+      message: `Unrecognized request URL (${req.method}: ${req.path}).`,
+    }),
+  );
+
+  function reset() {
+    intents.clear();
+    refunds.clear();
+    idempotency.clear();
+  }
+
+  return {
+    app,
+    paymentIntents: () => [...intents.values()],
+    refunds: () => [...refunds.values()],
+    setFaults: (next) => void (faults = { ...faults, ...next }),
+    reset,
+  };
+}
+
+/** Stripe list semantics: newest first, `limit` (1–100, default 10), `starting_after` an id. */
+function list<T extends { id: string; created: number }>(req: Request, url: string, items: T[]) {
+  const limit = Math.min(100, Math.max(1, Number(req.query.limit ?? 10) || 10));
+  const ordered = [...items].reverse();
+  const after = typeof req.query.starting_after === 'string' ? req.query.starting_after : undefined;
+  const start = after ? ordered.findIndex((item) => item.id === after) + 1 : 0;
+  const data = ordered.slice(start, start + limit);
+  return { object: 'list', url, has_more: start + limit < ordered.length, data };
+}
+
+function sendError(res: Response, status: number, error: StripeErrorBody): void {
+  res.status(status).json({ error });
+}
+
+function invalid(message: string, param: string, code?: string): never {
+  throw new StripeFailure(400, { type: 'invalid_request_error', message, param, ...(code ? { code } : {}) });
+}
+
+function missing(object: string, id: string): StripeErrorBody {
+  return {
+    type: 'invalid_request_error',
+    code: 'resource_missing',
+    message: `No such ${object}: '${id}'`,
+    param: 'id',
+  };
+}
+
+function requiredString(value: unknown, param: string): string {
+  if (typeof value !== 'string' || value.length === 0)
+    invalid(`Missing required param: ${param}.`, param, 'parameter_missing');
+  return value;
+}
+
+function positiveInteger(value: unknown, param: string): number {
+  const number = typeof value === 'string' && /^\d+$/.test(value) ? Number(value) : NaN;
+  if (!Number.isSafeInteger(number) || number <= 0) invalid(`Invalid positive integer: ${param}.`, param);
+  return number;
+}
+
+function stringRecord(value: unknown): Record<string, string> {
+  if (typeof value !== 'object' || value === null) return {};
+  return Object.fromEntries(
+    Object.entries(value).filter((entry): entry is [string, string] => typeof entry[1] === 'string'),
+  );
+}
+
+function sortKeys(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(sortKeys);
+  if (value && typeof value === 'object') {
+    return Object.fromEntries(
+      Object.entries(value)
+        .sort(([a], [b]) => (a < b ? -1 : 1))
+        .map(([k, v]) => [k, sortKeys(v)]),
+    );
+  }
+  return value;
+}
+
+function hash(text: string): string {
+  return createHash('sha256').update(text).digest('hex');
+}
+
+function id(): string {
+  const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
+  return [...randomBytes(24)].map((b) => alphabet[b % alphabet.length]).join('');
+}
