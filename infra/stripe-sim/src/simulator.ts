@@ -161,7 +161,7 @@ export function createStripeSimulator(options: SimulatorOptions = {}): StripeSim
           throw error;
         }
       }
-      if (key && entry) (Object.assign(entry, { inFlight: false, ...result }), idempotency.set(key, entry));
+      if (entry) Object.assign(entry, { inFlight: false, ...result });
       if (random() < faults.dropAfterCreate) return void req.socket.destroy();
       if (random() < faults.errorAfterCreate) {
         return sendError(res, 500, {
