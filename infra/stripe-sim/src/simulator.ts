@@ -151,15 +151,13 @@ export function createStripeSimulator(options: SimulatorOptions = {}): StripeSim
         if (options.latencyMs) await new Promise((resolve) => setTimeout(resolve, options.latencyMs));
         result = create(req);
       } catch (error) {
-        if (key) idempotency.delete(key);
-        if (error instanceof StripeFailure && error.body.type === 'card_error') {
-          // A decline is a result, stored and replayed like a success.
-          result = { status: error.status, body: { error: error.body } };
-        } else if (error instanceof StripeFailure) {
-          return sendError(res, error.status, error.body);
-        } else {
+        // A decline is a result, stored and replayed like a success; anything else stores nothing.
+        if (!(error instanceof StripeFailure && error.body.type === 'card_error')) {
+          if (key) idempotency.delete(key);
+          if (error instanceof StripeFailure) return sendError(res, error.status, error.body);
           throw error;
         }
+        result = { status: error.status, body: { error: error.body } };
       }
       if (entry) Object.assign(entry, { inFlight: false, ...result });
       if (random() < faults.dropAfterCreate) return void req.socket.destroy();
