@@ -1,0 +1,264 @@
+import { randomUUID } from 'node:crypto';
+import { boundReason } from '@idem/contracts';
+import { noFaults, type Faults } from '@idem/faults';
+import { enqueue } from '@idem/outbox';
+import type { BackgroundWorker, Logger } from '@idem/runtime';
+import type Stripe from 'stripe';
+import type { PrismaClient } from './db.js';
+import type { PaymentAttempt } from './generated/prisma/client.js';
+import { classifyProviderError, type ProviderResult } from './stripe.js';
+
+export interface PaymentWorkerOptions {
+  readonly db: PrismaClient;
+  readonly stripe: Stripe;
+  readonly log: Logger;
+  readonly now?: () => Date;
+  readonly faults?: Faults;
+  /** How long a claimed attempt belongs to this worker before another may take it. @defaultValue 60000 */
+  readonly leaseMs?: number;
+  /** @defaultValue 500 */
+  readonly pollIntervalMs?: number;
+  /** @defaultValue 10 */
+  readonly batchSize?: number;
+  /** First retry delay after a failed provider call; doubles per call, at most 5 minutes. @defaultValue 1000 */
+  readonly retryDelayMs?: number;
+}
+
+/**
+ * Charges and refunds due payment attempts. Each attempt is claimed with a lease (SKIP LOCKED,
+ * so workers never take the same one at once), the provider is called outside any
+ * transaction with the attempt's persisted idempotency key, and the result and its event are
+ * recorded together in one transaction. A crash between the provider's answer and the record
+ * leaves the lease to expire; the next call with the same key returns the same PaymentIntent.
+ */
+export function createPaymentWorker(options: PaymentWorkerOptions): BackgroundWorker & { runOnce(): Promise<number> } {
+  const {
+    db,
+    stripe,
+    log,
+    now = () => new Date(),
+    faults = noFaults,
+    leaseMs = 60_000,
+    pollIntervalMs = 500,
+    batchSize = 10,
+    retryDelayMs = 1000,
+  } = options;
+  const owner = `payments-worker-${randomUUID()}`;
+
+  async function claim(): Promise<PaymentAttempt[]> {
+    return db.$transaction(async (tx) => {
+      const at = now();
+      const due = await tx.$queryRaw<{ id: string }[]>`
+        SELECT id FROM payment_attempts
+         WHERE status IN ('pending', 'refund_pending') AND next_attempt_at <= ${at}
+           AND (lease_expires_at IS NULL OR lease_expires_at < ${at})
+         ORDER BY next_attempt_at
+         LIMIT ${batchSize}
+         FOR UPDATE SKIP LOCKED`;
+      if (due.length === 0) return [];
+      const ids = due.map((row) => row.id);
+      // provider_calls counts calls that may have happened: it grows before the call.
+      await tx.paymentAttempt.updateMany({
+        where: { id: { in: ids } },
+        data: { leaseOwner: owner, leaseExpiresAt: new Date(at.getTime() + leaseMs), providerCalls: { increment: 1 } },
+      });
+      return tx.paymentAttempt.findMany({ where: { id: { in: ids } } });
+    });
+  }
+
+  async function charge(attempt: PaymentAttempt): Promise<ProviderResult> {
+    try {
+      const intent = await stripe.paymentIntents.create(
+        {
+          amount: attempt.amountCents,
+          currency: attempt.currency,
+          payment_method: attempt.paymentMethod,
+          confirm: true,
+          metadata: { order_id: attempt.orderId, payment_attempt_id: attempt.id },
+        },
+        // The key was persisted with the attempt before the first call; every call reuses it.
+        { idempotencyKey: attempt.idempotencyKey },
+      );
+      return intent.status === 'succeeded'
+        ? { kind: 'succeeded', id: intent.id }
+        : { kind: 'retry', reason: `PaymentIntent ${intent.id} is ${intent.status}` };
+    } catch (error) {
+      return classifyProviderError(error);
+    }
+  }
+
+  async function refund(attempt: PaymentAttempt): Promise<ProviderResult> {
+    try {
+      const result = await stripe.refunds.create(
+        { payment_intent: attempt.paymentIntentId!, metadata: { order_id: attempt.orderId } },
+        { idempotencyKey: attempt.refundIdempotencyKey! },
+      );
+      return { kind: 'succeeded', id: result.id };
+    } catch (error) {
+      const classified = classifyProviderError(error);
+      // A refund the provider refuses is not a payment failure: keep retrying and make it visible.
+      return classified.kind === 'declined'
+        ? { kind: 'retry', reason: `${classified.code}: ${classified.reason}` }
+        : classified;
+    }
+  }
+
+  async function recordRetry(attempt: PaymentAttempt, reason: string): Promise<void> {
+    const delay = Math.min(300_000, retryDelayMs * 2 ** Math.max(0, attempt.providerCalls - 1));
+    await db.paymentAttempt.updateMany({
+      where: { id: attempt.id, status: attempt.status },
+      data: {
+        leaseOwner: null,
+        leaseExpiresAt: null,
+        lastError: boundReason(reason),
+        nextAttemptAt: new Date(now().getTime() + delay),
+        updatedAt: now(),
+      },
+    });
+  }
+
+  async function recordCharge(attempt: PaymentAttempt, result: ProviderResult): Promise<void> {
+    if (result.kind === 'retry') return recordRetry(attempt, result.reason);
+    await db.$transaction(async (tx) => {
+      const at = now();
+      const [current] = await tx.$queryRaw<{ status: string; cancel_requested_at: Date | null }[]>`
+        SELECT status, cancel_requested_at FROM payment_attempts WHERE id = ${attempt.id}::uuid FOR UPDATE`;
+      // Another worker (whose lease this one outlived) may have recorded the same answer.
+      if (current?.status !== 'pending') return;
+      const event = {
+        aggregateId: attempt.orderId,
+        aggregateVersion: 2,
+        correlationId: attempt.correlationId,
+        causationId: attempt.causationId,
+      };
+      const done = { leaseOwner: null, leaseExpiresAt: null, lastError: null, updatedAt: at };
+      if (result.kind === 'succeeded') {
+        const cancelled = current.cancel_requested_at !== null;
+        await tx.paymentAttempt.update({
+          where: { id: attempt.id },
+          data: {
+            ...done,
+            paymentIntentId: result.id,
+            // Cancelled while the charge was under way: refund it.
+            ...(cancelled
+              ? { status: 'refund_pending', refundIdempotencyKey: `refund-${randomUUID()}`, nextAttemptAt: at }
+              : { status: 'captured' }),
+          },
+        });
+        await enqueue(
+          tx,
+          {
+            ...event,
+            type: 'payments.payment-captured.v1',
+            body: {
+              orderId: attempt.orderId,
+              paymentIntentId: result.id,
+              amountCents: attempt.amountCents,
+              currency: attempt.currency,
+            },
+          },
+          at,
+        );
+      } else {
+        await tx.paymentAttempt.update({
+          where: { id: attempt.id },
+          data: { ...done, status: 'failed', failureCode: result.code, failureReason: boundReason(result.reason) },
+        });
+        await enqueue(
+          tx,
+          {
+            ...event,
+            type: 'payments.payment-failed.v1',
+            body: { orderId: attempt.orderId, code: result.code, reason: boundReason(result.reason) },
+          },
+          at,
+        );
+      }
+    });
+  }
+
+  async function recordRefund(attempt: PaymentAttempt, result: ProviderResult): Promise<void> {
+    if (result.kind !== 'succeeded') return recordRetry(attempt, result.reason);
+    await db.$transaction(async (tx) => {
+      const at = now();
+      const updated = await tx.paymentAttempt.updateMany({
+        where: { id: attempt.id, status: 'refund_pending' },
+        data: {
+          status: 'refunded',
+          refundId: result.id,
+          leaseOwner: null,
+          leaseExpiresAt: null,
+          lastError: null,
+          updatedAt: at,
+        },
+      });
+      if (updated.count === 0) return;
+      await enqueue(
+        tx,
+        {
+          aggregateId: attempt.orderId,
+          aggregateVersion: 3,
+          correlationId: attempt.correlationId,
+          causationId: attempt.cancelCausationId ?? attempt.causationId,
+          type: 'payments.payment-refunded.v1',
+          body: {
+            orderId: attempt.orderId,
+            refundId: result.id,
+            amountCents: attempt.amountCents,
+            currency: attempt.currency,
+          },
+        },
+        at,
+      );
+    });
+  }
+
+  async function runOnce(): Promise<number> {
+    const attempts = await claim();
+    for (const attempt of attempts) {
+      if (attempt.status === 'pending') {
+        const result = await charge(attempt);
+        // The provider has answered and nothing is recorded yet: the window the persisted key covers.
+        faults.crashIf('crash-after-provider-call', 'payments.worker');
+        await recordCharge(attempt, result);
+      } else {
+        const result = await refund(attempt);
+        faults.crashIf('crash-after-provider-call', 'payments.worker');
+        await recordRefund(attempt, result);
+      }
+      log.info(
+        {
+          orderId: attempt.orderId,
+          paymentAttemptId: attempt.id,
+          operation: attempt.status === 'pending' ? 'charge' : 'refund',
+        },
+        'payment attempt handled',
+      );
+    }
+    return attempts.length;
+  }
+
+  let stopped = true;
+  let loop: Promise<void> = Promise.resolve();
+  return {
+    runOnce,
+    start() {
+      stopped = false;
+      loop = (async () => {
+        while (!stopped) {
+          let handled = 0;
+          try {
+            handled = await runOnce();
+          } catch (error) {
+            log.warn({ err: error }, 'payment worker: a round failed; trying again');
+          }
+          if (handled < batchSize && !stopped) await new Promise((resolve) => setTimeout(resolve, pollIntervalMs));
+        }
+      })();
+    },
+    async stop() {
+      stopped = true;
+      await loop;
+    },
+  };
+}

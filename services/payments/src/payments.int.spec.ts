@@ -1,0 +1,245 @@
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import type { Server } from 'node:http';
+import { fileURLToPath } from 'node:url';
+import type { Envelope } from '@idem/contracts';
+import { createInbox } from '@idem/inbox';
+import { createLogger } from '@idem/runtime';
+import { createStripeSimulator } from '@idem/stripe-sim';
+import { createMigratedDatabase, orderPlacedMessage, waitFor } from '@idem/testkit';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { handleOrderCancelled } from './consumers/order-cancelled.js';
+import { handleStockReserved } from './consumers/stock-reserved.js';
+import { connectDatabase, type PrismaClient } from './db.js';
+import { createPaymentWorker } from './payment-worker.js';
+import { createStripeClient } from './stripe.js';
+
+const simulator = createStripeSimulator();
+let server: Server;
+let apiBase: string;
+let database: Awaited<ReturnType<typeof createMigratedDatabase>>;
+let db: PrismaClient;
+const now = () => new Date();
+
+beforeAll(async () => {
+  database = await createMigratedDatabase('payments', fileURLToPath(new URL('../prisma/migrations', import.meta.url)));
+  db = connectDatabase(database.url);
+  server = await new Promise<Server>((resolve) => {
+    const s = simulator.app.listen(0, '127.0.0.1', () => resolve(s));
+  });
+  apiBase = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+});
+afterAll(async () => {
+  await new Promise((resolve) => server.close(resolve));
+  await db.$disconnect();
+  await database.drop();
+});
+beforeEach(async () => {
+  simulator.reset();
+  simulator.setFaults({ errorAfterCreate: 0, dropAfterCreate: 0 });
+  await db.$executeRaw`TRUNCATE processed_messages, outbox_messages, payment_attempts, order_cancellations, dead_letters`;
+});
+
+const inbox = () => createInbox({ db });
+const worker = () =>
+  createPaymentWorker({
+    db,
+    stripe: createStripeClient({ apiKey: 'sk_test_idem', apiBase }),
+    log: createLogger('payments', 'silent'),
+    retryDelayMs: 1,
+    leaseMs: 300,
+  });
+
+function stockReserved(
+  orderId: string = randomUUID(),
+  method = 'pm_card_visa',
+): Envelope<'inventory.stock-reserved.v1'> {
+  return {
+    ...orderPlacedMessage(),
+    type: 'inventory.stock-reserved.v1',
+    producer: 'inventory',
+    aggregateId: orderId,
+    body: {
+      orderId,
+      lines: [{ sku: 'keyboard', quantity: 1 }],
+      payment: { amountCents: 4999, currency: 'eur', method },
+    },
+  };
+}
+function orderCancelled(orderId: string): Envelope<'orders.order-cancelled.v1'> {
+  return {
+    ...orderPlacedMessage(),
+    type: 'orders.order-cancelled.v1',
+    aggregateId: orderId,
+    aggregateVersion: 3,
+    body: { orderId, reason: 'changed my mind' },
+  };
+}
+const reserve = (message: Envelope<'inventory.stock-reserved.v1'>) =>
+  inbox().consume('payments.stock-reserved.v1', message, handleStockReserved({ now }));
+const cancel = (orderId: string) =>
+  inbox().consume('payments.order-cancelled.v1', orderCancelled(orderId), handleOrderCancelled({ now }));
+const attemptOf = (orderId: string) => db.paymentAttempt.findUniqueOrThrow({ where: { orderId } });
+const eventsOf = async () =>
+  (await db.outboxMessage.findMany({ orderBy: { position: 'asc' } })).map((m) => m.envelope as Envelope);
+const intentsFor = (orderId: string) => simulator.paymentIntents().filter((p) => p.metadata.order_id === orderId);
+
+describe('payments.stock-reserved.v1', () => {
+  it('creates one attempt per order with a persisted provider key and calls no provider', async () => {
+    const message = stockReserved();
+    expect(await reserve(message)).toEqual({ outcome: 'processed' });
+    expect(await reserve(message)).toEqual({ outcome: 'duplicate' });
+    // Another message about the same order (the business key): no second attempt.
+    expect(await reserve({ ...stockReserved(message.body.orderId), messageId: randomUUID() })).toEqual({
+      outcome: 'processed',
+    });
+    const attempts = await db.paymentAttempt.findMany();
+    expect(attempts).toHaveLength(1);
+    expect(attempts[0]).toMatchObject({
+      status: 'pending',
+      providerCalls: 0,
+      idempotencyKey: expect.stringMatching(/^charge-/),
+    });
+    expect(simulator.paymentIntents()).toEqual([]);
+  });
+
+  it('charges nothing for an order cancelled before its stock was reserved', async () => {
+    const message = stockReserved();
+    await cancel(message.body.orderId);
+    expect(await reserve(message)).toMatchObject({ outcome: 'stale' });
+    expect(await db.paymentAttempt.count()).toBe(0);
+  });
+});
+
+describe('payment worker', () => {
+  it('charges with the persisted key and records the capture and its event together', async () => {
+    const message = stockReserved();
+    await reserve(message);
+    expect(await worker().runOnce()).toBe(1);
+    const attempt = await attemptOf(message.body.orderId);
+    const [intent] = intentsFor(message.body.orderId);
+    expect(attempt).toMatchObject({ status: 'captured', paymentIntentId: intent!.id, leaseOwner: null });
+    expect(await eventsOf()).toEqual([
+      expect.objectContaining({
+        type: 'payments.payment-captured.v1',
+        correlationId: message.correlationId,
+        causationId: message.messageId,
+        body: { orderId: message.body.orderId, paymentIntentId: intent!.id, amountCents: 4999, currency: 'eur' },
+      }),
+    ]);
+  });
+
+  it('records a decline as final and publishes payment-failed', async () => {
+    const message = stockReserved(randomUUID(), 'pm_card_chargeDeclined');
+    await reserve(message);
+    await worker().runOnce();
+    expect(await attemptOf(message.body.orderId)).toMatchObject({ status: 'failed', failureCode: 'card_declined' });
+    expect(await eventsOf()).toEqual([
+      expect.objectContaining({
+        type: 'payments.payment-failed.v1',
+        body: expect.objectContaining({ code: 'card_declined' }),
+      }),
+    ]);
+    expect(await worker().runOnce()).toBe(0);
+  });
+
+  it('retries a provider failure with the same key and ends with one PaymentIntent', async () => {
+    const message = stockReserved();
+    await reserve(message);
+    simulator.setFaults({ errorAfterCreate: 1 });
+    await worker().runOnce();
+    expect(await attemptOf(message.body.orderId)).toMatchObject({
+      status: 'pending',
+      providerCalls: 1,
+      lastError: expect.any(String),
+    });
+    simulator.setFaults({ errorAfterCreate: 0 });
+    await waitFor(async () => (await worker().runOnce()) === 1);
+    expect(await attemptOf(message.body.orderId)).toMatchObject({ status: 'captured', providerCalls: 2 });
+    expect(intentsFor(message.body.orderId)).toHaveLength(1);
+  });
+
+  it('charges once when the worker is SIGKILLed after the provider answered and before recording', async () => {
+    const message = stockReserved();
+    await reserve(message);
+    const child = spawn(
+      process.execPath,
+      [
+        '--conditions=development',
+        '--import',
+        'tsx',
+        fileURLToPath(new URL('../test/worker-process.ts', import.meta.url)),
+      ],
+      {
+        env: {
+          ...process.env,
+          DATABASE_URL: database.url,
+          STRIPE_API_BASE: apiBase,
+          IDEM_FAULTS_ENABLED: '1',
+          IDEM_FAULTS: 'crash-after-provider-call count=1',
+        },
+        stdio: 'ignore',
+      },
+    );
+    const signal = await new Promise((resolve) => child.once('exit', (code, sig) => resolve(sig ?? code)));
+    expect(signal).toBe('SIGKILL');
+    expect(intentsFor(message.body.orderId)).toHaveLength(1); // the provider charged
+    expect(await attemptOf(message.body.orderId)).toMatchObject({ status: 'pending' }); // nothing recorded
+
+    // Once the dead worker's lease expires another one calls again with the same key.
+    await waitFor(async () => (await worker().runOnce()) === 1);
+    const attempt = await attemptOf(message.body.orderId);
+    expect(attempt).toMatchObject({ status: 'captured', providerCalls: 2 });
+    expect(intentsFor(message.body.orderId).map((p) => p.id)).toEqual([attempt.paymentIntentId]);
+  });
+});
+
+describe('payments.order-cancelled.v1', () => {
+  it('refunds a captured payment exactly once, with its own persisted key', async () => {
+    const message = stockReserved();
+    await reserve(message);
+    await worker().runOnce();
+    expect(await cancel(message.body.orderId)).toEqual({ outcome: 'processed' });
+    expect(await cancel(message.body.orderId)).toEqual({ outcome: 'processed' }); // another cancel message: nothing new
+    expect(await attemptOf(message.body.orderId)).toMatchObject({
+      status: 'refund_pending',
+      refundIdempotencyKey: expect.stringMatching(/^refund-/),
+    });
+    await worker().runOnce();
+    await worker().runOnce();
+    const attempt = await attemptOf(message.body.orderId);
+    expect(attempt).toMatchObject({ status: 'refunded', refundId: expect.stringMatching(/^re_/) });
+    expect(simulator.refunds()).toHaveLength(1);
+    expect((await eventsOf()).map((e) => e.type)).toEqual([
+      'payments.payment-captured.v1',
+      'payments.payment-refunded.v1',
+    ]);
+  });
+
+  it('cancels a payment that never reached the provider', async () => {
+    const message = stockReserved();
+    await reserve(message);
+    await cancel(message.body.orderId);
+    expect(await attemptOf(message.body.orderId)).toMatchObject({ status: 'cancelled' });
+    expect(await worker().runOnce()).toBe(0);
+    expect(simulator.paymentIntents()).toEqual([]);
+  });
+
+  it('refunds a charge that completed after the cancel arrived', async () => {
+    const message = stockReserved();
+    await reserve(message);
+    simulator.setFaults({ errorAfterCreate: 1 }); // charged, but the worker does not know yet
+    await worker().runOnce();
+    simulator.setFaults({ errorAfterCreate: 0 });
+    await cancel(message.body.orderId);
+    expect(await attemptOf(message.body.orderId)).toMatchObject({
+      status: 'pending',
+      cancelRequestedAt: expect.any(Date),
+    });
+    await waitFor(
+      async () => (await attemptOf(message.body.orderId)).status === 'refunded' || (await worker().runOnce(), false),
+    );
+    expect(simulator.refunds()).toHaveLength(1);
+    expect(intentsFor(message.body.orderId)).toHaveLength(1);
+  });
+});

@@ -1,0 +1,44 @@
+import Stripe from 'stripe';
+
+/**
+ * The official SDK, pointed at real Stripe or at a Stripe-compatible server (the simulator).
+ * Our worker retries on its own schedule with the persisted key; the SDK's own retries are
+ * off (it still retries a closed connection once, with the same key).
+ */
+export function createStripeClient({ apiKey, apiBase }: { apiKey: string; apiBase?: string }): Stripe {
+  const base = apiBase ? new URL(apiBase) : undefined;
+  return new Stripe(apiKey, {
+    maxNetworkRetries: 0,
+    timeout: 20_000,
+    ...(base
+      ? {
+          host: base.hostname,
+          port: base.port || (base.protocol === 'https:' ? 443 : 80),
+          protocol: base.protocol === 'https:' ? 'https' : 'http',
+        }
+      : {}),
+  });
+}
+
+export type ProviderResult =
+  | { readonly kind: 'succeeded'; readonly id: string }
+  | { readonly kind: 'declined'; readonly code: string; readonly reason: string }
+  | { readonly kind: 'retry'; readonly reason: string };
+
+/**
+ * Sorts a provider error: a card error is a final answer; a request the provider refuses as
+ * invalid will be refused again; a lost connection, 409, 429 or 5xx (and anything else) is
+ * retried later with the same idempotency key.
+ */
+export function classifyProviderError(error: unknown): ProviderResult {
+  if (error instanceof Stripe.errors.StripeCardError) {
+    return { kind: 'declined', code: error.code ?? 'card_error', reason: error.message };
+  }
+  if (
+    error instanceof Stripe.errors.StripeInvalidRequestError ||
+    error instanceof Stripe.errors.StripeIdempotencyError
+  ) {
+    if (error.statusCode !== 409) return { kind: 'declined', code: error.code ?? error.type, reason: error.message };
+  }
+  return { kind: 'retry', reason: (error as Error)?.message ?? String(error) };
+}

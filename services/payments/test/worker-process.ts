@@ -1,0 +1,17 @@
+// A payment worker in its own process, so a test can SIGKILL it for real (fault switches from the environment).
+import { faultsFromEnv } from '@idem/faults';
+import { createLogger } from '@idem/runtime';
+import { connectDatabase } from '../src/db.js';
+import { createPaymentWorker } from '../src/payment-worker.js';
+import { createStripeClient } from '../src/stripe.js';
+
+const worker = createPaymentWorker({
+  db: connectDatabase(process.env.DATABASE_URL!),
+  stripe: createStripeClient({ apiKey: 'sk_test_idem', apiBase: process.env.STRIPE_API_BASE! }),
+  log: createLogger('payments', 'silent'),
+  faults: faultsFromEnv(),
+  pollIntervalMs: 50,
+  leaseMs: 500,
+});
+worker.start();
+console.log('ready');
