@@ -4,7 +4,7 @@ import { createTestDatabase, orderPlacedMessage, type PrismaClient, type TestDat
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { advanceAggregateVersion } from './aggregate-versions.js';
 import { createInbox, type MessageHandler } from './inbox.js';
-import { permanentFailure, processed, stale } from './outcomes.js';
+import { permanentFailure, processed, stale, transientFailure } from './outcomes.js';
 
 type Tx = Parameters<Parameters<PrismaClient['$transaction']>[0]>[0];
 
@@ -158,6 +158,21 @@ describe('inbox.consume', () => {
       return permanentFailure('unknown_sku', 'sku-9 is not sold here');
     });
     expect(outcome).toEqual({ outcome: 'permanent_failure', code: 'unknown_sku', reason: 'sku-9 is not sold here' });
+    expect(await records()).toBe(0);
+    expect(await available()).toBe(10);
+  });
+
+  it('rolls back and records nothing when the handler asks for a redelivery later', async () => {
+    const inbox = createInbox({ db: db.prisma });
+    const outcome = await inbox.consume('c', orderPlaced(), async (_m, tx) => {
+      await tx.stockItem.update({ where: { sku: 'sku-1' }, data: { available: 0 } });
+      return transientFailure('order_not_known_yet', 'the order summary has not arrived');
+    });
+    expect(outcome).toEqual({
+      outcome: 'transient_failure',
+      code: 'order_not_known_yet',
+      reason: 'the order summary has not arrived',
+    });
     expect(await records()).toBe(0);
     expect(await available()).toBe(10);
   });

@@ -42,7 +42,7 @@ export interface Inbox<Tx extends SqlClient> {
 
 /** Thrown inside the transaction to roll it back when the handler refuses the message. */
 class Refusal extends Error {
-  constructor(readonly result: Extract<HandlerResult, { outcome: 'permanent_failure' }>) {
+  constructor(readonly result: Extract<HandlerResult, { outcome: 'permanent_failure' | 'transient_failure' }>) {
     super(result.reason);
   }
 }
@@ -72,14 +72,15 @@ export function createInbox<Tx extends SqlClient>(options: InboxOptions<Tx>): In
           INSERT INTO processed_messages (consumer, message_id, body_hash, processed_at)
           VALUES (${consumer}, ${message.messageId}::uuid, ${hash}, ${now()})`;
         const result = await handler(message, tx);
-        if (result.outcome === 'permanent_failure') throw new Refusal(result);
+        if (result.outcome === 'permanent_failure' || result.outcome === 'transient_failure') throw new Refusal(result);
         if (faults.fires('rollback-after-handler', consumer)) throw new ForcedRollback();
         return result;
       }, transaction);
     } catch (error) {
       if (isProcessedMessageConflict(error)) return duplicateOf(consumer, message.messageId, hash);
       if (error instanceof Refusal) {
-        return { outcome: 'permanent_failure', code: error.result.code, reason: boundReason(error.result.reason) };
+        const { outcome, code, reason } = error.result;
+        return { outcome, code, reason: boundReason(reason) };
       }
       if (error instanceof ForcedRollback) {
         return { outcome: 'transient_failure', code: 'forced_rollback', reason: error.message };

@@ -35,6 +35,7 @@ export function isSettled(
 export type HandlerResult =
   | { readonly outcome: 'processed' }
   | { readonly outcome: 'stale'; readonly reason: string }
+  | { readonly outcome: 'transient_failure'; readonly code: string; readonly reason: string }
   | { readonly outcome: 'permanent_failure'; readonly code: string; readonly reason: string };
 
 /** The business change was applied. */
@@ -43,6 +44,11 @@ export const processed = { outcome: 'processed' } as const satisfies HandlerResu
 /** The message is older than the state already applied; the record commits, nothing else changes. */
 export function stale(reason: string): HandlerResult {
   return { outcome: 'stale', reason };
+}
+
+/** The message cannot be applied yet (e.g. what it refers to has not arrived); the transaction rolls back and it is redelivered. */
+export function transientFailure(code: string, reason: string): HandlerResult {
+  return { outcome: 'transient_failure', code, reason };
 }
 
 /** The message can never be applied (e.g. a business rule it breaks); the transaction rolls back. */

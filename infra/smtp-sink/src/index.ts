@@ -1,0 +1,1 @@
+export { startSmtpSink, type SmtpSink, type SmtpSinkOptions, type StoredMessage } from './sink.js';

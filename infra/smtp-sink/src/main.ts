@@ -1,0 +1,12 @@
+// The SMTP sink: SMTP on SMTP_SINK_PORT (1025), Mailpit-compatible HTTP API on SMTP_SINK_HTTP_PORT (8025).
+// Messages are kept in memory and lost on restart.
+import { startSmtpSink } from './sink.js';
+
+const sink = await startSmtpSink({
+  smtpPort: Number(process.env.SMTP_SINK_PORT ?? 1025),
+  httpPort: Number(process.env.SMTP_SINK_HTTP_PORT ?? 8025),
+});
+console.log(JSON.stringify({ service: 'smtp-sink', msg: `SMTP on :${sink.smtpPort}, HTTP API on :${sink.httpPort}` }));
+const stop = () => void sink.close().then(() => process.exit(0));
+process.once('SIGTERM', stop);
+process.once('SIGINT', stop);

@@ -1,0 +1,56 @@
+import nodemailer from 'nodemailer';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { startSmtpSink, type SmtpSink } from './sink.js';
+
+let sink: SmtpSink;
+beforeAll(async () => {
+  sink = await startSmtpSink({ smtpPort: 0, httpPort: 0, host: '127.0.0.1' });
+});
+afterAll(() => sink.close());
+beforeEach(() => sink.clear());
+
+const send = (messageId: string) =>
+  nodemailer.createTransport({ host: '127.0.0.1', port: sink.smtpPort, secure: false, ignoreTLS: true }).sendMail({
+    from: 'shop@idem.local',
+    to: 'ada@example.com',
+    subject: 'Your receipt',
+    text: 'Thank you',
+    html: '<p>Thank you</p>',
+    messageId,
+  });
+const api = (path: string, init?: RequestInit) => fetch(`http://127.0.0.1:${sink.httpPort}${path}`, init);
+
+describe('SMTP sink', () => {
+  it('keeps accepted messages and lists them like Mailpit', async () => {
+    await send('<receipt-1@idem.local>');
+    const list = (await (await api('/api/v1/messages')).json()) as {
+      total: number;
+      messages: { ID: string; MessageID: string; Subject: string; To: { Address: string }[] }[];
+    };
+    expect(list.total).toBe(1);
+    expect(list.messages[0]).toMatchObject({
+      MessageID: 'receipt-1@idem.local',
+      Subject: 'Your receipt',
+      To: [{ Address: 'ada@example.com' }],
+    });
+    const message = (await (await api(`/api/v1/message/${list.messages[0]!.ID}`)).json()) as {
+      Text: string;
+      HTML: string;
+    };
+    expect(message.Text.trim()).toBe('Thank you');
+    expect(message.HTML).toContain('<p>Thank you</p>');
+  });
+
+  it('deletes all messages', async () => {
+    await send('<x@idem.local>');
+    await api('/api/v1/messages', { method: 'DELETE' });
+    expect(sink.messages()).toEqual([]);
+  });
+
+  it('can answer with a temporary failure', async () => {
+    sink.failNext(1);
+    await expect(send('<y@idem.local>')).rejects.toMatchObject({ responseCode: 451 });
+    await send('<y@idem.local>');
+    expect(sink.messages()).toHaveLength(1);
+  });
+});

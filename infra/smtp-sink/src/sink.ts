@@ -1,0 +1,188 @@
+import { randomUUID } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
+import express from 'express';
+import { simpleParser, type AddressObject, type ParsedMail } from 'mailparser';
+import { SMTPServer } from 'smtp-server';
+
+/**
+ * A local SMTP server that keeps every message it accepts (in memory) and serves a
+ * Mailpit-compatible subset of Mailpit's HTTP API, so the same tests and tools work against
+ * Mailpit in docker compose.
+ */
+
+interface Address {
+  Name: string;
+  Address: string;
+}
+
+export interface StoredMessage {
+  ID: string;
+  MessageID: string;
+  From: Address;
+  To: Address[];
+  Cc: Address[];
+  Bcc: Address[];
+  ReplyTo: Address[];
+  Subject: string;
+  Created: string;
+  Size: number;
+  Text: string;
+  HTML: string;
+  Read: boolean;
+  Headers: Record<string, string[]>;
+}
+
+export interface SmtpSinkOptions {
+  readonly smtpPort?: number;
+  readonly httpPort?: number;
+  readonly host?: string;
+}
+
+export interface SmtpSink {
+  readonly smtpPort: number;
+  readonly httpPort: number;
+  messages(): StoredMessage[];
+  /** Answers the next `count` messages with a temporary failure (451), to test retries. */
+  failNext(count: number): void;
+  clear(): void;
+  close(): Promise<void>;
+}
+
+export async function startSmtpSink({
+  smtpPort = 1025,
+  httpPort = 8025,
+  host = '0.0.0.0',
+}: SmtpSinkOptions = {}): Promise<SmtpSink> {
+  const stored: StoredMessage[] = [];
+  let failures = 0;
+
+  const smtp = new SMTPServer({
+    authOptional: true,
+    disabledCommands: ['STARTTLS'],
+    logger: false,
+    onData(stream, _session, callback) {
+      const chunks: Buffer[] = [];
+      stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+      stream.on('end', () => {
+        if (failures > 0) {
+          failures -= 1;
+          const error = Object.assign(new Error('Temporary failure, try again later (simulated)'), {
+            responseCode: 451,
+          });
+          return callback(error);
+        }
+        const raw = Buffer.concat(chunks);
+        simpleParser(raw).then(
+          (mail) => {
+            stored.push(toStored(mail, raw.length));
+            callback();
+          },
+          (error: Error) => callback(error),
+        );
+      });
+    },
+  });
+  await new Promise<void>((resolve, reject) => {
+    smtp.once('error', reject);
+    smtp.listen(smtpPort, host, () => resolve());
+  });
+
+  const app = express();
+  app.disable('x-powered-by');
+  app.use(express.json());
+  const summary = ({ Text, HTML: _html, Headers: _headers, ...rest }: StoredMessage) => ({
+    ...rest,
+    Snippet: Text.slice(0, 250),
+    Attachments: 0,
+    Tags: [],
+  });
+  app.get('/api/v1/messages', (req, res) => {
+    const start = Math.max(0, Number(req.query.start ?? 0) || 0);
+    const limit = Math.max(1, Number(req.query.limit ?? 50) || 50);
+    const newestFirst = [...stored].reverse();
+    const page = newestFirst.slice(start, start + limit);
+    res.json({
+      total: stored.length,
+      unread: stored.filter((m) => !m.Read).length,
+      count: page.length,
+      messages_count: stored.length,
+      start,
+      tags: [],
+      messages: page.map(summary),
+    });
+  });
+  app.get('/api/v1/message/:id', (req, res) => {
+    const message = stored.find((m) => m.ID === req.params.id);
+    if (!message) return void res.status(404).send('message not found');
+    message.Read = true;
+    const { Headers: _headers, ...rest } = message;
+    res.json({ ...rest, Tags: [], Inline: [], Attachments: [] });
+  });
+  app.get('/api/v1/message/:id/headers', (req, res) => {
+    const message = stored.find((m) => m.ID === req.params.id);
+    if (!message) return void res.status(404).send('message not found');
+    res.json(message.Headers);
+  });
+  app.delete('/api/v1/messages', (req, res) => {
+    const ids = (req.body as { IDs?: string[] } | undefined)?.IDs;
+    if (ids?.length) {
+      for (const id of ids) {
+        const index = stored.findIndex((m) => m.ID === id);
+        if (index >= 0) stored.splice(index, 1);
+      }
+    } else {
+      stored.length = 0;
+    }
+    res.send('ok');
+  });
+  // Not Mailpit: a switch for tests and demos.
+  app.post('/_sink/fail-next', (req, res) => {
+    failures = Number((req.body as { count?: number }).count ?? 1);
+    res.json({ failNext: failures });
+  });
+  app.get('/health', (_req, res) => void res.json({ status: 'ok' }));
+  const http = await new Promise<Server>((resolve) => {
+    const server = app.listen(httpPort, host, () => resolve(server));
+  });
+
+  return {
+    smtpPort: (smtp.server.address() as AddressInfo).port,
+    httpPort: (http.address() as AddressInfo).port,
+    messages: () => [...stored],
+    failNext: (count) => void (failures = count),
+    clear: () => void (stored.length = 0),
+    close: async () => {
+      await new Promise<void>((resolve) => smtp.close(() => resolve()));
+      await new Promise<void>((resolve) => http.close(() => resolve()));
+    },
+  };
+}
+
+function toStored(mail: ParsedMail, size: number): StoredMessage {
+  const list = (value: AddressObject | AddressObject[] | undefined): Address[] =>
+    (Array.isArray(value) ? value : value ? [value] : []).flatMap((group) =>
+      group.value.map((a) => ({ Name: a.name ?? '', Address: a.address ?? '' })),
+    );
+  const headers: Record<string, string[]> = {};
+  for (const line of mail.headerLines) {
+    const [name, ...value] = line.line.split(':');
+    (headers[name!.trim()] ??= []).push(value.join(':').trim());
+  }
+  return {
+    ID: randomUUID(),
+    MessageID: (mail.messageId ?? '').replace(/^<|>$/g, ''),
+    From: list(mail.from)[0] ?? { Name: '', Address: '' },
+    To: list(mail.to),
+    Cc: list(mail.cc),
+    Bcc: list(mail.bcc),
+    ReplyTo: list(mail.replyTo),
+    Subject: mail.subject ?? '',
+    Created: (mail.date ?? new Date()).toISOString(),
+    Size: size,
+    Text: mail.text ?? '',
+    HTML: typeof mail.html === 'string' ? mail.html : '',
+    Read: false,
+    Headers: headers,
+  };
+}
