@@ -34,3 +34,37 @@ export function periodic(
     },
   };
 }
+
+/**
+ * Runs `runOnce` back to back while it finds work (it returns how many items it handled) and
+ * sleeps `idleMs` when it found none; a failed round is logged and retried after the sleep.
+ */
+export function pollingWorker(
+  name: string,
+  runOnce: () => Promise<number>,
+  { idleMs, log }: { idleMs: number; log: Logger },
+): BackgroundWorker & { runOnce(): Promise<number> } {
+  let stopped = true;
+  let loop: Promise<void> = Promise.resolve();
+  return {
+    runOnce,
+    start() {
+      stopped = false;
+      loop = (async () => {
+        while (!stopped) {
+          let handled = 0;
+          try {
+            handled = await runOnce();
+          } catch (error) {
+            log.warn({ err: error, worker: name }, `${name}: a round failed; trying again`);
+          }
+          if (handled === 0 && !stopped) await new Promise((resolve) => setTimeout(resolve, idleMs));
+        }
+      })();
+    },
+    async stop() {
+      stopped = true;
+      await loop;
+    },
+  };
+}

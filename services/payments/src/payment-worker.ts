@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { boundReason } from '@idem/contracts';
 import { noFaults, type Faults } from '@idem/faults';
 import { enqueue } from '@idem/outbox';
-import type { BackgroundWorker, Logger } from '@idem/runtime';
+import { pollingWorker, type BackgroundWorker, type Logger } from '@idem/runtime';
 import type Stripe from 'stripe';
 import type { PrismaClient } from './db.js';
 import type { PaymentAttempt } from './generated/prisma/client.js';
@@ -238,27 +238,5 @@ export function createPaymentWorker(options: PaymentWorkerOptions): BackgroundWo
     return attempts.length;
   }
 
-  let stopped = true;
-  let loop: Promise<void> = Promise.resolve();
-  return {
-    runOnce,
-    start() {
-      stopped = false;
-      loop = (async () => {
-        while (!stopped) {
-          let handled = 0;
-          try {
-            handled = await runOnce();
-          } catch (error) {
-            log.warn({ err: error }, 'payment worker: a round failed; trying again');
-          }
-          if (handled < batchSize && !stopped) await new Promise((resolve) => setTimeout(resolve, pollIntervalMs));
-        }
-      })();
-    },
-    async stop() {
-      stopped = true;
-      await loop;
-    },
-  };
+  return pollingWorker('payment worker', runOnce, { idleMs: pollIntervalMs, log });
 }

@@ -1,0 +1,17 @@
+import { baseConfigSchema, parseConfig } from '@idem/runtime';
+import { z } from 'zod';
+
+export const configSchema = baseConfigSchema('notifications', 3004).extend({
+  /** Where emails go: the SMTP sink (or Mailpit) locally. May carry credentials; never logged. */
+  SMTP_URL: z.url().default('smtp://127.0.0.1:1025'),
+  EMAIL_FROM: z.string().min(3).default('idem shop <shop@idem.local>'),
+  EMAIL_MAX_ATTEMPTS: z.coerce.number().int().positive().default(8),
+  DISPATCHER_LEASE_MS: z.coerce.number().int().positive().default(60_000),
+  DISPATCHER_POLL_MS: z.coerce.number().int().positive().default(500),
+  EMAIL_RETRY_DELAY_MS: z.coerce.number().int().positive().default(1000),
+});
+export type NotificationsConfig = ReturnType<typeof loadConfig>;
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
+  return parseConfig(configSchema, env);
+}

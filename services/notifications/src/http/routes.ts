@@ -1,0 +1,27 @@
+import { validate } from '@idem/http';
+import type { Express } from 'express';
+import { z } from 'zod';
+import type { PrismaClient } from '../db.js';
+
+export function emailRoutes(app: Express, { db }: { db: PrismaClient }): void {
+  app.get('/emails', async (req, res) => {
+    const { orderId } = validate(z.object({ orderId: z.uuid() }), req.query, 'query');
+    const items = await db.emailWorkItem.findMany({ where: { orderId }, orderBy: { createdAt: 'asc' } });
+    res.json({
+      emails: items.map((i) => ({
+        emailWorkItemId: i.id,
+        dedupeKey: i.dedupeKey,
+        kind: i.kind,
+        orderId: i.orderId,
+        to: i.toAddress,
+        subject: i.subject,
+        messageId: i.messageId,
+        status: i.status,
+        attempts: i.attempts,
+        lastError: i.lastError,
+        sentAt: i.sentAt?.toISOString() ?? null,
+        createdAt: i.createdAt.toISOString(),
+      })),
+    });
+  });
+}

@@ -1,0 +1,213 @@
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import type { Envelope } from '@idem/contracts';
+import { createInbox } from '@idem/inbox';
+import { createLogger } from '@idem/runtime';
+import { startSmtpSink, type SmtpSink } from '@idem/smtp-sink';
+import { createMigratedDatabase, deleteQueues, orderPlacedMessage, uniqueName, waitFor } from '@idem/testkit';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { loadConfig } from './config.js';
+import { handleOrderPlaced } from './consumers/order-placed.js';
+import { handlePaymentCaptured } from './consumers/payment-emails.js';
+import { connectDatabase, type PrismaClient } from './db.js';
+import { createDispatcher } from './dispatcher.js';
+import { startNotifications } from './service.js';
+
+let database: Awaited<ReturnType<typeof createMigratedDatabase>>;
+let db: PrismaClient;
+let sink: SmtpSink;
+const now = () => new Date();
+
+beforeAll(async () => {
+  database = await createMigratedDatabase(
+    'notifications',
+    fileURLToPath(new URL('../prisma/migrations', import.meta.url)),
+  );
+  db = connectDatabase(database.url);
+  sink = await startSmtpSink({ smtpPort: 0, httpPort: 0, host: '127.0.0.1' });
+});
+afterAll(async () => {
+  await sink.close();
+  await db.$disconnect();
+  await database.drop();
+});
+beforeEach(async () => {
+  sink.clear();
+  sink.failNext(0);
+  await db.$executeRaw`TRUNCATE processed_messages, email_work_items, order_summaries, dead_letters`;
+});
+
+const inbox = () => createInbox({ db });
+const smtpUrl = () => `smtp://127.0.0.1:${sink.smtpPort}`;
+const dispatcher = (maxAttempts = 8) =>
+  createDispatcher({
+    db,
+    smtpUrl: smtpUrl(),
+    from: 'shop@idem.local',
+    log: createLogger('notifications', 'silent'),
+    maxAttempts,
+    retryDelayMs: 1,
+    leaseMs: 300,
+  });
+const captured = (orderId: string): Envelope<'payments.payment-captured.v1'> => ({
+  ...orderPlacedMessage(),
+  type: 'payments.payment-captured.v1',
+  producer: 'payments',
+  body: { orderId, paymentIntentId: 'pi_123', amountCents: 500, currency: 'eur' },
+});
+const placeAndCapture = async () => {
+  const order = orderPlacedMessage();
+  await inbox().consume('notifications.order-placed.v1', order, handleOrderPlaced({ now }));
+  await inbox().consume(
+    'notifications.payment-captured.v1',
+    captured(order.body.orderId),
+    handlePaymentCaptured({ now }),
+  );
+  return order;
+};
+
+describe('notifications consumers', () => {
+  it('queues one order-received email per order and sends nothing inside the transaction', async () => {
+    const order = orderPlacedMessage();
+    expect(await inbox().consume('notifications.order-placed.v1', order, handleOrderPlaced({ now }))).toEqual({
+      outcome: 'processed',
+    });
+    expect(await inbox().consume('notifications.order-placed.v1', order, handleOrderPlaced({ now }))).toEqual({
+      outcome: 'duplicate',
+    });
+    expect(await db.emailWorkItem.findMany()).toEqual([
+      expect.objectContaining({
+        dedupeKey: `order-received:${order.body.orderId}`,
+        status: 'pending',
+        toAddress: 'ada@example.com',
+      }),
+    ]);
+    expect(sink.messages()).toEqual([]);
+  });
+
+  it('retries a receipt whose order has not arrived yet, and queues one receipt per order', async () => {
+    const order = orderPlacedMessage();
+    const early = captured(order.body.orderId);
+    expect(
+      await inbox().consume('notifications.payment-captured.v1', early, handlePaymentCaptured({ now })),
+    ).toMatchObject({
+      outcome: 'transient_failure',
+      code: 'order_not_known_yet',
+    });
+    await inbox().consume('notifications.order-placed.v1', order, handleOrderPlaced({ now }));
+    expect(await inbox().consume('notifications.payment-captured.v1', early, handlePaymentCaptured({ now }))).toEqual({
+      outcome: 'processed',
+    });
+    // A second capture message for the order (another message id): the dedupe key holds.
+    await inbox().consume(
+      'notifications.payment-captured.v1',
+      captured(order.body.orderId),
+      handlePaymentCaptured({ now }),
+    );
+    expect(await db.emailWorkItem.count({ where: { kind: 'receipt' } })).toBe(1);
+  });
+});
+
+describe('email dispatcher', () => {
+  it('sends readable emails with the order lines and totals and a stable Message-ID, then marks them sent', async () => {
+    const order = await placeAndCapture();
+    expect(await dispatcher().runOnce()).toBe(2);
+    const items = await db.emailWorkItem.findMany({ orderBy: { kind: 'asc' } });
+    expect(items.map((i) => i.status)).toEqual(['sent', 'sent']);
+    const receipt = sink.messages().find((m) => m.Subject.startsWith('Receipt'))!;
+    expect(`<${receipt.MessageID}>`).toBe(items.find((i) => i.kind === 'receipt')!.messageId);
+    expect(receipt.Text).toContain(order.body.orderId);
+    expect(receipt.Text).toContain('1 × sku-1 at €5.00 = €5.00');
+    expect(receipt.Text).toContain('Total: €5.00');
+    expect(receipt.HTML).toContain('<table');
+    expect(await dispatcher().runOnce()).toBe(0);
+  });
+
+  it('retries a temporary SMTP failure and sends once it passes', async () => {
+    await inbox().consume('notifications.order-placed.v1', orderPlacedMessage(), handleOrderPlaced({ now }));
+    sink.failNext(1);
+    await dispatcher().runOnce();
+    expect(await db.emailWorkItem.findFirstOrThrow()).toMatchObject({
+      status: 'pending',
+      attempts: 1,
+      lastError: expect.stringContaining('451'),
+    });
+    await waitFor(async () => (await dispatcher().runOnce()) === 1);
+    expect(await db.emailWorkItem.findFirstOrThrow()).toMatchObject({ status: 'sent', attempts: 2 });
+    expect(sink.messages()).toHaveLength(1);
+  });
+
+  it('marks an item dead after the configured number of attempts, visibly', async () => {
+    await inbox().consume('notifications.order-placed.v1', orderPlacedMessage(), handleOrderPlaced({ now }));
+    sink.failNext(10);
+    await dispatcher(2).runOnce();
+    await waitFor(async () => (await dispatcher(2).runOnce()) === 1);
+    expect(await db.emailWorkItem.findFirstOrThrow()).toMatchObject({ status: 'dead', attempts: 2 });
+    expect(await dispatcher(2).runOnce()).toBe(0);
+  });
+
+  it('ends sent with at most one extra copy, under the same Message-ID, when SIGKILLed after the server accepted', async () => {
+    const order = orderPlacedMessage();
+    await inbox().consume('notifications.order-placed.v1', order, handleOrderPlaced({ now }));
+    const child = spawn(
+      process.execPath,
+      [
+        '--conditions=development',
+        '--import',
+        'tsx',
+        fileURLToPath(new URL('../test/dispatcher-process.ts', import.meta.url)),
+      ],
+      {
+        env: {
+          ...process.env,
+          DATABASE_URL: database.url,
+          SMTP_URL: smtpUrl(),
+          IDEM_FAULTS_ENABLED: '1',
+          IDEM_FAULTS: 'crash-after-send count=1',
+        },
+        stdio: 'ignore',
+      },
+    );
+    expect(await new Promise((resolve) => child.once('exit', (code, signal) => resolve(signal ?? code)))).toBe(
+      'SIGKILL',
+    );
+    expect(await db.emailWorkItem.findFirstOrThrow()).toMatchObject({ status: 'pending' });
+
+    await waitFor(async () => (await dispatcher().runOnce()) === 1); // after the dead dispatcher's lease
+    const item = await db.emailWorkItem.findFirstOrThrow();
+    expect(item.status).toBe('sent');
+    const copies = sink.messages();
+    expect(copies).toHaveLength(2);
+    expect(new Set(copies.map((m) => `<${m.MessageID}>`))).toEqual(new Set([item.messageId]));
+  });
+});
+
+describe('GET /emails', () => {
+  it('lists the email work items of an order', async () => {
+    const prefix = uniqueName('idem_test_notifications');
+    const service = await startNotifications(
+      loadConfig({
+        DATABASE_URL: database.url,
+        IDEM_QUEUE_PREFIX: prefix,
+        PORT: '0',
+        LOG_LEVEL: 'silent',
+        IDEM_ROLES: 'http',
+      }),
+    );
+    try {
+      const order = await placeAndCapture();
+      const res = await fetch(`http://127.0.0.1:${service.http!.port}/emails?orderId=${order.body.orderId}`);
+      const body = (await res.json()) as { emails: { kind: string; status: string }[] };
+      expect(body.emails.map((e) => [e.kind, e.status])).toEqual([
+        ['order-received', 'pending'],
+        ['receipt', 'pending'],
+      ]);
+      expect((await fetch(`http://127.0.0.1:${service.http!.port}/emails?orderId=${randomUUID()}`)).status).toBe(200);
+      expect((await fetch(`http://127.0.0.1:${service.http!.port}/emails`)).status).toBe(400);
+    } finally {
+      await service.stop();
+      await deleteQueues(prefix);
+    }
+  });
+});
