@@ -104,7 +104,7 @@ export function createStripeSimulator(options: SimulatorOptions = {}): StripeSim
   app.use(express.urlencoded({ extended: true }));
   app.use((req, res, next) => {
     res.set('Request-Id', `req_${id()}`);
-    if (req.path.startsWith('/_sim')) return next();
+    if (req.path.startsWith('/_sim') || req.path === '/health') return next();
     if (!/^Bearer \S+/.test(req.get('authorization') ?? '')) {
       return void sendError(res, 401, {
         type: 'authentication_error',

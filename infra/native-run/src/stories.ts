@@ -1,0 +1,126 @@
+/**
+ * The demo's four stories, driven through the public HTTP APIs only: one order that is paid,
+ * one rejected for stock, one whose card is declined, one cancelled after payment (refunded).
+ */
+
+export interface SystemUrls {
+  readonly orders: string;
+  readonly inventory: string;
+  readonly payments: string;
+  readonly notifications: string;
+}
+
+export interface StoryResult {
+  readonly story: string;
+  readonly orderId: string;
+  readonly expected: string;
+  readonly status: string;
+  readonly emails: string[];
+  readonly payment: string;
+  readonly ok: boolean;
+}
+
+interface Order {
+  orderId: string;
+  status: string;
+}
+
+const FINAL = new Set(['PAID', 'REJECTED', 'PAYMENT_FAILED', 'REFUNDED']);
+
+export async function placeOrder(
+  urls: SystemUrls,
+  lines: { sku: string; quantity: number; unitPriceCents: number }[],
+  paymentMethod = 'pm_card_visa',
+): Promise<Order> {
+  const res = await fetch(`${urls.orders}/orders`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ customerEmail: 'ada@example.com', currency: 'eur', paymentMethod, lines }),
+  });
+  if (res.status !== 201) throw new Error(`POST /orders answered ${res.status}: ${await res.text()}`);
+  return (await res.json()) as Order;
+}
+
+export async function getJson<T>(url: string): Promise<T> {
+  const res = await fetch(url);
+  if (!res.ok) throw new Error(`GET ${url} answered ${res.status}`);
+  return (await res.json()) as T;
+}
+
+/** Polls an order until it reaches one of `statuses`. */
+export async function waitForStatus(
+  urls: SystemUrls,
+  orderId: string,
+  statuses: ReadonlySet<string>,
+  timeoutMs = 30_000,
+): Promise<Order> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const order = await getJson<Order>(`${urls.orders}/orders/${orderId}`);
+    if (statuses.has(order.status) || Date.now() > deadline) return order;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+async function settle(
+  urls: SystemUrls,
+  story: string,
+  orderId: string,
+  expected: string,
+  wantEmails: string[],
+): Promise<StoryResult> {
+  const { status } = await waitForStatus(urls, orderId, new Set([expected]));
+  const deadline = Date.now() + 15_000;
+  let emails: { kind: string; status: string }[] = [];
+  while (Date.now() < deadline) {
+    emails = (
+      await getJson<{ emails: { kind: string; status: string }[] }>(`${urls.notifications}/emails?orderId=${orderId}`)
+    ).emails;
+    if (wantEmails.every((kind) => emails.some((e) => e.kind === kind && e.status === 'sent'))) break;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  const payments = (await getJson<{ payments: { status: string }[] }>(`${urls.payments}/payments?orderId=${orderId}`))
+    .payments;
+  const sent = emails.filter((e) => e.status === 'sent').map((e) => e.kind);
+  return {
+    story,
+    orderId,
+    expected,
+    status,
+    emails: sent,
+    payment: payments.map((p) => p.status).join(',') || '-',
+    ok: status === expected && wantEmails.every((kind) => sent.includes(kind)),
+  };
+}
+
+export async function runStories(urls: SystemUrls): Promise<StoryResult[]> {
+  const paid = await placeOrder(urls, [{ sku: 'keyboard', quantity: 1, unitPriceCents: 4999 }]);
+  const rejected = await placeOrder(urls, [{ sku: 'sold-out', quantity: 1, unitPriceCents: 999 }]);
+  const declined = await placeOrder(
+    urls,
+    [{ sku: 'mouse', quantity: 1, unitPriceCents: 1999 }],
+    'pm_card_chargeDeclined',
+  );
+  const refunded = await placeOrder(urls, [{ sku: 'monitor', quantity: 1, unitPriceCents: 19999 }]);
+
+  const results = await Promise.all([
+    settle(urls, 'paid', paid.orderId, 'PAID', ['order-received', 'receipt']),
+    settle(urls, 'rejected for stock', rejected.orderId, 'REJECTED', ['order-received']),
+    settle(urls, 'card declined', declined.orderId, 'PAYMENT_FAILED', ['order-received']),
+    (async () => {
+      await waitForStatus(urls, refunded.orderId, FINAL);
+      const cancel = await fetch(`${urls.orders}/orders/${refunded.orderId}/cancel`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ reason: 'changed my mind' }),
+      });
+      if (!cancel.ok) throw new Error(`cancel answered ${cancel.status}: ${await cancel.text()}`);
+      return settle(urls, 'cancelled after payment', refunded.orderId, 'REFUNDED', [
+        'order-received',
+        'receipt',
+        'refund',
+      ]);
+    })(),
+  ]);
+  return results;
+}

@@ -1,0 +1,229 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+
+/**
+ * The whole system as native processes: every service's database migrated by its own
+ * migrate entrypoint, then the four services, the Stripe simulator and the SMTP sink, each
+ * started from the same entrypoint its container uses.
+ */
+
+const root = fileURLToPath(new URL('../../../', import.meta.url));
+
+export const SERVICES = ['orders', 'inventory', 'payments', 'notifications'] as const;
+export type ServiceName = (typeof SERVICES)[number];
+
+export interface SystemOptions {
+  /** PostgreSQL server (no database). @defaultValue POSTGRES_URL or postgresql://postgres@127.0.0.1:5432 */
+  readonly postgresUrl?: string;
+  /** @defaultValue REDIS_URL or redis://127.0.0.1:6379 */
+  readonly redisUrl?: string;
+  /** Added to every default port, so a second system can run beside the first. @defaultValue 0 */
+  readonly portOffset?: number;
+  /** Suffix for database names and the queue prefix (isolation for tests). @defaultValue none */
+  readonly name?: string;
+  /** Extra environment for every service process (fault switches, roles, ...). */
+  readonly env?: Record<string, string>;
+  /** Extra environment per service. */
+  readonly serviceEnv?: Partial<Record<ServiceName, Record<string, string>>>;
+  /** Where each log line goes; receives the process name and a readable line. @defaultValue stdout */
+  readonly log?: (process: string, line: string) => void;
+}
+
+export interface RunningSystem {
+  readonly urls: Record<ServiceName | 'stripe' | 'smtp' | 'mail', string>;
+  readonly databaseUrls: Record<ServiceName, string>;
+  readonly queuePrefix: string;
+  /** The running process of each part, e.g. to SIGKILL one. */
+  readonly processes: Map<string, ChildProcess>;
+  /** Starts a part again (after it was killed), with the same configuration. */
+  restart(part: string, extraEnv?: Record<string, string>): Promise<void>;
+  stop(): Promise<void>;
+}
+
+const COLORS = [36, 33, 35, 32, 34, 31, 90];
+
+export async function startSystem(options: SystemOptions = {}): Promise<RunningSystem> {
+  const postgresUrl = (
+    options.postgresUrl ??
+    process.env.POSTGRES_URL ??
+    'postgresql://postgres@127.0.0.1:5432'
+  ).replace(/\/$/, '');
+  const redisUrl = options.redisUrl ?? process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+  const offset = options.portOffset ?? 0;
+  const suffix = options.name ? `_${options.name}` : '';
+  const queuePrefix = `idem${suffix}`;
+  const log = options.log ?? defaultLog;
+  const port = {
+    orders: 3001,
+    inventory: 3002,
+    payments: 3003,
+    notifications: 3004,
+    stripe: 12111,
+    smtp: 1025,
+    mail: 8025,
+  };
+  for (const key of Object.keys(port) as (keyof typeof port)[]) port[key] += offset;
+
+  const databaseUrls = Object.fromEntries(SERVICES.map((s) => [s, `${postgresUrl}/${s}${suffix}`])) as Record<
+    ServiceName,
+    string
+  >;
+  const urls = {
+    orders: `http://127.0.0.1:${port.orders}`,
+    inventory: `http://127.0.0.1:${port.inventory}`,
+    payments: `http://127.0.0.1:${port.payments}`,
+    notifications: `http://127.0.0.1:${port.notifications}`,
+    stripe: `http://127.0.0.1:${port.stripe}`,
+    smtp: `smtp://127.0.0.1:${port.smtp}`,
+    mail: `http://127.0.0.1:${port.mail}`,
+  };
+
+  const parts: Record<string, { entry: string; env: Record<string, string>; health: string }> = {
+    'stripe-sim': {
+      entry: 'infra/stripe-sim/src/main.ts',
+      env: { STRIPE_SIM_PORT: String(port.stripe) },
+      health: `${urls.stripe}/health`,
+    },
+    'smtp-sink': {
+      entry: 'infra/smtp-sink/src/main.ts',
+      env: { SMTP_SINK_PORT: String(port.smtp), SMTP_SINK_HTTP_PORT: String(port.mail) },
+      health: `${urls.mail}/health`,
+    },
+    ...Object.fromEntries(
+      SERVICES.map((service) => [
+        service,
+        {
+          entry: `services/${service}/src/main.ts`,
+          env: {
+            DATABASE_URL: databaseUrls[service],
+            REDIS_URL: redisUrl,
+            PORT: String(port[service]),
+            IDEM_QUEUE_PREFIX: queuePrefix,
+            STRIPE_API_BASE: urls.stripe,
+            SMTP_URL: urls.smtp,
+            ...options.env,
+            ...options.serviceEnv?.[service],
+          },
+          health: `${urls[service]}/health`,
+        },
+      ]),
+    ),
+  };
+
+  const processes = new Map<string, ChildProcess>();
+  let color = 0;
+  const colorOf = new Map<string, number>();
+  const launch = (name: string, entry: string, env: Record<string, string>): ChildProcess => {
+    if (!colorOf.has(name)) colorOf.set(name, COLORS[color++ % COLORS.length]!);
+    const child = spawn(process.execPath, ['--conditions=development', '--import', 'tsx', entry], {
+      cwd: root,
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const prefix = `\u001b[${colorOf.get(name)}m${name.padEnd(13)}\u001b[0m|`;
+    for (const stream of [child.stdout!, child.stderr!]) {
+      createInterface({ input: stream }).on('line', (line) => log(name, `${prefix} ${readable(line)}`));
+    }
+    return child;
+  };
+
+  // Migrations first, through each service's own migrate entrypoint (the compose `migrate` job runs the same).
+  await Promise.all(
+    SERVICES.map(async (service) => {
+      const child = launch(`${service}-migrate`, `services/${service}/src/migrate.ts`, {
+        DATABASE_URL: databaseUrls[service],
+      });
+      const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+      if (code !== 0) throw new Error(`migrating the ${service} database failed (exit ${code})`);
+    }),
+  );
+
+  const start = async (name: string, extraEnv: Record<string, string> = {}) => {
+    const part = parts[name];
+    if (!part) throw new Error(`no part named ${name}; parts: ${Object.keys(parts).join(', ')}`);
+    processes.set(name, launch(name, part.entry, { ...part.env, ...extraEnv }));
+    await waitForHealth(part.health, processes.get(name)!, name);
+  };
+  try {
+    await Promise.all(['stripe-sim', 'smtp-sink'].map((name) => start(name)));
+    await Promise.all(SERVICES.map((name) => start(name)));
+  } catch (error) {
+    await stopAll(processes);
+    throw error;
+  }
+
+  return {
+    urls,
+    databaseUrls,
+    queuePrefix,
+    processes,
+    restart: start,
+    stop: () => stopAll(processes),
+  };
+}
+
+async function waitForHealth(url: string, child: ChildProcess, name: string, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null || child.signalCode !== null) {
+      throw new Error(`${name} exited (${child.signalCode ?? child.exitCode}) before it was healthy`);
+    }
+    try {
+      if ((await fetch(url)).ok) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  throw new Error(`${name} was not healthy at ${url} within ${timeoutMs} ms`);
+}
+
+async function stopAll(processes: Map<string, ChildProcess>): Promise<void> {
+  await Promise.all(
+    [...processes.values()].map(async (child) => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+      await exited;
+      clearTimeout(timer);
+    }),
+  );
+}
+
+function defaultLog(_process: string, line: string): void {
+  process.stdout.write(`${line}\n`);
+}
+
+/** A pino JSON line as `level message key=value ...`; anything else as it is. */
+function readable(line: string): string {
+  if (!line.startsWith('{')) return line;
+  try {
+    const {
+      level,
+      time: _time,
+      pid: _pid,
+      hostname: _host,
+      service: _service,
+      name: _name,
+      msg,
+      ...fields
+    } = JSON.parse(line) as Record<string, unknown>;
+    const levels: Record<number, string> = {
+      10: 'trace',
+      20: 'debug',
+      30: 'info',
+      40: 'warn',
+      50: 'error',
+      60: 'fatal',
+    };
+    const rest = Object.entries(fields)
+      .filter(([, v]) => v !== undefined)
+      .map(([k, v]) => `${k}=${typeof v === 'object' ? JSON.stringify(v) : String(v)}`)
+      .join(' ');
+    return [levels[level as number] ?? level, msg, rest].filter((part) => part !== undefined && part !== '').join(' ');
+  } catch {
+    return line;
+  }
+}
