@@ -1,0 +1,65 @@
+import { getJson, placeOrder, waitForStatus, runStories, type RunningSystem } from '@idem/native-run';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startIsolatedSystem } from './support.js';
+
+let system: RunningSystem;
+
+beforeAll(async () => {
+  system = await startIsolatedSystem();
+}, 180_000);
+afterAll(() => system?.stop(), 60_000);
+
+describe('the whole system, as native processes', () => {
+  it('tells the four demo stories: paid, rejected for stock, declined, refunded after cancel', async () => {
+    const results = await runStories(system.urls);
+    expect(results.map((r) => [r.story, r.status, r.ok])).toEqual([
+      ['paid', 'PAID', true],
+      ['rejected for stock', 'REJECTED', true],
+      ['card declined', 'PAYMENT_FAILED', true],
+      ['cancelled after payment', 'REFUNDED', true],
+    ]);
+  }, 120_000);
+
+  it('drives 50 orders through to PAID, each with exactly one receipt', async () => {
+    const orders = await Promise.all(
+      Array.from({ length: 50 }, () => placeOrder(system.urls, [{ sku: 'cable', quantity: 1, unitPriceCents: 999 }])),
+    );
+    const ended = await Promise.all(
+      orders.map((o) => waitForStatus(system.urls, o.orderId, new Set(['PAID']), 90_000)),
+    );
+    expect(ended.map((o) => o.status)).toEqual(orders.map(() => 'PAID'));
+
+    for (const order of orders) {
+      let emails: { kind: string; status: string }[] = [];
+      const deadline = Date.now() + 30_000;
+      do {
+        emails = (
+          await getJson<{ emails: typeof emails }>(`${system.urls.notifications}/emails?orderId=${order.orderId}`)
+        ).emails;
+      } while (
+        !emails.some((e) => e.kind === 'receipt' && e.status === 'sent') &&
+        Date.now() < deadline &&
+        (await sleep(200))
+      );
+      expect(emails.filter((e) => e.kind === 'receipt')).toEqual([expect.objectContaining({ status: 'sent' })]);
+    }
+    const mail = await getJson<{ messages: { Subject: string; Snippet: string }[] }>(
+      `${system.urls.mail}/api/v1/messages?limit=1000`,
+    );
+    for (const order of orders) {
+      const receipts = mail.messages.filter(
+        (m) => m.Subject.startsWith('Receipt') && m.Snippet.includes(order.orderId),
+      );
+      expect(receipts).toHaveLength(1);
+    }
+    const intents = await fetch(`${system.urls.stripe}/v1/payment_intents?limit=100`, {
+      headers: { authorization: 'Bearer sk_test_idem' },
+    }).then((r) => r.json() as Promise<{ data: { metadata: { order_id: string } }[] }>);
+    const perOrder = new Map<string, number>();
+    for (const intent of intents.data)
+      perOrder.set(intent.metadata.order_id, (perOrder.get(intent.metadata.order_id) ?? 0) + 1);
+    for (const order of orders) expect(perOrder.get(order.orderId)).toBe(1);
+  }, 180_000);
+});
+
+const sleep = (ms: number) => new Promise<true>((resolve) => setTimeout(() => resolve(true), ms));
