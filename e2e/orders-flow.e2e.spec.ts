@@ -18,6 +18,16 @@ describe('the whole system, as native processes', () => {
       ['card declined', 'PAYMENT_FAILED', true],
       ['cancelled after payment', 'REFUNDED', true],
     ]);
+    // The declined and the refunded orders gave their stock back; the refund happened once.
+    for (const sku of ['mouse', 'monitor']) {
+      expect(await getJson(`${system.urls.inventory}/stock/${sku}`)).toEqual({ sku, available: 1000, reserved: 0 });
+    }
+    const refunded = results.find((r) => r.story === 'cancelled after payment')!;
+    const intents = await stripe<{ data: { id: string; metadata: { order_id: string } }[] }>(
+      '/v1/payment_intents?limit=100',
+    );
+    const [intent] = intents.data.filter((p) => p.metadata.order_id === refunded.orderId);
+    expect((await stripe<{ data: unknown[] }>(`/v1/refunds?payment_intent=${intent!.id}`)).data).toHaveLength(1);
   }, 120_000);
 
   it('drives 50 orders through to PAID, each with exactly one receipt', async () => {
@@ -52,14 +62,18 @@ describe('the whole system, as native processes', () => {
       );
       expect(receipts).toHaveLength(1);
     }
-    const intents = await fetch(`${system.urls.stripe}/v1/payment_intents?limit=100`, {
-      headers: { authorization: 'Bearer sk_test_idem' },
-    }).then((r) => r.json() as Promise<{ data: { metadata: { order_id: string } }[] }>);
+    const intents = await stripe<{ data: { metadata: { order_id: string } }[] }>('/v1/payment_intents?limit=100');
     const perOrder = new Map<string, number>();
     for (const intent of intents.data)
       perOrder.set(intent.metadata.order_id, (perOrder.get(intent.metadata.order_id) ?? 0) + 1);
     for (const order of orders) expect(perOrder.get(order.orderId)).toBe(1);
   }, 180_000);
 });
+
+/** Reads the Stripe simulator's state, as an operator would read the provider's dashboard. */
+const stripe = <T>(path: string) =>
+  fetch(`${system.urls.stripe}${path}`, { headers: { authorization: 'Bearer sk_test_idem' } }).then(
+    (r) => r.json() as Promise<T>,
+  );
 
 const sleep = (ms: number) => new Promise<true>((resolve) => setTimeout(() => resolve(true), ms));
