@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { EventBody, EventType } from './events.js';
 import type { Envelope } from './parse-envelope.js';
 import { serviceOf } from './topology.js';
+import { traceparentOf } from './trace-context.js';
 
 /** What a producer says about a new event; the envelope adds identity and time. */
 export interface EventDraft<T extends EventType = EventType> {
@@ -15,9 +16,12 @@ export interface EventDraft<T extends EventType = EventType> {
   readonly traceparent?: string;
 }
 
-/** Assigns the message id, the one identity every redelivery of this event will carry. */
+/**
+ * Assigns the message id, the one identity every redelivery of this event will carry, and
+ * records the trace context the event was produced in (when tracing is on).
+ */
 export function createEnvelope<T extends EventType>(draft: EventDraft<T>, now: Date): Envelope<T> {
-  const { traceparent, ...rest } = draft;
+  const { traceparent = traceparentOf(), ...rest } = draft;
   return {
     messageId: randomUUID(),
     producer: serviceOf(draft.type),

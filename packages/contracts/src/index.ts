@@ -11,3 +11,4 @@ export {
   type ParseResult,
 } from './parse-envelope.js';
 export { createEnvelope, causedBy, type EventDraft } from './create-envelope.js';
+export { contextOf, traceparentOf } from './trace-context.js';

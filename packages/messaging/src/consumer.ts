@@ -1,9 +1,52 @@
-import { consumers, parseEnvelope, type ConsumerName, type ContractOf, type Envelope } from '@idem/contracts';
+import {
+  consumers,
+  contextOf,
+  parseEnvelope,
+  type ConsumerName,
+  type ContractError,
+  type ContractOf,
+  type Envelope,
+} from '@idem/contracts';
 import type { SqlClient } from '@idem/database';
 import { noFaults, type Faults } from '@idem/faults';
 import { isSettled, type DeliveryOutcome, type Inbox, type MessageHandler } from '@idem/inbox';
+import { context, SpanKind, SpanStatusCode, trace, type Link, type Span } from '@opentelemetry/api';
 import { UnrecoverableError, Worker, type Job } from 'bullmq';
 import { createRedis, resolveBroker, type BrokerOptions } from './redis.js';
+
+const tracer = trace.getTracer('@idem/messaging');
+
+/**
+ * The consumer span, started when handling starts (not when BullMQ fetched the job), linked to
+ * the producer's `send` span, with OpenTelemetry's messaging attributes. The inbox
+ * transaction's database spans nest under it.
+ */
+function startProcess(consumer: string, job: Job, envelope: Envelope | undefined): Span {
+  const producer = contextOf(envelope?.traceparent);
+  const producerSpan = producer ? trace.getSpanContext(producer) : undefined;
+  const links: Link[] = producerSpan ? [{ context: producerSpan }] : [];
+  return tracer.startSpan(`process ${consumer}`, {
+    kind: SpanKind.CONSUMER,
+    links,
+    attributes: {
+      'messaging.system': 'bullmq',
+      'messaging.operation.type': 'process',
+      'messaging.operation.name': 'process',
+      'messaging.destination.name': consumer,
+      'messaging.consumer.group.name': consumer,
+      'messaging.message.id': envelope?.messageId ?? job.id ?? 'unknown',
+      'messaging.message.delivery_attempt': job.attemptsMade + 1,
+      ...(envelope
+        ? {
+            'idem.contract': envelope.type,
+            'idem.producer': envelope.producer,
+            'idem.correlation_id': envelope.correlationId,
+            ...(envelope.causationId ? { 'idem.causation_id': envelope.causationId } : {}),
+          }
+        : {}),
+    },
+  });
+}
 
 /** The contract a consumer subscribes to, as a typed envelope. */
 export type MessageOf<C extends ConsumerName> = Envelope<ContractOf<C>>;
@@ -83,23 +126,31 @@ export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(opti
     });
   }
 
+  /** Validates the delivery and hands it to the inbox; returns once the transaction ended. */
+  async function handle(envelope: MessageOf<C> | undefined, error: ContractError | undefined) {
+    if (error) return { outcome: 'permanent_failure', code: error.code, reason: error.reason } as const;
+    return inbox.consume(consumer, envelope!, handler);
+  }
+
   async function processDelivery(job: Job): Promise<string> {
     const started = performance.now();
     const attempt = job.attemptsMade + 1;
     const lastAttempt = attempt >= (job.opts.attempts ?? 1);
     const parsed = parseEnvelope(job.data, contract);
+    const envelope = parsed.ok ? (parsed.envelope as MessageOf<C>) : undefined;
+    const span = startProcess(consumer, job, envelope);
 
-    let outcome: DeliveryOutcome;
-    if (!parsed.ok) {
-      outcome = { outcome: 'permanent_failure', code: parsed.error.code, reason: parsed.error.reason };
-    } else {
-      // Returns only after the transaction committed or rolled back.
-      outcome = await inbox.consume(consumer, parsed.envelope as MessageOf<C>, handler);
-    }
+    const outcome: DeliveryOutcome = await context.with(trace.setSpan(context.active(), span), () =>
+      handle(envelope, parsed.ok ? undefined : parsed.error),
+    );
 
     const deadLettered =
       outcome.outcome === 'permanent_failure' || (outcome.outcome === 'transient_failure' && lastAttempt);
-    const envelope = parsed.ok ? parsed.envelope : undefined;
+    span.setAttribute('idem.outcome', outcome.outcome);
+    if (!isSettled(outcome))
+      span.setStatus({ code: SpanStatusCode.ERROR, message: `${outcome.code}: ${outcome.reason}` });
+    if (deadLettered) span.setAttribute('idem.dead_lettered', true);
+    span.end();
     onDelivery({
       consumer,
       messageId: envelope?.messageId ?? job.id ?? 'unknown',

@@ -1,4 +1,5 @@
-import { subscribersOf, type Envelope } from '@idem/contracts';
+import { contextOf, subscribersOf, traceparentOf, type Envelope } from '@idem/contracts';
+import { context, SpanKind, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
 import { Queue } from 'bullmq';
 import { defaultDeliveryPolicy, jobOptions, type DeliveryPolicy } from './delivery-policy.js';
 import { createRedis, resolveBroker, type BrokerOptions } from './redis.js';
@@ -15,6 +16,36 @@ export interface Publisher {
   close(): Promise<void>;
 }
 
+const tracer = trace.getTracer('@idem/messaging');
+
+/**
+ * A `send` span per message, a child of the context the event was produced in (recorded in
+ * the envelope when it was written to the outbox). Its own context replaces the envelope's
+ * traceparent, so each consumer's span links to this publication.
+ */
+function startSend(envelope: Envelope): { span: Span; envelope: Envelope } {
+  const parent = contextOf(envelope.traceparent) ?? context.active();
+  const span = tracer.startSpan(
+    `send ${envelope.type}`,
+    {
+      kind: SpanKind.PRODUCER,
+      attributes: {
+        'messaging.system': 'bullmq',
+        'messaging.operation.type': 'send',
+        'messaging.operation.name': 'send',
+        'messaging.destination.name': envelope.type,
+        'messaging.message.id': envelope.messageId,
+        'idem.producer': envelope.producer,
+        'idem.correlation_id': envelope.correlationId,
+        ...(envelope.causationId ? { 'idem.causation_id': envelope.causationId } : {}),
+      },
+    },
+    parent,
+  );
+  const traceparent = traceparentOf(trace.setSpan(parent, span));
+  return { span, envelope: traceparent ? { ...envelope, traceparent } : envelope };
+}
+
 export function createPublisher(options: PublisherOptions = {}): Publisher {
   const { redisUrl, prefix } = resolveBroker(options);
   const policy = options.policy ?? defaultDeliveryPolicy;
@@ -28,23 +59,36 @@ export function createPublisher(options: PublisherOptions = {}): Publisher {
 
   return {
     async publish(envelopes) {
+      const spans: Span[] = [];
       const byConsumer = new Map<string, Envelope[]>();
-      for (const envelope of envelopes) {
+      for (const produced of envelopes) {
+        const { span, envelope } = startSend(produced);
+        spans.push(span);
         for (const consumer of subscribersOf(envelope.type)) {
           byConsumer.set(consumer, [...(byConsumer.get(consumer) ?? []), envelope]);
         }
       }
-      await Promise.all(
-        [...byConsumer].map(([consumer, batch]) =>
-          queue(consumer).addBulk(
-            batch.map((envelope) => ({
-              name: envelope.type,
-              data: envelope,
-              opts: jobOptions(policy, envelope.messageId),
-            })),
+      try {
+        await Promise.all(
+          [...byConsumer].map(([consumer, batch]) =>
+            queue(consumer).addBulk(
+              batch.map((envelope) => ({
+                name: envelope.type,
+                data: envelope,
+                opts: jobOptions(policy, envelope.messageId),
+              })),
+            ),
           ),
-        ),
-      );
+        );
+      } catch (error) {
+        for (const span of spans) {
+          span.recordException(error as Error);
+          span.setStatus({ code: SpanStatusCode.ERROR, message: (error as Error).message });
+        }
+        throw error;
+      } finally {
+        for (const span of spans) span.end();
+      }
     },
     async redeliver(consumer, messageId, payload) {
       const q = queue(consumer);
