@@ -1,13 +1,22 @@
 import { getJson, placeOrder, waitForStatus, runStories, type RunningSystem } from '@idem/native-run';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startOtlpReceiver, type ReceivedSpan } from './otlp-receiver.js';
+import { waitFor } from '@idem/testkit';
 import { startIsolatedSystem } from './support.js';
 
 let system: RunningSystem;
+let otlp: Awaited<ReturnType<typeof startOtlpReceiver>>;
 
 beforeAll(async () => {
-  system = await startIsolatedSystem();
+  otlp = await startOtlpReceiver();
+  system = await startIsolatedSystem({
+    env: { OTEL_EXPORTER_OTLP_ENDPOINT: otlp.endpoint, OTEL_BSP_SCHEDULE_DELAY: '200' },
+  });
 }, 180_000);
-afterAll(() => system?.stop(), 60_000);
+afterAll(async () => {
+  await system?.stop();
+  await otlp?.close();
+}, 60_000);
 
 describe('the whole system, as native processes', () => {
   it('tells the four demo stories: paid, rejected for stock, declined, refunded after cancel', async () => {
@@ -68,6 +77,34 @@ describe('the whole system, as native processes', () => {
       perOrder.set(intent.metadata.order_id, (perOrder.get(intent.metadata.order_id) ?? 0) + 1);
     for (const order of orders) expect(perOrder.get(order.orderId)).toBe(1);
   }, 180_000);
+});
+
+describe('traces exported over OTLP', () => {
+  it('follow an order from the HTTP request through the outbox to each consumer, whose spans link to the publication', async () => {
+    const order = await placeOrder(system.urls, [{ sku: 'keyboard', quantity: 1, unitPriceCents: 100 }]);
+    await waitForStatus(system.urls, order.orderId, new Set(['PAID']));
+    const sendOf = (messageSpan: ReceivedSpan) =>
+      otlp.spans.find((s) => s.name.startsWith('send ') && messageSpan.links.some((l) => l.spanId === s.spanId));
+    const processed = await waitFor(() =>
+      otlp.spans.find(
+        (s) =>
+          s.name === 'process inventory.order-placed.v1' && s.attributes['idem.outcome'] === 'processed' && sendOf(s),
+      ),
+    );
+    const send = sendOf(processed)!;
+    expect(send).toMatchObject({ service: 'orders', name: 'send orders.order-placed.v1' });
+    expect(processed).toMatchObject({
+      service: 'inventory',
+      attributes: expect.objectContaining({
+        'messaging.destination.name': 'inventory.order-placed.v1',
+        'messaging.system': 'bullmq',
+      }),
+    });
+    // The publication's trace began with the HTTP request that placed the order (auto-instrumented).
+    expect(otlp.spans.some((s) => s.traceId === send.traceId && s.service === 'orders' && s.kind === 2)).toBe(true);
+    // The inbox transaction's SQL is traced inside the consumer span (auto-instrumented pg).
+    await waitFor(() => otlp.spans.some((s) => s.parentSpanId === processed.spanId && s.service === 'inventory'));
+  }, 60_000);
 });
 
 /** Reads the Stripe simulator's state, as an operator would read the provider's dashboard. */

@@ -28,6 +28,8 @@ export interface RelayOptions<Tx extends SqlClient> {
   /** @defaultValue () => new Date() */
   readonly now?: () => Date;
   readonly onError?: (error: unknown) => void;
+  /** Called after every batch that published rows or failed to (for metrics). */
+  readonly onBatch?: (batch: RelayBatch) => void;
 }
 
 export interface RelayBatch {
@@ -64,10 +66,17 @@ export function createRelay<Tx extends SqlClient>(options: RelayOptions<Tx>): Re
     faults = noFaults,
     now = () => new Date(),
     onError = () => {},
+    onBatch = () => {},
   } = options;
   const backoff = (failures: number) => Math.min(backoffMaxMs, backoffInitialMs * 2 ** Math.max(0, failures - 1));
 
   async function publishBatch(): Promise<RelayBatch> {
+    const batch = await claimAndPublish();
+    if (batch.published > 0 || batch.error) onBatch(batch);
+    return batch;
+  }
+
+  async function claimAndPublish(): Promise<RelayBatch> {
     return db.$transaction(
       async (tx) => {
         // SKIP LOCKED: relays running side by side each claim different rows; the locks are

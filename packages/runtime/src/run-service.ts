@@ -11,10 +11,12 @@ import {
   startConsumer,
   type Consumer,
   type ConsumerOptions,
+  type DeliveryReport,
   type MessageOf,
   type Publisher,
 } from '@idem/messaging';
-import { createRelay, purgePublished, type Relay } from '@idem/outbox';
+import { createMetrics, type Metrics } from '@idem/observability';
+import { createRelay, outboxBacklog, purgePublished, type Relay } from '@idem/outbox';
 import type { Express } from 'express';
 import { Redis } from 'ioredis';
 import { z } from 'zod';
@@ -55,10 +57,13 @@ export interface ServiceDefinition<Tx extends SqlClient> {
   readonly publishes: boolean;
   readonly workers?: readonly BackgroundWorker[];
   readonly routes?: (app: Express) => void;
+  /** Registers the service's own gauges (work items by status, ...). */
+  readonly metrics?: (metrics: Metrics) => void;
 }
 
 export interface RunningService {
   readonly http?: RunningServer;
+  readonly metrics: Metrics;
   readonly publisher: Publisher;
   stop(): Promise<void>;
 }
@@ -74,6 +79,19 @@ export async function runService<Tx extends SqlClient>(service: ServiceDefinitio
   const broker = { redisUrl: config.REDIS_URL, prefix: config.IDEM_QUEUE_PREFIX };
   const publisher = createPublisher(broker);
   const redis = new Redis(config.REDIS_URL, { maxRetriesPerRequest: 1, lazyConnect: true });
+  const metrics = createMetrics(service.name);
+  service.metrics?.(metrics);
+  if (service.publishes) {
+    metrics.gauge('idem_outbox_backlog', 'Outbox rows not yet published.', [], async () => [
+      { labels: {}, value: (await outboxBacklog(db)).pending },
+    ]);
+    metrics.gauge(
+      'idem_outbox_oldest_unpublished_age_seconds',
+      'Age of the oldest unpublished outbox row (0 when none).',
+      [],
+      async () => [{ labels: {}, value: (await outboxBacklog(db)).oldestPendingAgeMs / 1000 }],
+    );
+  }
 
   let relay: Relay | undefined;
   if (service.publishes && roles.has('relay')) {
@@ -84,6 +102,7 @@ export async function runService<Tx extends SqlClient>(service: ServiceDefinitio
       name: `${service.name}.relay`,
       faults,
       onError: (error) => log.warn({ err: error }, 'relay: publication failed, backing off'),
+      onBatch: (batch) => (batch.error ? metrics.relayFailures.inc() : metrics.relayPublished.inc(batch.published)),
     });
     relay.start();
   }
@@ -97,13 +116,16 @@ export async function runService<Tx extends SqlClient>(service: ServiceDefinitio
           concurrency: config.CONSUMER_CONCURRENCY,
           lockDurationMs: config.CONSUMER_LOCK_MS,
           stalledIntervalMs: config.CONSUMER_STALLED_INTERVAL_MS,
-          onDelivery: (report) => logDelivery(log, report),
+          onDelivery: (report) => {
+            logDelivery(log, report);
+            countDelivery(metrics, report);
+          },
           onError: (error) => log.error({ err: error, consumer: spec.consumer }, 'consumer error'),
         }),
       )
     : [];
 
-  const workers = roles.has('workers') ? [...(service.workers ?? []), maintenance(service)] : [];
+  const workers = roles.has('workers') ? [...(service.workers ?? []), maintenance(service, metrics)] : [];
   workers.forEach((worker) => worker.start());
 
   let http: RunningServer | undefined;
@@ -114,6 +136,10 @@ export async function runService<Tx extends SqlClient>(service: ServiceDefinitio
         redis: () => redis.ping(),
       },
       routes: (app) => {
+        app.get('/metrics', async (_req, res) => {
+          const { contentType, body } = await metrics.scrape();
+          res.type(contentType).send(body);
+        });
         service.routes?.(app);
         deadLetterRoutes(app, { inbox, publisher, adminToken: config.ADMIN_TOKEN });
       },
@@ -134,6 +160,7 @@ export async function runService<Tx extends SqlClient>(service: ServiceDefinitio
 
   return {
     http,
+    metrics,
     publisher,
     async stop() {
       await http?.close();
@@ -152,13 +179,10 @@ export async function runService<Tx extends SqlClient>(service: ServiceDefinitio
  * Retention: processed records older than INBOX_RETENTION_MS (refused at start when that is
  * shorter than the replay horizon) and published outbox rows older than OUTBOX_RETENTION_MS.
  */
-function maintenance<Tx extends SqlClient>({
-  config,
-  db,
-  log,
-  publishes,
-  name,
-}: ServiceDefinition<Tx>): BackgroundWorker {
+function maintenance<Tx extends SqlClient>(
+  { config, db, log, publishes, name }: ServiceDefinition<Tx>,
+  metrics: Metrics,
+): BackgroundWorker {
   const inboxRetention = createInboxRetention({
     db,
     retentionMs: config.INBOX_RETENTION_MS,
@@ -171,12 +195,35 @@ function maintenance<Tx extends SqlClient>({
   return periodic(
     `${name} retention`,
     config.MAINTENANCE_INTERVAL_MS,
-    async () => ({
-      processedMessagesDeleted: await inboxRetention.purge(),
-      outboxMessagesDeleted: publishes ? await purgePublished(db, { retentionMs: config.OUTBOX_RETENTION_MS }) : 0,
-    }),
+    async () => {
+      const processed = await inboxRetention.purge();
+      const outbox = publishes ? await purgePublished(db, { retentionMs: config.OUTBOX_RETENTION_MS }) : 0;
+      metrics.retentionDeleted.inc({ table: 'processed_messages' }, processed);
+      metrics.retentionDeleted.inc({ table: 'outbox_messages' }, outbox);
+      return { processedMessagesDeleted: processed, outboxMessagesDeleted: outbox };
+    },
     log,
   );
+}
+
+function countDelivery(metrics: Metrics, report: DeliveryReport): void {
+  const contract = report.contract ?? 'unknown';
+  metrics.deliveries.inc({
+    consumer: report.consumer,
+    contract,
+    producer: report.producer ?? 'unknown',
+    outcome: report.outcome.outcome,
+  });
+  metrics.processingSeconds.observe({ consumer: report.consumer, contract }, report.durationMs / 1000);
+  if (report.deadLettered) {
+    const code =
+      report.outcome.outcome === 'transient_failure'
+        ? 'retries_exhausted'
+        : 'code' in report.outcome
+          ? report.outcome.code
+          : 'unknown';
+    metrics.deadLetters.inc({ consumer: report.consumer, code });
+  }
 }
 
 function deadLetterRoutes(

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import type { Envelope } from '@idem/contracts';
 import { createInbox } from '@idem/inbox';
-import { createPublisher, type Publisher } from '@idem/messaging';
+import { createPublisher, defaultDeliveryPolicy, type Publisher } from '@idem/messaging';
 import { createMigratedDatabase, deleteQueues, orderPlacedMessage, uniqueName, waitFor } from '@idem/testkit';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig } from './config.js';
@@ -179,7 +179,8 @@ describe('inventory service', () => {
         LOG_LEVEL: 'silent',
       }),
     );
-    publisher = createPublisher({ prefix });
+    // Completed jobs are removed at once, so a republication really reaches the consumer.
+    publisher = createPublisher({ prefix, policy: { ...defaultDeliveryPolicy, keepCompletedMs: 0 } });
   });
   afterAll(async () => {
     await service.stop();
@@ -199,6 +200,36 @@ describe('inventory service', () => {
     const types = await outboxTypes();
     expect(types.filter((t) => t === 'inventory.stock-reserved.v1')).toHaveLength(10);
     expect(types.filter((t) => t === 'inventory.stock-rejected.v1')).toHaveLength(10);
+  });
+
+  it('counts deliveries by consumer, contract, producer and outcome on /metrics, with no ids in labels', async () => {
+    const message = placed([{ sku: 'cable', quantity: 1 }]);
+    await publisher.publish([message]);
+    await waitFor(async () => (await db.processedMessage.count()) === 1);
+    const before = await db.processedMessage.count();
+    await publisher.publish([message]); // the relay's accepted duplicate
+    const metricLine = (text: string, outcome: string) =>
+      text
+        .split('\n')
+        .find(
+          (line) =>
+            line.startsWith('idem_deliveries_total{') &&
+            line.includes('consumer="inventory.order-placed.v1"') &&
+            line.includes('contract="orders.order-placed.v1"') &&
+            line.includes('producer="orders"') &&
+            line.includes(`outcome="${outcome}"`),
+        );
+    const text = await waitFor(async () => {
+      const body = await (await fetch(url('/metrics'))).text();
+      return metricLine(body, 'duplicate') !== undefined && body;
+    });
+    expect(metricLine(text, 'duplicate')).toMatch(/ 1$/);
+    expect(await db.processedMessage.count()).toBe(before);
+    expect(text).toMatch(/^idem_outbox_backlog\{service="inventory"\} \d+$/m);
+    expect(text).toContain('idem_delivery_processing_seconds_bucket{');
+
+    const labelValues = [...text.matchAll(/="([^"]*)"/g)].map((m) => m[1]!);
+    expect(labelValues.filter((v) => /[0-9a-f]{8}-[0-9a-f]{4}-/.test(v) || v.includes('@'))).toEqual([]);
   });
 
   it('sets stock only for an operator and shows it to anyone', async () => {

@@ -1,9 +1,20 @@
 // notifications: durable email work items written by its consumers, sent by a dispatcher.
-// Composition root; see service.ts.
-import { createLogger, stopOnSignal } from '@idem/runtime';
-import { loadConfig } from './config.js';
-import { startNotifications } from './service.js';
+// Entrypoint of the container and of the native run; the composition root is service.ts.
+import { startTelemetry } from '@idem/observability';
+
+// Tracing starts before anything it instruments (http, express, pg, ioredis) is loaded, so the
+// rest of the service is imported only afterwards.
+const telemetry = await startTelemetry('notifications');
+const { createLogger, stopOnSignal } = await import('@idem/runtime');
+const { loadConfig } = await import('./config.js');
+const { startNotifications } = await import('./service.js');
 
 const config = loadConfig();
 const running = await startNotifications(config);
-stopOnSignal(running.stop, createLogger('notifications', config.LOG_LEVEL));
+stopOnSignal(
+  async () => {
+    await running.stop();
+    await telemetry.shutdown();
+  },
+  createLogger('notifications', config.LOG_LEVEL),
+);

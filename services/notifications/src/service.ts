@@ -43,6 +43,17 @@ export async function startNotifications(
       }),
     ],
     routes: (app) => emailRoutes(app, { db }),
+    metrics: (metrics) =>
+      metrics.gauge(
+        'idem_email_work_items',
+        'Email work items by status (pending, sent, dead).',
+        ['status'],
+        async () =>
+          (await db.emailWorkItem.groupBy({ by: ['status'], _count: true })).map((g) => ({
+            labels: { status: g.status },
+            value: g._count,
+          })),
+      ),
   });
   return { ...running, db };
 }

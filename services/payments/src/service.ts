@@ -43,6 +43,13 @@ export async function startPayments(
       }),
     ],
     routes: (app) => paymentRoutes(app, { db }),
+    metrics: (metrics) =>
+      metrics.gauge('idem_payment_attempts', 'Payment attempts by status.', ['status'], async () =>
+        (await db.paymentAttempt.groupBy({ by: ['status'], _count: true })).map((g) => ({
+          labels: { status: g.status },
+          value: g._count,
+        })),
+      ),
   });
   return { ...running, db };
 }
