@@ -9,6 +9,7 @@ export default defineConfig({
       'packages/*/test/**/*.spec.ts',
       'services/*/src/**/*.spec.ts',
       'infra/*/src/**/*.spec.ts',
+      'infra/*.spec.ts',
       'e2e/**/*.spec.ts',
     ],
     testTimeout: 60_000,

@@ -13,6 +13,8 @@ export interface Publisher {
   publish(envelopes: readonly Envelope[]): Promise<void>;
   /** Delivers a payload again to one consumer's queue under the same id (dead-letter replay). */
   redeliver(consumer: string, messageId: string, payload: unknown): Promise<void>;
+  /** How many of a consumer's deliveries wait, run, wait for a retry, or have failed. */
+  jobCounts(consumer: string): Promise<Record<'waiting' | 'active' | 'delayed' | 'failed', number>>;
   close(): Promise<void>;
 }
 
@@ -97,6 +99,15 @@ export function createPublisher(options: PublisherOptions = {}): Publisher {
       await (await q.getJob(messageId))?.remove();
       const type = (payload as { type?: unknown } | null)?.type;
       await q.add(typeof type === 'string' ? type : 'unknown', payload, jobOptions(policy, messageId));
+    },
+    async jobCounts(consumer) {
+      const counts = await queue(consumer).getJobCounts('waiting', 'active', 'delayed', 'failed');
+      return {
+        waiting: counts.waiting ?? 0,
+        active: counts.active ?? 0,
+        delayed: counts.delayed ?? 0,
+        failed: counts.failed ?? 0,
+      };
     },
     async close() {
       await Promise.all([...queues.values()].map((q) => q.close()));

@@ -51,8 +51,9 @@ export function baseConfigSchema(service: string, defaultPort: number) {
 
 export type BaseConfig = z.infer<ReturnType<typeof baseConfigSchema>>;
 
+/** Parses the environment; a variable set to the empty string counts as unset (as compose sets `VAR: ${VAR:-}`). */
 export function parseConfig<S extends z.ZodType>(schema: S, env: NodeJS.ProcessEnv): z.infer<S> {
-  const result = schema.safeParse(env);
+  const result = schema.safeParse(Object.fromEntries(Object.entries(env).filter(([, value]) => value !== '')));
   if (result.success) return result.data;
   const problems = result.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`);
   throw new ConfigError(`invalid configuration:\n  ${problems.join('\n  ')}`);

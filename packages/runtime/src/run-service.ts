@@ -62,7 +62,7 @@ export interface ServiceDefinition<Tx extends SqlClient> {
 }
 
 export interface RunningService {
-  readonly http?: RunningServer;
+  readonly http: RunningServer;
   readonly metrics: Metrics;
   readonly publisher: Publisher;
   stop(): Promise<void>;
@@ -125,32 +125,51 @@ export async function runService<Tx extends SqlClient>(service: ServiceDefinitio
       )
     : [];
 
+  if (consumers.length > 0) {
+    metrics.gauge(
+      'idem_queue_jobs',
+      'Deliveries in each consumer queue by state (waiting, active, delayed, failed).',
+      ['consumer', 'state'],
+      async () =>
+        (
+          await Promise.all(
+            service.consumers.map(async ({ consumer }) =>
+              Object.entries(await publisher.jobCounts(consumer)).map(([state, value]) => ({
+                labels: { consumer, state },
+                value,
+              })),
+            ),
+          )
+        ).flat(),
+    );
+  }
+
   const workers = roles.has('workers') ? [...(service.workers ?? []), maintenance(service, metrics)] : [];
   workers.forEach((worker) => worker.start());
 
-  let http: RunningServer | undefined;
-  if (roles.has('http')) {
-    const app = createHttpApp({
-      health: {
-        database: () => db.$queryRaw`SELECT 1`,
-        redis: () => redis.ping(),
-      },
-      routes: (app) => {
-        app.get('/metrics', async (_req, res) => {
-          const { contentType, body } = await metrics.scrape();
-          res.type(contentType).send(body);
-        });
-        service.routes?.(app);
-        deadLetterRoutes(app, { inbox, publisher, adminToken: config.ADMIN_TOKEN });
-      },
-      onUnexpectedError: (error) => log.error({ err: error }, 'unexpected error answering a request'),
-    });
-    http = await listen(app, config.PORT);
-  }
+  // Every process listens: /health and /metrics always (so each replica can be checked and
+  // scraped), the service's API and the operator endpoints only with the http role.
+  const app = createHttpApp({
+    health: {
+      database: () => db.$queryRaw`SELECT 1`,
+      redis: () => redis.ping(),
+    },
+    routes: (app) => {
+      app.get('/metrics', async (_req, res) => {
+        const { contentType, body } = await metrics.scrape();
+        res.type(contentType).send(body);
+      });
+      if (!roles.has('http')) return;
+      service.routes?.(app);
+      deadLetterRoutes(app, { inbox, publisher, adminToken: config.ADMIN_TOKEN });
+    },
+    onUnexpectedError: (error) => log.error({ err: error }, 'unexpected error answering a request'),
+  });
+  const http = await listen(app, config.PORT);
   log.info(
     {
       roles: [...roles],
-      port: http?.port,
+      port: http.port,
       consumers: consumers.length,
       relay: Boolean(relay),
       workers: workers.length,
@@ -163,7 +182,7 @@ export async function runService<Tx extends SqlClient>(service: ServiceDefinitio
     metrics,
     publisher,
     async stop() {
-      await http?.close();
+      await http.close();
       await Promise.all(consumers.map((c) => c.close()));
       await Promise.all(workers.map((w) => w.stop()));
       await relay?.stop();

@@ -188,7 +188,7 @@ describe('inventory service', () => {
     await deleteQueues(prefix);
   });
 
-  const url = (path: string) => `http://127.0.0.1:${service.http!.port}${path}`;
+  const url = (path: string) => `http://127.0.0.1:${service.http.port}${path}`;
 
   it('gives the last units to exactly as many concurrent orders as there is stock for', async () => {
     const orders = Array.from({ length: 20 }, () => placed([{ sku: 'mouse', quantity: 1 }]));

@@ -197,14 +197,14 @@ describe('GET /emails', () => {
     );
     try {
       const order = await placeAndCapture();
-      const res = await fetch(`http://127.0.0.1:${service.http!.port}/emails?orderId=${order.body.orderId}`);
+      const res = await fetch(`http://127.0.0.1:${service.http.port}/emails?orderId=${order.body.orderId}`);
       const body = (await res.json()) as { emails: { kind: string; status: string }[] };
       expect(body.emails.map((e) => [e.kind, e.status])).toEqual([
         ['order-received', 'pending'],
         ['receipt', 'pending'],
       ]);
-      expect((await fetch(`http://127.0.0.1:${service.http!.port}/emails?orderId=${randomUUID()}`)).status).toBe(200);
-      expect((await fetch(`http://127.0.0.1:${service.http!.port}/emails`)).status).toBe(400);
+      expect((await fetch(`http://127.0.0.1:${service.http.port}/emails?orderId=${randomUUID()}`)).status).toBe(200);
+      expect((await fetch(`http://127.0.0.1:${service.http.port}/emails`)).status).toBe(400);
     } finally {
       await service.stop();
       await deleteQueues(prefix);

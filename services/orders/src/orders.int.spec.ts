@@ -44,7 +44,7 @@ type OrderJson = OrderView & { history: NonNullable<OrderView['history']> };
 const orderOf = async (res: Response) => (await res.json()) as OrderJson;
 const pageOf = async (res: Response) => (await res.json()) as { orders: OrderView[]; nextCursor: string | null };
 
-const url = (path: string) => `http://127.0.0.1:${service.http!.port}${path}`;
+const url = (path: string) => `http://127.0.0.1:${service.http.port}${path}`;
 const validOrder = () => ({
   customerEmail: 'ada@example.com',
   currency: 'EUR',
