@@ -50,7 +50,7 @@ describe('the whole system, as native processes', () => {
 
     for (const order of orders) {
       let emails: { kind: string; status: string }[] = [];
-      const deadline = Date.now() + 30_000;
+      const deadline = Date.now() + 90_000;
       do {
         emails = (
           await getJson<{ emails: typeof emails }>(`${system.urls.notifications}/emails?orderId=${order.orderId}`)
@@ -76,7 +76,7 @@ describe('the whole system, as native processes', () => {
     for (const intent of intents.data)
       perOrder.set(intent.metadata.order_id, (perOrder.get(intent.metadata.order_id) ?? 0) + 1);
     for (const order of orders) expect(perOrder.get(order.orderId)).toBe(1);
-  }, 180_000);
+  }, 300_000);
 });
 
 describe('traces exported over OTLP', () => {

@@ -1,4 +1,7 @@
 import { randomInt } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { dropDatabase } from '@idem/database';
 import { startSystem, SERVICES, type RunningSystem, type SystemOptions } from '@idem/native-run';
 
@@ -10,21 +13,23 @@ export async function startIsolatedSystem(
   options: Omit<SystemOptions, 'name' | 'portOffset'> = {},
 ): Promise<RunningSystem> {
   const name = `e2e_${Date.now().toString(36)}_${randomInt(1000)}`;
-  const lines: string[] = [];
+  // The processes' output goes to a file (its path is printed) instead of flooding the run.
+  const logFile = join(tmpdir(), `idem-${name}.log`);
+  const log = createWriteStream(logFile);
+  console.log(`e2e system ${name}: process logs in ${logFile}`);
   const system = await startSystem({
     ...options,
     name,
     portOffset: randomInt(20_000, 50_000),
-    env: { LOG_LEVEL: 'warn', CONSUMER_STALLED_INTERVAL_MS: '1000', CONSUMER_LOCK_MS: '5000', ...options.env },
-    // Keep the processes' output for a failing test's report instead of flooding the run.
-    log: (_process, line) => void (lines.push(line) > 2000 && lines.shift()),
+    env: { LOG_LEVEL: 'info', CONSUMER_STALLED_INTERVAL_MS: '1000', CONSUMER_LOCK_MS: '5000', ...options.env },
+    log: (_process, line) => void log.write(`${line.replace(/\u001b\[\d+m/g, '')}\n`),
   });
   return {
     ...system,
     async stop() {
       await system.stop();
       await Promise.all(SERVICES.map((service) => dropDatabase(system.databaseUrls[service])));
-      if (process.env.IDEM_E2E_LOGS) console.log(lines.join('\n'));
+      log.end();
     },
   };
 }

@@ -258,6 +258,27 @@ describe('orders consumers', () => {
     });
   });
 
+  it('applies a payment that overtook its stock-reserved, and then treats the stock-reserved as stale', async () => {
+    const { orderId } = await orderOf(await post('/orders', validOrder()));
+    const captured = event('payments.payment-captured.v1', {
+      orderId,
+      paymentIntentId: 'pi_2',
+      amountCents: 100,
+      currency: 'eur',
+    });
+    expect(
+      await inbox().consume('orders.payment-captured.v1', captured, transitionOn('payment-captured', { now })),
+    ).toEqual({
+      outcome: 'processed',
+    });
+    expect(
+      await inbox().consume('orders.stock-reserved.v1', reserved(orderId), transitionOn('stock-reserved', { now })),
+    ).toMatchObject({
+      outcome: 'stale',
+    });
+    expect(await db.order.findUniqueOrThrow({ where: { id: orderId } })).toMatchObject({ status: 'PAID', version: 2 });
+  });
+
   it('refuses an event about an order it never had, permanently', async () => {
     const outcome = await inbox().consume(
       'orders.stock-reserved.v1',

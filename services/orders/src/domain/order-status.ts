@@ -14,11 +14,16 @@ export type OrderStatus = (typeof ORDER_STATUSES)[number];
 export type OrderTrigger =
   'stock-reserved' | 'stock-rejected' | 'payment-captured' | 'payment-failed' | 'payment-refunded' | 'cancel';
 
+/**
+ * Events arrive on separate queues, so a payment event can overtake the stock-reserved that
+ * preceded it (payments and orders both consume stock-reserved). A payment implies the stock
+ * was reserved, so it also applies to a PENDING order; the late stock-reserved is then stale.
+ */
 const TRANSITIONS: Record<OrderTrigger, Partial<Record<OrderStatus, OrderStatus>>> = {
   'stock-reserved': { PENDING: 'RESERVED' },
   'stock-rejected': { PENDING: 'REJECTED' },
-  'payment-captured': { RESERVED: 'PAID' },
-  'payment-failed': { RESERVED: 'PAYMENT_FAILED' },
+  'payment-captured': { PENDING: 'PAID', RESERVED: 'PAID' },
+  'payment-failed': { PENDING: 'PAYMENT_FAILED', RESERVED: 'PAYMENT_FAILED' },
   'payment-refunded': { CANCELLED: 'REFUNDED' },
   cancel: { PENDING: 'CANCELLED', RESERVED: 'CANCELLED', PAID: 'CANCELLED' },
 };

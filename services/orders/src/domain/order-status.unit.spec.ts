@@ -6,6 +6,8 @@ describe('order status machine', () => {
     ['PENDING', 'stock-reserved', 'RESERVED'],
     ['PENDING', 'stock-rejected', 'REJECTED'],
     ['RESERVED', 'payment-captured', 'PAID'],
+    ['PENDING', 'payment-captured', 'PAID'],
+    ['PENDING', 'payment-failed', 'PAYMENT_FAILED'],
     ['RESERVED', 'payment-failed', 'PAYMENT_FAILED'],
     ['PENDING', 'cancel', 'CANCELLED'],
     ['RESERVED', 'cancel', 'CANCELLED'],
