@@ -22,7 +22,7 @@ export async function startIsolatedSystem(
     name,
     portOffset: randomInt(20_000, 50_000),
     env: { LOG_LEVEL: 'info', CONSUMER_STALLED_INTERVAL_MS: '1000', CONSUMER_LOCK_MS: '5000', ...options.env },
-    log: (_process, line) => void log.write(`${line.replace(/\u001b\[\d+m/g, '')}\n`),
+    log: (part, line) => void log.write(`${part.padEnd(13)}| ${line}\n`),
   });
   return {
     ...system,

@@ -26,7 +26,7 @@ export interface SystemOptions {
   readonly env?: Record<string, string>;
   /** Extra environment per service. */
   readonly serviceEnv?: Partial<Record<ServiceName, Record<string, string>>>;
-  /** Where each log line goes; receives the process name and a readable line. @defaultValue stdout */
+  /** Where each log line goes; receives the process name and a readable line. @defaultValue stdout, prefixed and coloured */
   readonly log?: (process: string, line: string) => void;
 }
 
@@ -53,7 +53,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
   const offset = options.portOffset ?? 0;
   const suffix = options.name ? `_${options.name}` : '';
   const queuePrefix = `idem${suffix}`;
-  const log = options.log ?? defaultLog;
+  const log = options.log ?? colouredStdout();
   const port = {
     orders: 3001,
     inventory: 3002,
@@ -112,18 +112,14 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
   };
 
   const processes = new Map<string, ChildProcess>();
-  let color = 0;
-  const colorOf = new Map<string, number>();
   const launch = (name: string, entry: string, env: Record<string, string>): ChildProcess => {
-    if (!colorOf.has(name)) colorOf.set(name, COLORS[color++ % COLORS.length]!);
     const child = spawn(process.execPath, ['--conditions=development', '--import', 'tsx', entry], {
       cwd: root,
       env: { ...process.env, ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
-    const prefix = `\u001b[${colorOf.get(name)}m${name.padEnd(13)}\u001b[0m|`;
     for (const stream of [child.stdout!, child.stderr!]) {
-      createInterface({ input: stream }).on('line', (line) => log(name, `${prefix} ${readable(line)}`));
+      createInterface({ input: stream }).on('line', (line) => log(name, readable(line)));
     }
     return child;
   };
@@ -192,8 +188,12 @@ async function stopAll(processes: Map<string, ChildProcess>): Promise<void> {
   );
 }
 
-function defaultLog(_process: string, line: string): void {
-  process.stdout.write(`${line}\n`);
+function colouredStdout(): (name: string, line: string) => void {
+  const colours = new Map<string, number>();
+  return (name, line) => {
+    if (!colours.has(name)) colours.set(name, COLORS[colours.size % COLORS.length]!);
+    process.stdout.write(`\u001b[${colours.get(name)}m${name.padEnd(13)}\u001b[0m| ${line}\n`);
+  };
 }
 
 /** A pino JSON line as `level message key=value ...`; anything else as it is. */
