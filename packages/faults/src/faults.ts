@@ -15,7 +15,7 @@ export const FAULT_NAMES = [
   'rollback-after-handler',
   /** SIGKILL the relay process after publishing a batch, before marking it published. */
   'crash-after-publish',
-  /** Publish every outbox batch twice (the duplicate publication the consumers must absorb). */
+  /** Publish every message a second time under another broker job id, past BullMQ's dedupe: the duplicate publication the consumers must absorb. */
   'publish-twice',
   /** SIGKILL the payment worker after the provider answered, before recording the result. */
   'crash-after-provider-call',

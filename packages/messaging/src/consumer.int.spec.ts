@@ -91,6 +91,19 @@ describe('startConsumer', () => {
     expect(await available()).toBe(99);
   });
 
+  it('absorbs the publish-twice fault: the second copy passes BullMQ’s dedupe and the inbox suppresses it', async () => {
+    start();
+    const twice = createPublisher({ prefix, faults: createFaults(parseFaultRules('publish-twice')) });
+    try {
+      const message = orderPlacedMessage();
+      await twice.publish([message]);
+      expect((await waitForOutcomes(message.messageId, 2)).sort()).toEqual(['duplicate', 'processed']);
+      expect(await available()).toBe(99);
+    } finally {
+      await twice.close();
+    }
+  });
+
   it('gives one business change when two instances receive the same message at once', async () => {
     const slowReserve = async (message: Envelope<'orders.order-placed.v1'>, tx: Tx) => {
       await new Promise((resolve) => setTimeout(resolve, 300));

@@ -1,11 +1,14 @@
 import { contextOf, subscribersOf, traceparentOf, type Envelope } from '@idem/contracts';
 import { context, SpanKind, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
+import { noFaults, type Faults } from '@idem/faults';
 import { Queue } from 'bullmq';
 import { defaultDeliveryPolicy, jobOptions, type DeliveryPolicy } from './delivery-policy.js';
 import { createRedis, resolveBroker, type BrokerOptions } from './redis.js';
 
 export interface PublisherOptions extends BrokerOptions {
   readonly policy?: DeliveryPolicy;
+  /** `publish-twice` (target `publisher`) sends a second copy of each message. @defaultValue none */
+  readonly faults?: Faults;
 }
 
 export interface Publisher {
@@ -51,6 +54,7 @@ function startSend(envelope: Envelope): { span: Span; envelope: Envelope } {
 export function createPublisher(options: PublisherOptions = {}): Publisher {
   const { redisUrl, prefix } = resolveBroker(options);
   const policy = options.policy ?? defaultDeliveryPolicy;
+  const faults = options.faults ?? noFaults;
   const connection = createRedis(redisUrl, 'producer');
   const queues = new Map<string, Queue>();
   const queue = (name: string) => {
@@ -71,14 +75,18 @@ export function createPublisher(options: PublisherOptions = {}): Publisher {
         }
       }
       try {
+        // The fault's copy gets another job id, so it reaches the consumer even while the
+        // first job still exists: what a relay crash after BullMQ removed the job looks like.
+        const twice = faults.fires('publish-twice', 'publisher');
         await Promise.all(
           [...byConsumer].map(([consumer, batch]) =>
             queue(consumer).addBulk(
-              batch.map((envelope) => ({
-                name: envelope.type,
-                data: envelope,
-                opts: jobOptions(policy, envelope.messageId),
-              })),
+              batch.flatMap((envelope) => [
+                { name: envelope.type, data: envelope, opts: jobOptions(policy, envelope.messageId) },
+                ...(twice
+                  ? [{ name: envelope.type, data: envelope, opts: jobOptions(policy, `${envelope.messageId}-again`) }]
+                  : []),
+              ]),
             ),
           ),
         );

@@ -91,7 +91,6 @@ export function createRelay<Tx extends SqlClient>(options: RelayOptions<Tx>): Re
         const ids = rows.map((row) => row.message_id);
         try {
           await withTimeout(publish(rows.map((row) => row.envelope)), publishTimeoutMs);
-          if (faults.fires('publish-twice', name)) await publish(rows.map((row) => row.envelope));
         } catch (error) {
           const failures = Math.max(...rows.map((row) => row.attempts)) + 1;
           await tx.$executeRaw`

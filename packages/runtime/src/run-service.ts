@@ -77,7 +77,7 @@ export async function runService<Tx extends SqlClient>(service: ServiceDefinitio
   const { config, log, db, inbox, faults } = service;
   const roles = config.IDEM_ROLES;
   const broker = { redisUrl: config.REDIS_URL, prefix: config.IDEM_QUEUE_PREFIX };
-  const publisher = createPublisher(broker);
+  const publisher = createPublisher({ ...broker, faults });
   const redis = new Redis(config.REDIS_URL, { maxRetriesPerRequest: 1, lazyConnect: true });
   const metrics = createMetrics(service.name);
   service.metrics?.(metrics);
