@@ -1,7 +1,10 @@
 import { getJson, placeOrder, waitForStatus, runStories, type RunningSystem } from '@idem/native-run';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startOtlpReceiver, type ReceivedSpan } from './otlp-receiver.js';
+import { randomUUID } from 'node:crypto';
+import { formatReport, runChecks } from '@idem/checker';
 import { waitFor } from '@idem/testkit';
+import pg from 'pg';
 import { startIsolatedSystem } from './support.js';
 
 let system: RunningSystem;
@@ -77,6 +80,78 @@ describe('the whole system, as native processes', () => {
       perOrder.set(intent.metadata.order_id, (perOrder.get(intent.metadata.order_id) ?? 0) + 1);
     for (const order of orders) expect(perOrder.get(order.orderId)).toBe(1);
   }, 300_000);
+});
+
+describe('the exactly-once checker', () => {
+  const check = () =>
+    runChecks({
+      databaseUrls: system.databaseUrls,
+      stripe: { apiBase: system.urls.stripe, apiKey: 'sk_test_idem' },
+      mailApi: system.urls.mail,
+      settleWindowMs: 5_000,
+    });
+
+  it('finds nothing lost, doubled or stuck after the flows above', async () => {
+    const report = await waitFor(
+      async () => {
+        const current = await check();
+        return current.ok && current;
+      },
+      { timeoutMs: 60_000, what: 'a clean checker report' },
+    );
+    expect(report.findings).toEqual([]);
+    expect(report.coverage.find((c) => c.consumer === 'inventory.order-placed.v1')!.processed).toBeGreaterThanOrEqual(
+      55,
+    );
+    expect(formatReport(report)).toContain('verdict: OK');
+  }, 90_000);
+
+  it('reports a lost message and a doubled transition, and fails', async () => {
+    const orders = new pg.Client({ connectionString: system.databaseUrls.orders });
+    await orders.connect();
+    try {
+      const ghost = randomUUID();
+      const envelope = { messageId: ghost, type: 'orders.order-placed.v1' };
+      await orders.query(
+        `INSERT INTO outbox_messages (message_id, type, envelope, created_at, published_at, next_attempt_at)
+         VALUES ($1, 'orders.order-placed.v1', $2, now() - interval '10 minutes', now() - interval '10 minutes', now())`,
+        [ghost, JSON.stringify(envelope)],
+      );
+      const { rows } = await orders.query<{ order_id: string; version: number; causation_id: string }>(
+        `SELECT order_id, version, causation_id FROM order_status_changes WHERE causation_id IS NOT NULL LIMIT 1`,
+      );
+      await orders.query(`INSERT INTO order_status_changes VALUES ($1, $2, 'PAID', $3, now())`, [
+        rows[0]!.order_id,
+        99,
+        rows[0]!.causation_id,
+      ]);
+
+      const report = await check();
+      expect(report.ok).toBe(false);
+      expect(report.findings).toEqual(
+        expect.arrayContaining([
+          expect.objectContaining({
+            check: 'lost',
+            subject: 'inventory.order-placed.v1 (orders.order-placed.v1)',
+            examples: [ghost],
+          }),
+          expect.objectContaining({
+            check: 'lost',
+            subject: 'notifications.order-placed.v1 (orders.order-placed.v1)',
+            examples: [ghost],
+          }),
+          expect.objectContaining({
+            check: 'duplicated',
+            subject: 'order status transitions per causing message',
+            examples: [rows[0]!.causation_id],
+          }),
+        ]),
+      );
+      expect(formatReport(report)).toContain('verdict: VIOLATIONS FOUND');
+    } finally {
+      await orders.end();
+    }
+  }, 60_000);
 });
 
 describe('traces exported over OTLP', () => {

@@ -1,0 +1,263 @@
+import { serviceOf, subscriptions, type EventType } from '@idem/contracts';
+import pg from 'pg';
+
+/**
+ * The exactly-once checker: reads every service's database (in read-only transactions), the
+ * payment provider and the mail server, and reports — per consumer and contract, against the
+ * topology in @idem/contracts — what was lost, what happened twice, and what is stuck. It
+ * writes nothing, so it is safe to point at production.
+ */
+
+export const SERVICES = ['orders', 'inventory', 'payments', 'notifications'] as const;
+export type Service = (typeof SERVICES)[number];
+
+export interface CheckerOptions {
+  readonly databaseUrls: Record<Service, string>;
+  /** Stripe or the simulator, read through its list endpoints. */
+  readonly stripe: { readonly apiBase: string; readonly apiKey: string };
+  /** A Mailpit-compatible API (optional): repeated sends of one Message-ID are reported. */
+  readonly mailApi?: string;
+  /** A published message counts as lost only if older than this. @defaultValue 60000 */
+  readonly settleWindowMs?: number;
+  /** Unpublished rows, unsent emails, unsettled payments older than this are stuck. @defaultValue 300000 */
+  readonly stuckAfterMs?: number;
+  readonly now?: Date;
+}
+
+export interface Finding {
+  readonly check: 'lost' | 'duplicated' | 'stuck' | 'repeated_send';
+  readonly subject: string;
+  readonly count: number;
+  readonly examples: readonly string[];
+}
+
+export interface Report {
+  readonly findings: readonly Finding[];
+  /** Per consumer: published messages it should have received, and how many it processed or dead-lettered. */
+  readonly coverage: readonly {
+    consumer: string;
+    contract: string;
+    published: number;
+    processed: number;
+    deadLettered: number;
+  }[];
+  /** Violations make the check fail; repeated SMTP sends are the documented limit, reported but not failing. */
+  readonly ok: boolean;
+}
+
+type Query = <R extends pg.QueryResultRow>(sql: string, params?: unknown[]) => Promise<R[]>;
+
+async function readOnly<T>(url: string, work: (query: Query) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query('BEGIN TRANSACTION READ ONLY');
+    const result = await work(async (sql, params) => (await client.query(sql, params)).rows);
+    await client.query('COMMIT');
+    return result;
+  } finally {
+    await client.end();
+  }
+}
+
+export async function runChecks(options: CheckerOptions): Promise<Report> {
+  const now = options.now ?? new Date();
+  const settledBefore = new Date(now.getTime() - (options.settleWindowMs ?? 60_000));
+  const stuckBefore = new Date(now.getTime() - (options.stuckAfterMs ?? 300_000));
+  const findings: Finding[] = [];
+  const coverage: Report['coverage'][number][] = [];
+  const add = (check: Finding['check'], subject: string, rows: { key: string }[]) => {
+    if (rows.length > 0)
+      findings.push({ check, subject, count: rows.length, examples: rows.slice(0, 5).map((r) => r.key) });
+  };
+
+  // Lost: every published event must be processed or dead-lettered by every subscriber.
+  for (const producer of ['orders', 'inventory', 'payments'] as const) {
+    const published = await readOnly(options.databaseUrls[producer], (q) =>
+      q<{ message_id: string; type: string }>(
+        `SELECT message_id::text, type FROM outbox_messages WHERE published_at IS NOT NULL AND published_at < $1`,
+        [settledBefore],
+      ),
+    );
+    for (const [type, subscribers] of Object.entries(subscriptions) as [EventType, readonly string[]][]) {
+      if (serviceOf(type) !== producer) continue;
+      const ids = published.filter((row) => row.type === type).map((row) => row.message_id);
+      for (const consumer of subscribers) {
+        const service = serviceOf(consumer) as Service;
+        const seen = await readOnly(options.databaseUrls[service], async (q) => ({
+          processed: await q<{ id: string }>(
+            `SELECT message_id::text AS id FROM processed_messages WHERE consumer = $1 AND message_id = ANY($2::uuid[])`,
+            [consumer, ids],
+          ),
+          deadLettered: await q<{ id: string }>(
+            `SELECT message_id AS id FROM dead_letters WHERE consumer = $1 AND message_id = ANY($2::text[])`,
+            [consumer, ids],
+          ),
+        }));
+        const handled = new Set([...seen.processed, ...seen.deadLettered].map((r) => r.id));
+        add(
+          'lost',
+          `${consumer} (${type})`,
+          ids.filter((id) => !handled.has(id)).map((key) => ({ key })),
+        );
+        coverage.push({
+          consumer,
+          contract: type,
+          published: ids.length,
+          processed: seen.processed.length,
+          deadLettered: seen.deadLettered.length,
+        });
+      }
+    }
+  }
+
+  // Duplicated effects.
+  await readOnly(options.databaseUrls.inventory, async (q) => {
+    add(
+      'duplicated',
+      'stock decisions per order (inventory.stock-reserved/rejected.v1)',
+      await q<{ key: string }>(
+        `SELECT envelope->'body'->>'orderId' AS key FROM outbox_messages
+          WHERE type IN ('inventory.stock-reserved.v1', 'inventory.stock-rejected.v1')
+          GROUP BY 1 HAVING count(*) > 1`,
+      ),
+    );
+  });
+  await readOnly(options.databaseUrls.orders, async (q) => {
+    add(
+      'duplicated',
+      'order status transitions per causing message',
+      await q<{ key: string }>(
+        `SELECT causation_id::text AS key FROM order_status_changes WHERE causation_id IS NOT NULL GROUP BY 1 HAVING count(*) > 1`,
+      ),
+    );
+    add(
+      'stuck',
+      'orders outbox rows unpublished',
+      await q<{ key: string }>(
+        `SELECT message_id::text AS key FROM outbox_messages WHERE published_at IS NULL AND created_at < $1`,
+        [stuckBefore],
+      ),
+    );
+  });
+  await readOnly(options.databaseUrls.notifications, async (q) => {
+    add(
+      'duplicated',
+      'email work items per dedupe key',
+      await q<{ key: string }>(`SELECT dedupe_key AS key FROM email_work_items GROUP BY 1 HAVING count(*) > 1`),
+    );
+    add(
+      'stuck',
+      'email work items not sent',
+      await q<{ key: string }>(
+        `SELECT dedupe_key AS key FROM email_work_items WHERE status <> 'sent' AND created_at < $1`,
+        [stuckBefore],
+      ),
+    );
+  });
+  await readOnly(options.databaseUrls.payments, async (q) => {
+    add(
+      'stuck',
+      'payment attempts not settled',
+      await q<{ key: string }>(
+        `SELECT order_id::text AS key FROM payment_attempts WHERE status IN ('pending', 'refund_pending') AND created_at < $1`,
+        [stuckBefore],
+      ),
+    );
+  });
+  for (const producer of ['inventory', 'payments'] as const) {
+    await readOnly(options.databaseUrls[producer], async (q) =>
+      add(
+        'stuck',
+        `${producer} outbox rows unpublished`,
+        await q<{ key: string }>(
+          `SELECT message_id::text AS key FROM outbox_messages WHERE published_at IS NULL AND created_at < $1`,
+          [stuckBefore],
+        ),
+      ),
+    );
+  }
+
+  // At the provider: one PaymentIntent and at most one refund per order.
+  const intents = await listAll<{ id: string; metadata: Record<string, string> }>(
+    options.stripe,
+    '/v1/payment_intents',
+  );
+  const refunds = await listAll<{ id: string; payment_intent: string }>(options.stripe, '/v1/refunds');
+  const orderOfIntent = new Map(intents.map((i) => [i.id, i.metadata.order_id ?? i.id]));
+  add(
+    'duplicated',
+    'PaymentIntents per order at the provider',
+    repeated(intents.map((i) => i.metadata.order_id ?? i.id)),
+  );
+  add(
+    'duplicated',
+    'refunds per order at the provider',
+    repeated(refunds.map((r) => orderOfIntent.get(r.payment_intent) ?? r.payment_intent)),
+  );
+
+  // At the mail server: the same Message-ID sent more than once (SMTP's documented limit).
+  if (options.mailApi) {
+    const messages = await listMail(options.mailApi);
+    add('repeated_send', 'emails sent more than once (same Message-ID)', repeated(messages));
+  }
+
+  return { findings, coverage, ok: findings.every((f) => f.check === 'repeated_send') };
+}
+
+function repeated(keys: string[]): { key: string }[] {
+  const counts = new Map<string, number>();
+  for (const key of keys) counts.set(key, (counts.get(key) ?? 0) + 1);
+  return [...counts].filter(([, n]) => n > 1).map(([key]) => ({ key }));
+}
+
+async function listAll<T extends { id: string }>(
+  { apiBase, apiKey }: CheckerOptions['stripe'],
+  path: string,
+): Promise<T[]> {
+  const all: T[] = [];
+  let after: string | undefined;
+  for (;;) {
+    const url = `${apiBase}${path}?limit=100${after ? `&starting_after=${after}` : ''}`;
+    const res = await fetch(url, { headers: { authorization: `Bearer ${apiKey}` } });
+    if (!res.ok) throw new Error(`GET ${path} at the payment provider answered ${res.status}`);
+    const page = (await res.json()) as { data: T[]; has_more: boolean };
+    all.push(...page.data);
+    if (!page.has_more || page.data.length === 0) return all;
+    after = page.data.at(-1)!.id;
+  }
+}
+
+async function listMail(api: string): Promise<string[]> {
+  const ids: string[] = [];
+  for (let start = 0; ; start += 500) {
+    const res = await fetch(`${api}/api/v1/messages?start=${start}&limit=500`);
+    if (!res.ok) throw new Error(`GET /api/v1/messages at the mail server answered ${res.status}`);
+    const page = (await res.json()) as { messages: { MessageID: string }[]; total: number };
+    ids.push(...page.messages.map((m) => m.MessageID));
+    if (page.messages.length === 0 || start + 500 >= page.total) return ids;
+  }
+}
+
+/** The report as a table a person reads. */
+export function formatReport(report: Report): string {
+  const lines = [
+    'consumer                              contract                          published  processed  dead-lettered',
+  ];
+  for (const c of report.coverage) {
+    lines.push(
+      `${c.consumer.padEnd(38)}${c.contract.padEnd(34)}${String(c.published).padStart(9)}  ${String(c.processed).padStart(9)}  ${String(c.deadLettered).padStart(13)}`,
+    );
+  }
+  lines.push('');
+  for (const check of ['lost', 'duplicated', 'stuck', 'repeated_send'] as const) {
+    const found = report.findings.filter((f) => f.check === check);
+    if (found.length === 0) lines.push(`${check.padEnd(14)} none`);
+    for (const f of found) lines.push(`${check.padEnd(14)} ${f.count} × ${f.subject}  e.g. ${f.examples.join(', ')}`);
+  }
+  lines.push(
+    '',
+    report.ok ? 'verdict: OK — nothing lost, nothing doubled, nothing stuck' : 'verdict: VIOLATIONS FOUND',
+  );
+  return lines.join('\n');
+}
