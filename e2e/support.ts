@@ -1,9 +1,11 @@
+import type { ChildProcess } from 'node:child_process';
 import { randomInt } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { dropDatabase } from '@idem/database';
 import { startSystem, SERVICES, type RunningSystem, type SystemOptions } from '@idem/native-run';
+import pg from 'pg';
 
 /**
  * Starts the whole system as real processes (the native run), isolated from any other run:
@@ -21,7 +23,15 @@ export async function startIsolatedSystem(
     ...options,
     name,
     portOffset: randomInt(20_000, 50_000),
-    env: { LOG_LEVEL: 'info', CONSUMER_STALLED_INTERVAL_MS: '1000', CONSUMER_LOCK_MS: '5000', ...options.env },
+    env: {
+      LOG_LEVEL: 'info',
+      // Short locks and leases, so a killed process's work is taken over in seconds.
+      CONSUMER_STALLED_INTERVAL_MS: '1000',
+      CONSUMER_LOCK_MS: '5000',
+      PAYMENT_WORKER_LEASE_MS: '3000',
+      DISPATCHER_LEASE_MS: '3000',
+      ...options.env,
+    },
     log: (part, line) => void log.write(`${part.padEnd(13)}| ${line}\n`),
   });
   return {
@@ -32,4 +42,43 @@ export async function startIsolatedSystem(
       log.end();
     },
   };
+}
+
+/** Resolves with what ended a process: its signal, or its exit code. */
+export function exitOf(child: ChildProcess): Promise<NodeJS.Signals | number | null> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.signalCode ?? child.exitCode);
+  return new Promise((resolve) => child.once('exit', (code, signal) => resolve(signal ?? code)));
+}
+
+/**
+ * Restarts one part of the system with fault switches on; once it is healthy, returns the
+ * promise of its end (a fault SIGKILLs it). Restart it plainly afterwards with `system.restart(part)`.
+ */
+export async function restartWithFaults(
+  system: RunningSystem,
+  part: string,
+  faults: string,
+): Promise<{ exited: Promise<NodeJS.Signals | number | null> }> {
+  const running = system.processes.get(part)!;
+  const stopped = exitOf(running);
+  running.kill('SIGTERM');
+  await stopped;
+  await system.restart(part, { IDEM_FAULTS_ENABLED: '1', IDEM_FAULTS: faults });
+  return { exited: exitOf(system.processes.get(part)!) };
+}
+
+/** Rows from a service's database, read-only: how the black-box tests look inside. */
+export async function readRows<R extends pg.QueryResultRow>(
+  databaseUrl: string,
+  sql: string,
+  params: unknown[] = [],
+): Promise<R[]> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    await client.query('BEGIN TRANSACTION READ ONLY');
+    return (await client.query<R>(sql, params)).rows;
+  } finally {
+    await client.end();
+  }
 }

@@ -31,10 +31,11 @@ export async function placeOrder(
   urls: SystemUrls,
   lines: { sku: string; quantity: number; unitPriceCents: number }[],
   paymentMethod = 'pm_card_visa',
+  idempotencyKey?: string,
 ): Promise<Order> {
   const res = await fetch(`${urls.orders}/orders`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json' },
+    headers: { 'content-type': 'application/json', ...(idempotencyKey ? { 'idempotency-key': idempotencyKey } : {}) },
     body: JSON.stringify({ customerEmail: 'ada@example.com', currency: 'eur', paymentMethod, lines }),
   });
   if (res.status !== 201) throw new Error(`POST /orders answered ${res.status}: ${await res.text()}`);
