@@ -1,0 +1,1 @@
+export { runChaos, formatChaosReport, type ChaosOptions, type ChaosReport } from './chaos.js';

@@ -1,0 +1,20 @@
+// `pnpm chaos --orders 500 --kills 20 --seconds 120`: see chaos.ts.
+import { parseArgs } from 'node:util';
+import { formatChaosReport, runChaos } from './chaos.js';
+
+const { values } = parseArgs({
+  options: {
+    orders: { type: 'string', default: '200' },
+    kills: { type: 'string', default: '10' },
+    seconds: { type: 'string', default: '60' },
+    settle: { type: 'string', default: '120' },
+  },
+});
+const report = await runChaos({
+  orders: Number(values.orders),
+  kills: Number(values.kills),
+  seconds: Number(values.seconds),
+  settleSeconds: Number(values.settle),
+});
+console.log(formatChaosReport(report));
+process.exit(report.ok ? 0 : 1);
