@@ -1,18 +1,42 @@
 import { defineConfig } from 'vitest/config';
 
-export default defineConfig({
+const shared = {
   resolve: { conditions: ['development'] },
   ssr: { resolve: { conditions: ['development'] } },
+};
+
+export default defineConfig({
+  ...shared,
   test: {
-    include: [
-      'packages/*/src/**/*.spec.ts',
-      'packages/*/test/**/*.spec.ts',
-      'services/*/src/**/*.spec.ts',
-      'infra/*/src/**/*.spec.ts',
-      'infra/*.spec.ts',
-      'e2e/**/*.spec.ts',
-    ],
     testTimeout: 60_000,
     hookTimeout: 60_000,
+    projects: [
+      {
+        ...shared,
+        test: {
+          name: 'unit+int',
+          include: [
+            'packages/*/src/**/*.spec.ts',
+            'packages/*/test/**/*.spec.ts',
+            'services/*/src/**/*.spec.ts',
+            'infra/*/src/**/*.spec.ts',
+            'infra/*.spec.ts',
+          ],
+          sequence: { groupOrder: 0 },
+        },
+      },
+      {
+        ...shared,
+        // Each e2e file runs a whole system (a dozen processes and their connection pools):
+        // they run after the other tiers, one file at a time, so two never share the 2 cores
+        // and PostgreSQL's connection limit.
+        test: {
+          name: 'e2e',
+          include: ['e2e/**/*.e2e.spec.ts'],
+          fileParallelism: false,
+          sequence: { groupOrder: 1 },
+        },
+      },
+    ],
   },
 });

@@ -29,6 +29,7 @@ export async function startIsolatedSystem(
       CONSUMER_STALLED_INTERVAL_MS: '1000',
       CONSUMER_LOCK_MS: '5000',
       PAYMENT_WORKER_LEASE_MS: '3000',
+      DATABASE_POOL_MAX: '4',
       DISPATCHER_LEASE_MS: '3000',
       ...options.env,
     },

@@ -24,6 +24,8 @@ export interface SystemOptions {
   readonly name?: string;
   /** Extra environment for every service process (fault switches, roles, ...). */
   readonly env?: Record<string, string>;
+  /** Instances of each service: the first serves HTTP too, the others consume, relay and work. @defaultValue 1 */
+  readonly replicas?: number;
   /** Extra environment per service. */
   readonly serviceEnv?: Partial<Record<ServiceName, Record<string, string>>>;
   /** Where each log line goes; receives the process name and a readable line. @defaultValue stdout, prefixed and coloured */
@@ -110,6 +112,18 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
       ]),
     ),
   };
+  // Extra instances of each service (`orders-2`, ...) run consumers, relay and workers beside
+  // the first one, competing for the same queues and outbox rows; each listens on its own port.
+  for (let replica = 2; replica <= (options.replicas ?? 1); replica++) {
+    for (const service of SERVICES) {
+      const replicaPort = port[service] + 100 * (replica - 1);
+      parts[`${service}-${replica}`] = {
+        entry: parts[service]!.entry,
+        env: { ...parts[service]!.env, PORT: String(replicaPort), IDEM_ROLES: 'consumers,relay,workers' },
+        health: `http://127.0.0.1:${replicaPort}/health`,
+      };
+    }
+  }
 
   const processes = new Map<string, ChildProcess>();
   const launch = (name: string, entry: string, env: Record<string, string>): ChildProcess => {
@@ -143,7 +157,11 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
   };
   try {
     await Promise.all(['stripe-sim', 'smtp-sink'].map((name) => start(name)));
-    await Promise.all(SERVICES.map((name) => start(name)));
+    await Promise.all(
+      Object.keys(parts)
+        .filter((name) => !['stripe-sim', 'smtp-sink'].includes(name))
+        .map((name) => start(name)),
+    );
   } catch (error) {
     await stopAll(processes);
     throw error;

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { requireAdmin } from './admin.js';
 import { createHttpApp, listen, type RunningServer } from './app.js';
+import { HttpError } from './errors.js';
 import { validate } from './validate.js';
 
 let server: RunningServer;
@@ -11,6 +12,8 @@ const base = () => `http://127.0.0.1:${server.port}`;
 beforeAll(async () => {
   const app = createHttpApp({
     bodyLimit: '1kb',
+    translateError: (error) =>
+      (error as { busy?: boolean }).busy ? new HttpError('dependency_unavailable', 'the database is busy') : undefined,
     health: {
       database: async () => {
         if (!databaseUp) throw new Error('connection refused');
@@ -23,6 +26,9 @@ beforeAll(async () => {
       });
       app.post('/admin/reset', requireAdmin('s3cret'), (_req, res) => void res.status(204).end());
       app.post('/disabled', requireAdmin(undefined), (_req, res) => void res.status(204).end());
+      app.get('/busy', () => {
+        throw Object.assign(new Error('pool exhausted'), { busy: true });
+      });
       app.get('/boom', () => {
         throw new Error('password=hunter2');
       });
@@ -62,6 +68,13 @@ describe('createHttpApp', () => {
     expect(await (await post('/disabled', '', { authorization: 'Bearer s3cret' })).json()).toMatchObject({
       code: 'admin_disabled',
     });
+  });
+
+  it('answers an error the service recognises as a busy dependency with 503 and Retry-After', async () => {
+    const res = await fetch(`${base()}/busy`);
+    expect(res.status).toBe(503);
+    expect(res.headers.get('retry-after')).toBe('1');
+    expect(await res.json()).toMatchObject({ code: 'dependency_unavailable' });
   });
 
   it('hides the message of an unexpected error', async () => {

@@ -13,6 +13,8 @@ export interface HttpAppOptions {
   /** Largest accepted JSON body. @defaultValue '64kb' */
   readonly bodyLimit?: string;
   readonly onUnexpectedError?: (error: unknown) => void;
+  /** Turns errors the service recognises into problems (e.g. a database that is out of connections → 503). */
+  readonly translateError?: (error: unknown) => HttpError | undefined;
 }
 
 const requireJson: RequestHandler = (req, _res, next) => {
@@ -29,6 +31,7 @@ export function createHttpApp({
   health,
   bodyLimit = '64kb',
   onUnexpectedError = () => {},
+  translateError,
 }: HttpAppOptions): Express {
   const app = express();
   app.disable('x-powered-by');
@@ -50,7 +53,7 @@ export function createHttpApp({
       .json({ status: healthy ? 'ok' : 'unavailable', checks: Object.fromEntries(results) });
   });
   routes(app);
-  app.use(notFoundHandler, problemHandler(onUnexpectedError));
+  app.use(notFoundHandler, problemHandler(onUnexpectedError, translateError));
   return app;
 }
 

@@ -37,10 +37,18 @@ export const notFoundHandler: RequestHandler = (req, res) => {
 };
 
 /** The one place where thrown errors become HTTP answers. Unknown errors never leak their message. */
-export function problemHandler(onUnexpected: (error: unknown) => void): ErrorRequestHandler {
-  return (error: unknown, _req, res, next) => {
-    if (res.headersSent) return next(error);
-    if (error instanceof HttpError) return sendProblem(res, error.code, error.message, error.errors);
+export function problemHandler(
+  onUnexpected: (error: unknown) => void,
+  translate: (error: unknown) => HttpError | undefined = () => undefined,
+): ErrorRequestHandler {
+  return (thrown: unknown, _req, res, next) => {
+    if (res.headersSent) return next(thrown);
+    const error = translate(thrown) ?? thrown;
+    if (error instanceof HttpError) {
+      // A dependency that is only busy or briefly away: tell the client when to retry.
+      if (error.code === 'dependency_unavailable') res.set('Retry-After', '1');
+      return sendProblem(res, error.code, error.message, error.errors);
+    }
     const bodyError = error as { type?: string; limit?: number };
     if (bodyError.type === 'entity.parse.failed')
       return sendProblem(res, 'malformed_json', 'the body could not be parsed as JSON');

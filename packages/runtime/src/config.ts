@@ -12,6 +12,8 @@ export function baseConfigSchema(service: string, defaultPort: number) {
   return z.object({
     DATABASE_URL: z.url().default(`postgresql://postgres@127.0.0.1:5432/${service}`),
     REDIS_URL: z.url().default('redis://127.0.0.1:6379'),
+    /** Connections in this process's database pool (interactive transactions each hold one). */
+    DATABASE_POOL_MAX: z.coerce.number().int().positive().default(10),
     PORT: z.coerce.number().int().min(0).max(65535).default(defaultPort),
     ADMIN_TOKEN: z.string().min(16, 'use at least 16 characters').optional(),
     /** Roles this process runs; the native run and compose run them all in one process. */

@@ -1,8 +1,8 @@
 import type { ConsumerName } from '@idem/contracts';
 import type { SqlClient, TransactionalClient } from '@idem/database';
 import type { Faults } from '@idem/faults';
-import { createHttpApp, listen, requireAdmin, validate, type RunningServer } from '@idem/http';
-import { createInboxRetention, type Inbox, type MessageHandler } from '@idem/inbox';
+import { createHttpApp, HttpError, listen, requireAdmin, validate, type RunningServer } from '@idem/http';
+import { classifyFailure, createInboxRetention, type Inbox, type MessageHandler } from '@idem/inbox';
 import {
   createPublisher,
   defaultDeliveryPolicy,
@@ -164,6 +164,16 @@ export async function runService<Tx extends SqlClient>(service: ServiceDefinitio
       deadLetterRoutes(app, { inbox, publisher, adminToken: config.ADMIN_TOKEN });
     },
     onUnexpectedError: (error) => log.error({ err: error }, 'unexpected error answering a request'),
+    translateError: (error) => {
+      const failure = classifyFailure(error);
+      if (failure.code !== 'database_unavailable' && failure.code !== 'transaction_conflict') return undefined;
+      log.warn({ err: error }, 'request refused: the database is busy or unreachable');
+      return new HttpError(
+        'dependency_unavailable',
+        `the database is busy or unreachable (${failure.code}); retry shortly`,
+        { cause: error },
+      );
+    },
   });
   const http = await listen(app, config.PORT);
   log.info(

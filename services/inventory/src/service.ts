@@ -24,7 +24,7 @@ export async function startInventory(
   { faults = faultsFromEnv(), now = () => new Date() }: { faults?: Faults; now?: () => Date } = {},
 ): Promise<RunningService & { db: PrismaClient }> {
   const log = createLogger('inventory', config.LOG_LEVEL);
-  const db = connectDatabase(config.DATABASE_URL);
+  const db = connectDatabase(config.DATABASE_URL, config.DATABASE_POOL_MAX);
   await seedDemoStock(db, now());
   const running = await runService({
     name: 'inventory',

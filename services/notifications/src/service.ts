@@ -14,7 +14,7 @@ export async function startNotifications(
   { faults = faultsFromEnv(), now = () => new Date() }: { faults?: Faults; now?: () => Date } = {},
 ): Promise<RunningService & { db: PrismaClient }> {
   const log = createLogger('notifications', config.LOG_LEVEL);
-  const db = connectDatabase(config.DATABASE_URL);
+  const db = connectDatabase(config.DATABASE_URL, config.DATABASE_POOL_MAX);
   const running = await runService({
     name: 'notifications',
     config,

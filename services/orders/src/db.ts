@@ -5,6 +5,6 @@ export { PrismaClient };
 /** The transaction client handlers receive from the inbox. */
 export type Tx = Prisma.TransactionClient;
 
-export function connectDatabase(databaseUrl: string): PrismaClient {
-  return new PrismaClient({ adapter: new PrismaPg({ connectionString: databaseUrl }) });
+export function connectDatabase(databaseUrl: string, poolMax?: number): PrismaClient {
+  return new PrismaClient({ adapter: new PrismaPg({ connectionString: databaseUrl, max: poolMax }) });
 }

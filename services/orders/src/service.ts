@@ -13,7 +13,7 @@ export async function startOrders(
   { faults = faultsFromEnv(), now = () => new Date() }: { faults?: Faults; now?: () => Date } = {},
 ): Promise<RunningService & { db: PrismaClient }> {
   const log = createLogger('orders', config.LOG_LEVEL);
-  const db = connectDatabase(config.DATABASE_URL);
+  const db = connectDatabase(config.DATABASE_URL, config.DATABASE_POOL_MAX);
   const running = await runService({
     name: 'orders',
     config,

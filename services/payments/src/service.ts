@@ -15,7 +15,7 @@ export async function startPayments(
   { faults = faultsFromEnv(), now = () => new Date() }: { faults?: Faults; now?: () => Date } = {},
 ): Promise<RunningService & { db: PrismaClient }> {
   const log = createLogger('payments', config.LOG_LEVEL);
-  const db = connectDatabase(config.DATABASE_URL);
+  const db = connectDatabase(config.DATABASE_URL, config.DATABASE_POOL_MAX);
   const stripe = createStripeClient({ apiKey: config.STRIPE_API_KEY, apiBase: config.STRIPE_API_BASE });
   log.info({ provider: config.STRIPE_API_BASE ?? 'https://api.stripe.com' }, 'payment provider');
   const running = await runService({

@@ -2,6 +2,9 @@ import { HttpError } from '@idem/http';
 import { bodyHash } from '@idem/inbox';
 import type { PrismaClient, Tx } from '../db.js';
 
+/** A request waits up to 10 s for a connection under a burst, instead of Prisma's 2 s; past that it answers 503. */
+export const HTTP_TRANSACTION = { maxWait: 10_000, timeout: 15_000 } as const;
+
 export interface StoredResponse {
   readonly status: number;
   readonly body: unknown;
@@ -49,7 +52,7 @@ export async function idempotent(
     };
     await tx.idempotencyKey.upsert({ where: { key }, create: { key, ...record }, update: record });
     return { ...response, replayed: false };
-  });
+  }, HTTP_TRANSACTION);
 }
 
 /** Deletes expired keys in bounded batches; returns how many. */

@@ -6,7 +6,7 @@ import { z } from 'zod';
 import type { PrismaClient, Tx } from '../db.js';
 import { isCancelled } from '../domain/order-status.js';
 import { applyTransition, createOrder, findOrder, listOrders, type OrderView } from '../orders.js';
-import { idempotent } from './idempotency.js';
+import { HTTP_TRANSACTION, idempotent } from './idempotency.js';
 
 export const CURRENCIES = ['eur', 'usd', 'gbp', 'chf', 'sek', 'nok', 'dkk', 'pln', 'cad', 'aud'] as const;
 /** Stripe's largest amount for most currencies; also keeps totals inside a 32-bit integer. */
@@ -73,7 +73,7 @@ export function orderRoutes(app: Express, { db, now, idempotencyKeyRetentionMs }
 
     const key = req.get('idempotency-key');
     if (key === undefined) {
-      const { status, body } = await db.$transaction(place);
+      const { status, body } = await db.$transaction(place, HTTP_TRANSACTION);
       return void res.status(status).json(body);
     }
     if (key.length < 1 || key.length > 255) {
@@ -141,7 +141,7 @@ export function orderRoutes(app: Express, { db, now, idempotencyKeyRetentionMs }
         at,
       );
       return result.order;
-    });
+    }, HTTP_TRANSACTION);
     res.json(order);
   });
 }
