@@ -47,6 +47,7 @@ async function startRedis(): Promise<ChildProcess> {
       maxRetriesPerRequest: 0,
       enableOfflineQueue: false,
     });
+    client.on('error', () => {}); // refused until the server is up
     try {
       await client.connect();
       return (await client.ping()) === 'PONG';
