@@ -7,7 +7,7 @@ import { getJson, placeOrder, waitForStatus, type RunningSystem } from '@idem/na
 import { runChecks } from '@idem/checker';
 import { waitFor } from '@idem/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readRows, restartWithFaults, startIsolatedSystem } from './support.js';
+import { readRows, restartPart, restartWithFaults, startIsolatedSystem } from './support.js';
 
 let system: RunningSystem;
 beforeAll(async () => {
@@ -57,6 +57,22 @@ describe('crash points, on real processes', () => {
         what: 'the redelivery to be counted as a duplicate',
       },
     );
+  }, 120_000);
+
+  it('a transaction forced to roll back after the handler ran: no record, the redelivery processes it, effect once', async () => {
+    await restartWithFaults(system, 'inventory', 'rollback-after-handler consumer=inventory.order-placed.v1 count=1');
+    const { orderId } = await order();
+    expect((await paid(orderId)).status).toBe('PAID');
+    const reservations = await readRows(
+      system.databaseUrls.inventory,
+      `SELECT status FROM reservations WHERE order_id = $1`,
+      [orderId],
+    );
+    expect(reservations).toEqual([{ status: 'reserved' }]);
+    const metrics = await metricsOf(system.urls.inventory);
+    expect(count(metrics, 'inventory.order-placed.v1', 'transient_failure')).toBe(1);
+    expect(count(metrics, 'inventory.order-placed.v1', 'processed')).toBeGreaterThanOrEqual(1);
+    await restartPart(system, 'inventory'); // without the fault
   }, 120_000);
 
   it('a relay SIGKILLed after publishing and before marking: published again, the copy suppressed, one effect per consumer', async () => {

@@ -16,7 +16,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exitOf, startIsolatedSystem } from './support.js';
 
-const redisPort = randomInt(40_000, 60_000);
+const redisPort = randomInt(32_200, 32_700); // above the systems' ports, below the ephemeral range
 const redisDir = mkdtempSync(join(tmpdir(), 'idem-redis-'));
 let redis: ChildProcess;
 let system: RunningSystem;

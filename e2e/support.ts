@@ -22,7 +22,8 @@ export async function startIsolatedSystem(
   const system = await startSystem({
     ...options,
     name,
-    portOffset: randomInt(20_000, 50_000),
+    // Every port stays below Linux's ephemeral range (32768+), where outgoing connections take theirs.
+    portOffset: randomInt(8_000, 20_000),
     env: {
       LOG_LEVEL: 'info',
       // Short locks and leases, so a killed process's work is taken over in seconds.
@@ -52,20 +53,25 @@ export function exitOf(child: ChildProcess): Promise<NodeJS.Signals | number | n
 }
 
 /**
- * Restarts one part of the system with fault switches on; once it is healthy, returns the
- * promise of its end (a fault SIGKILLs it). Restart it plainly afterwards with `system.restart(part)`.
+ * Stops one part of the system (SIGTERM) and starts it again with `env` added; once it is
+ * healthy, returns the promise of its end.
  */
-export async function restartWithFaults(
+export async function restartPart(
   system: RunningSystem,
   part: string,
-  faults: string,
+  env: Record<string, string> = {},
 ): Promise<{ exited: Promise<NodeJS.Signals | number | null> }> {
   const running = system.processes.get(part)!;
   const stopped = exitOf(running);
   running.kill('SIGTERM');
   await stopped;
-  await system.restart(part, { IDEM_FAULTS_ENABLED: '1', IDEM_FAULTS: faults });
+  await system.restart(part, env);
   return { exited: exitOf(system.processes.get(part)!) };
+}
+
+/** Restarts one part with fault switches on (a crash fault then SIGKILLs it; restart it plainly after). */
+export function restartWithFaults(system: RunningSystem, part: string, faults: string) {
+  return restartPart(system, part, { IDEM_FAULTS_ENABLED: '1', IDEM_FAULTS: faults });
 }
 
 /** Rows from a service's database, read-only: how the black-box tests look inside. */

@@ -22,7 +22,7 @@ const pnpmVersion = (
 const out = mkdtempSync(join(tmpdir(), 'idem-deploy-'));
 const databaseUrl = `${postgresServerUrl}/${uniqueName('idem_test_bundle')}`;
 const prefix = uniqueName('idem_test_bundle');
-const port = randomInt(30_000, 40_000);
+const port = randomInt(6_000, 7_000); // below the ephemeral port range and the e2e systems' ports
 
 afterAll(async () => {
   rmSync(out, { recursive: true, force: true });

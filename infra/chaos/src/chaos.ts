@@ -43,7 +43,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const name = `chaos_${Date.now().toString(36)}`;
   const system = await startSystem({
     name,
-    portOffset: randomInt(20_000, 50_000),
+    portOffset: randomInt(8_000, 20_000), // below the ephemeral port range
     env: {
       IDEM_FAULTS_ENABLED: '1',
       IDEM_FAULTS: 'publish-twice',

@@ -1,3 +1,5 @@
+import { randomUUID } from 'node:crypto';
+
 /**
  * The demo's four stories, driven through the public HTTP APIs only: one order that is paid,
  * one rejected for stock, one whose card is declined, one cancelled after payment (refunded).
@@ -33,13 +35,27 @@ export async function placeOrder(
   paymentMethod = 'pm_card_visa',
   idempotencyKey?: string,
 ): Promise<Order> {
-  const res = await fetch(`${urls.orders}/orders`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', ...(idempotencyKey ? { 'idempotency-key': idempotencyKey } : {}) },
-    body: JSON.stringify({ customerEmail: 'ada@example.com', currency: 'eur', paymentMethod, lines }),
-  });
+  // Always with an Idempotency-Key: a 503 can come after an ambiguous commit, and the retry
+  // below must not place a second order.
+  const key = idempotencyKey ?? randomUUID();
+  const res = await retryUnavailable(() =>
+    fetch(`${urls.orders}/orders`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'idempotency-key': key },
+      body: JSON.stringify({ customerEmail: 'ada@example.com', currency: 'eur', paymentMethod, lines }),
+    }),
+  );
   if (res.status !== 201) throw new Error(`POST /orders answered ${res.status}: ${await res.text()}`);
   return (await res.json()) as Order;
+}
+
+/** Repeats a request answered 503 (a busy or reconnecting dependency), after its Retry-After, a few times. */
+async function retryUnavailable(request: () => Promise<Response>, attempts = 5): Promise<Response> {
+  for (let attempt = 1; ; attempt++) {
+    const res = await request();
+    if (res.status !== 503 || attempt === attempts) return res;
+    await new Promise((resolve) => setTimeout(resolve, Number(res.headers.get('retry-after') ?? 1) * 1000));
+  }
 }
 
 export async function getJson<T>(url: string): Promise<T> {

@@ -142,8 +142,8 @@ export async function startSmtpSink({
     res.json({ failNext: failures });
   });
   app.get('/health', (_req, res) => void res.json({ status: 'ok' }));
-  const http = await new Promise<Server>((resolve) => {
-    const server = app.listen(httpPort, host, () => resolve(server));
+  const http = await new Promise<Server>((resolve, reject) => {
+    const server = app.listen(httpPort, host, (error?: Error) => (error ? reject(error) : resolve(server)));
   });
 
   return {

@@ -86,6 +86,11 @@ export function classifyFailure(error: unknown): FailureClassification {
   if (typeof prismaCode === 'string' && PRISMA_UNAVAILABLE.has(prismaCode)) {
     return transient('database_unavailable', message);
   }
+  // node-postgres reports a connection cut under a query (server restart, pg_terminate_backend,
+  // network) with a plain Error and no SQLSTATE.
+  if (/Connection terminated|connection error|ECONNRESET|ECONNREFUSED/i.test(message)) {
+    return transient('database_unavailable', message);
+  }
   return transient('unexpected_error', message);
 }
 

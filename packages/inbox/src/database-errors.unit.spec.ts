@@ -49,6 +49,12 @@ describe('classifyFailure', () => {
       'transient_failure',
       'database_unavailable',
     ],
+    [
+      'a connection cut under a query',
+      new Error('Connection terminated unexpectedly'),
+      'transient_failure',
+      'database_unavailable',
+    ],
     ['anything unrecognised', new TypeError('x is undefined'), 'transient_failure', 'unexpected_error'],
   ])('classifies %s', (_name, error, outcome, code) => {
     expect(classifyFailure(error)).toMatchObject({ outcome, code });
