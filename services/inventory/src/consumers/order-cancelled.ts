@@ -1,8 +1,8 @@
-import { advanceAggregateVersion, processed, stale, type MessageHandler } from '@idem/inbox';
+import { processed, stale, type MessageHandler } from '@idem/inbox';
 import type { MessageOf } from '@idem/messaging';
 import type { Tx } from '../db.js';
 import { releaseReservation } from '../stock.js';
-import { ORDER_VERSIONS } from './order-placed.js';
+import { advanceOrderVersion } from './order-placed.js';
 
 /**
  * inventory.order-cancelled.v1: release the order's stock once. A cancel that arrives before
@@ -16,13 +16,8 @@ export function handleOrderCancelled({
   return async (message, tx) => {
     const { orderId } = message.body;
     const at = now();
-    const fresh = await advanceAggregateVersion(tx, {
-      scope: ORDER_VERSIONS,
-      aggregateId: orderId,
-      version: message.aggregateVersion,
-      now: at,
-    });
-    if (!fresh) return stale(`order ${orderId} is already past version ${message.aggregateVersion}`);
+    if (!(await advanceOrderVersion(tx, message, at)))
+      return stale(`order ${orderId} is already past version ${message.aggregateVersion}`);
     await releaseReservation(tx, orderId, at);
     return processed;
   };

@@ -6,8 +6,18 @@ import type { Tx } from '../db.js';
 import { findShortages, quantitiesBySku } from '../domain/reservation.js';
 import { lockStock, takeStock } from '../stock.js';
 
-/** Versions of orders seen by inventory; a cancel leaves its version here as a tombstone. */
-export const ORDER_VERSIONS = 'inventory:order';
+/**
+ * Records the order's version as seen by inventory, unless a newer one was: false means the
+ * message is stale. A cancel leaves its version here as a tombstone for a late order-placed.
+ */
+export function advanceOrderVersion(tx: Tx, message: { aggregateId: string; aggregateVersion: number }, now: Date) {
+  return advanceAggregateVersion(tx, {
+    scope: 'inventory:order',
+    aggregateId: message.aggregateId,
+    version: message.aggregateVersion,
+    now,
+  });
+}
 
 /**
  * inventory.order-placed.v1: reserve every line or none, and say which through the outbox,
@@ -21,13 +31,8 @@ export function handleOrderPlaced({
   return async (message, tx) => {
     const { orderId, lines, totalCents, currency, paymentMethod } = message.body;
     const at = now();
-    const fresh = await advanceAggregateVersion(tx, {
-      scope: ORDER_VERSIONS,
-      aggregateId: orderId,
-      version: message.aggregateVersion,
-      now: at,
-    });
-    if (!fresh) return stale(`order ${orderId} was cancelled before it was placed here; nothing is reserved`);
+    if (!(await advanceOrderVersion(tx, message, at)))
+      return stale(`order ${orderId} was cancelled before it was placed here; nothing is reserved`);
 
     const requested = quantitiesBySku(lines);
     const available = await lockStock(
