@@ -15,15 +15,6 @@ export type DeliveryOutcome =
 
 export type OutcomeName = DeliveryOutcome['outcome'];
 
-export const OUTCOMES = [
-  'processed',
-  'duplicate',
-  'conflicting_duplicate',
-  'stale',
-  'transient_failure',
-  'permanent_failure',
-] as const satisfies readonly OutcomeName[];
-
 /** Whether the broker delivery should be completed (true) or retried / dead-lettered. */
 export function isSettled(
   outcome: DeliveryOutcome,

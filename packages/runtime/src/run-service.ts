@@ -16,7 +16,7 @@ import {
   type Publisher,
 } from '@idem/messaging';
 import { createMetrics, type Metrics } from '@idem/observability';
-import { createRelay, outboxBacklog, purgePublished, type Relay } from '@idem/outbox';
+import { createRelay, outboxBacklog, purgePublished, type OutboxBacklog, type Relay } from '@idem/outbox';
 import type { Express } from 'express';
 import { Redis } from 'ioredis';
 import { z } from 'zod';
@@ -82,14 +82,17 @@ export async function runService<Tx extends SqlClient>(service: ServiceDefinitio
   const metrics = createMetrics(service.name);
   service.metrics?.(metrics);
   if (service.publishes) {
+    // Prometheus collects both gauges of one scrape at once: they share one backlog query.
+    let inFlight: Promise<OutboxBacklog> | undefined;
+    const readBacklog = () => (inFlight ??= outboxBacklog(db).finally(() => (inFlight = undefined)));
     metrics.gauge('idem_outbox_backlog', 'Outbox rows not yet published.', [], async () => [
-      { labels: {}, value: (await outboxBacklog(db)).pending },
+      { labels: {}, value: (await readBacklog()).pending },
     ]);
     metrics.gauge(
       'idem_outbox_oldest_unpublished_age_seconds',
       'Age of the oldest unpublished outbox row (0 when none).',
       [],
-      async () => [{ labels: {}, value: (await outboxBacklog(db)).oldestPendingAgeMs / 1000 }],
+      async () => [{ labels: {}, value: (await readBacklog()).oldestPendingAgeMs / 1000 }],
     );
   }
 
