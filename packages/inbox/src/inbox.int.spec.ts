@@ -1,5 +1,6 @@
 import type { Envelope } from '@idem/contracts';
 import { createFaults, parseFaultRules } from '@idem/faults';
+import type { TransactionalClient, TransactionOptions } from '@idem/database';
 import { createTestDatabase, orderPlacedMessage, type PrismaClient, type TestDatabase } from '@idem/testkit';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { advanceAggregateVersion } from './aggregate-versions.js';
@@ -50,6 +51,36 @@ describe('inbox.consume', () => {
     expect(outcome).toEqual({ outcome: 'duplicate' });
     expect(ran).toBe(false);
     expect(await available()).toBe(9);
+  });
+
+  it('answers a run of duplicates with a read and no transaction, and still processes the next new message', async () => {
+    let transactions = 0;
+    const counted: TransactionalClient<Tx> = {
+      $executeRaw: db.prisma.$executeRaw.bind(db.prisma),
+      $queryRaw: db.prisma.$queryRaw.bind(db.prisma),
+      $transaction<R>(fn: (tx: Tx) => Promise<R>, options?: TransactionOptions) {
+        transactions++;
+        return db.prisma.$transaction(fn, options);
+      },
+    };
+    const inbox = createInbox({ db: counted });
+    const message = orderPlaced();
+    expect(await inbox.consume('inventory.order-placed.v1', message, reserve)).toEqual({ outcome: 'processed' });
+    // The first duplicate is stopped by the key inside a transaction ...
+    expect(await inbox.consume('inventory.order-placed.v1', message, reserve)).toEqual({ outcome: 'duplicate' });
+    expect(transactions).toBe(2);
+    // ... the ones after it by a read, a conflicting body included.
+    expect(await inbox.consume('inventory.order-placed.v1', message, reserve)).toEqual({ outcome: 'duplicate' });
+    const altered = { ...message, body: { ...message.body, totalCents: 1 } };
+    expect(await inbox.consume('inventory.order-placed.v1', altered, reserve)).toMatchObject({
+      outcome: 'conflicting_duplicate',
+    });
+    expect(transactions).toBe(2);
+    // A new message after the run reads "absent", then goes through the transaction as always.
+    expect(await inbox.consume('inventory.order-placed.v1', orderPlaced(), reserve)).toEqual({ outcome: 'processed' });
+    expect(transactions).toBe(3);
+    expect(await available()).toBe(8);
+    expect(await records()).toBe(2);
   });
 
   it('lets the primary key decide between two instances delivering the same message at once', async () => {

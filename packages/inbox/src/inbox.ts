@@ -56,6 +56,10 @@ class ForcedRollback extends Error {
 
 export function createInbox<Tx extends SqlClient>(options: InboxOptions<Tx>): Inbox<Tx> {
   const { db, now = () => new Date(), faults = noFaults, transaction, onConflictingDuplicate } = options;
+  // Duplicates come in runs — a replay, a batch published again after a relay crash — and are
+  // rare otherwise. After a duplicate, a consumer reads before it inserts, until a delivery
+  // turns out to be new: first deliveries in the steady state never pay for the read.
+  const duplicatesArriving = new Set<string>();
 
   async function consume<M extends Envelope>(
     consumer: string,
@@ -64,6 +68,14 @@ export function createInbox<Tx extends SqlClient>(options: InboxOptions<Tx>): In
   ): Promise<DeliveryOutcome> {
     const hash = bodyHash(message.body);
     try {
+      // While duplicates are arriving, a primary-key read answers each one without opening a
+      // transaction or writing anything. It is only a shortcut: two deliveries at the same
+      // moment can both read "absent", and then the insert below decides.
+      if (duplicatesArriving.has(consumer)) {
+        const stored = await storedBodyHash(consumer, message.messageId);
+        if (stored !== undefined) return duplicateOf(consumer, message.messageId, stored, hash);
+        duplicatesArriving.delete(consumer);
+      }
       return await db.$transaction(async (tx) => {
         // Insert the record before the business change. The primary key, not a read, decides
         // between concurrent deliveries: a second insert waits for the first transaction and
@@ -77,7 +89,10 @@ export function createInbox<Tx extends SqlClient>(options: InboxOptions<Tx>): In
         return result;
       }, transaction);
     } catch (error) {
-      if (isProcessedMessageConflict(error)) return duplicateOf(consumer, message.messageId, hash);
+      if (isProcessedMessageConflict(error)) {
+        duplicatesArriving.add(consumer);
+        return duplicateOf(consumer, message.messageId, await storedBodyHash(consumer, message.messageId), hash);
+      }
       if (error instanceof Refusal) {
         const { outcome, code, reason } = error.result;
         return { outcome, code, reason: boundReason(reason) };
@@ -89,11 +104,19 @@ export function createInbox<Tx extends SqlClient>(options: InboxOptions<Tx>): In
     }
   }
 
-  /** A duplicate changes nothing; only a different body for the same id is worth a look. */
-  async function duplicateOf(consumer: string, messageId: string, receivedBodyHash: string): Promise<DeliveryOutcome> {
+  async function storedBodyHash(consumer: string, messageId: string): Promise<string | undefined> {
     const rows = await db.$queryRaw<{ body_hash: string }[]>`
       SELECT body_hash FROM processed_messages WHERE consumer = ${consumer} AND message_id = ${messageId}::uuid`;
-    const storedBodyHash = rows[0]?.body_hash;
+    return rows[0]?.body_hash;
+  }
+
+  /** A duplicate changes nothing; only a different body for the same id is worth a look. */
+  function duplicateOf(
+    consumer: string,
+    messageId: string,
+    storedBodyHash: string | undefined,
+    receivedBodyHash: string,
+  ): DeliveryOutcome {
     if (storedBodyHash === undefined || storedBodyHash === receivedBodyHash) return { outcome: 'duplicate' };
     onConflictingDuplicate?.({ consumer, messageId, storedBodyHash, receivedBodyHash });
     return {
