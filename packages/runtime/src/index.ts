@@ -9,4 +9,4 @@ export {
   type RunningService,
   type ServiceDefinition,
 } from './run-service.js';
-export { periodic, pollingWorker } from './periodic.js';
+export { periodic, pollingWorker, settleAll } from './periodic.js';

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { boundReason } from '@idem/contracts';
 import { noFaults, type Faults } from '@idem/faults';
-import { pollingWorker, type BackgroundWorker, type Logger } from '@idem/runtime';
+import { pollingWorker, settleAll, type BackgroundWorker, type Logger } from '@idem/runtime';
 import nodemailer from 'nodemailer';
 import type { PrismaClient } from './db.js';
 import type { EmailWorkItem } from './generated/prisma/client.js';
@@ -20,8 +20,10 @@ export interface DispatcherOptions {
   readonly leaseMs?: number;
   /** @defaultValue 500 */
   readonly pollIntervalMs?: number;
-  /** @defaultValue 20 */
+  /** Items claimed per round, all sent at once over the SMTP connection pool. @defaultValue 20 */
   readonly batchSize?: number;
+  /** SMTP connections kept open. @defaultValue 5 */
+  readonly smtpConnections?: number;
   /** First retry delay; doubles per attempt, at most 10 minutes. @defaultValue 1000 */
   readonly retryDelayMs?: number;
 }
@@ -44,10 +46,12 @@ export function createDispatcher(options: DispatcherOptions): BackgroundWorker &
     leaseMs = 60_000,
     pollIntervalMs = 500,
     batchSize = 20,
+    smtpConnections = 5,
     retryDelayMs = 1000,
   } = options;
   const owner = `dispatcher-${randomUUID()}`;
-  const transport = nodemailer.createTransport(smtpUrl);
+  // Pooled: a few SMTP connections kept open and shared, instead of one connection per email.
+  const transport = nodemailer.createTransport({ url: smtpUrl, pool: true, maxConnections: smtpConnections });
 
   async function claim(): Promise<EmailWorkItem[]> {
     return db.$transaction(async (tx) => {
@@ -122,7 +126,7 @@ export function createDispatcher(options: DispatcherOptions): BackgroundWorker &
 
   async function runOnce(): Promise<number> {
     const items = await claim();
-    for (const item of items) await dispatch(item);
+    await settleAll(items.map(dispatch));
     return items.length;
   }
 

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { boundReason } from '@idem/contracts';
 import { noFaults, type Faults } from '@idem/faults';
 import { enqueue } from '@idem/outbox';
-import { pollingWorker, type BackgroundWorker, type Logger } from '@idem/runtime';
+import { pollingWorker, settleAll, type BackgroundWorker, type Logger } from '@idem/runtime';
 import type Stripe from 'stripe';
 import type { PrismaClient } from './db.js';
 import type { PaymentAttempt } from './generated/prisma/client.js';
@@ -213,28 +213,31 @@ export function createPaymentWorker(options: PaymentWorkerOptions): BackgroundWo
     });
   }
 
+  async function handle(attempt: PaymentAttempt): Promise<void> {
+    if (attempt.status === 'pending') {
+      const result = await charge(attempt);
+      // The provider has answered and nothing is recorded yet: the window the persisted key covers.
+      faults.crashIf('crash-after-provider-call', 'payments.worker');
+      await recordCharge(attempt, result);
+    } else {
+      const result = await refund(attempt);
+      faults.crashIf('crash-after-provider-call', 'payments.worker');
+      await recordRefund(attempt, result);
+    }
+    log.info(
+      {
+        orderId: attempt.orderId,
+        paymentAttemptId: attempt.id,
+        operation: attempt.status === 'pending' ? 'charge' : 'refund',
+      },
+      'payment attempt handled',
+    );
+  }
+
+  /** The claimed attempts are independent (one per order, each with its own key): handled side by side. */
   async function runOnce(): Promise<number> {
     const attempts = await claim();
-    for (const attempt of attempts) {
-      if (attempt.status === 'pending') {
-        const result = await charge(attempt);
-        // The provider has answered and nothing is recorded yet: the window the persisted key covers.
-        faults.crashIf('crash-after-provider-call', 'payments.worker');
-        await recordCharge(attempt, result);
-      } else {
-        const result = await refund(attempt);
-        faults.crashIf('crash-after-provider-call', 'payments.worker');
-        await recordRefund(attempt, result);
-      }
-      log.info(
-        {
-          orderId: attempt.orderId,
-          paymentAttemptId: attempt.id,
-          operation: attempt.status === 'pending' ? 'charge' : 'refund',
-        },
-        'payment attempt handled',
-      );
-    }
+    await settleAll(attempts.map(handle));
     return attempts.length;
   }
 
