@@ -71,7 +71,9 @@ export function createPublisher(options: PublisherOptions = {}): Publisher {
         const { span, envelope } = startSend(produced);
         spans.push(span);
         for (const consumer of subscribersOf(envelope.type)) {
-          byConsumer.set(consumer, [...(byConsumer.get(consumer) ?? []), envelope]);
+          const batch = byConsumer.get(consumer);
+          if (batch) batch.push(envelope);
+          else byConsumer.set(consumer, [envelope]);
         }
       }
       try {
