@@ -13,8 +13,14 @@ export interface Email {
   readonly html: string;
 }
 
+const formats = new Map<string, Intl.NumberFormat>();
+
+/** Building a NumberFormat costs far more than using one: one per currency, made once. */
 export function money(cents: number, currency: string): string {
-  return new Intl.NumberFormat('en', { style: 'currency', currency: currency.toUpperCase() }).format(cents / 100);
+  const code = currency.toUpperCase();
+  let format = formats.get(code);
+  if (!format) formats.set(code, (format = new Intl.NumberFormat('en', { style: 'currency', currency: code })));
+  return format.format(cents / 100);
 }
 
 function escapeHtml(text: string): string {
