@@ -1,0 +1,234 @@
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { cpus, release, totalmem } from 'node:os';
+import { dirname, join, relative } from 'node:path';
+import { dropDatabase, migrate } from '@idem/database';
+import { postgresServerUrl, redisUrl, testkitPrismaDir, uniqueName } from '@idem/testkit';
+import { Redis } from 'ioredis';
+import pg from 'pg';
+import { hasPgbench, prepareConsumerDatabase, runConsumerCost, type ConsumerVariant } from './consumer-cost.js';
+import { runEndToEnd } from './end-to-end.js';
+import { runGrowth } from './growth.js';
+import { runRelay } from './relay.js';
+import { evaluateTargets, formatChart, formatMarkdown, formatTargets, type BenchRun, type Target } from './report.js';
+
+export const SECTIONS = ['consumer', 'relay', 'e2e', 'growth'] as const;
+export type Section = (typeof SECTIONS)[number];
+
+export interface BenchOptions {
+  /** Tiny sizes, one repetition: proves the harness runs (CI smoke), measures little. */
+  readonly quick?: boolean;
+  /** Where benchmarks.md, benchmarks/end-to-end.svg and benchmarks/runs/<time>.json go. */
+  readonly out: string;
+  readonly sections?: readonly Section[];
+  readonly log?: (line: string) => void;
+}
+
+export interface BenchResult {
+  readonly run: BenchRun;
+  readonly targets: Target[];
+  readonly files: { readonly json: string; readonly markdown: string; readonly chart?: string };
+}
+
+/** The sizes of a default run (under 15 minutes on 2 cores) and of a quick one (under 2). */
+function settingsFor(quick: boolean) {
+  return quick
+    ? {
+        concurrencies: [1, 8],
+        repetitions: 1,
+        messagesAtOne: 60,
+        messages: 150,
+        relayRows: 300,
+        loads: [5, 10],
+        stepSeconds: 5,
+        drainSeconds: 30,
+        growthSizes: [1_000, 5_000],
+        growthInserts: 200,
+      }
+    : {
+        concurrencies: [1, 8, 32],
+        repetitions: 3,
+        messagesAtOne: 600,
+        messages: 2_000,
+        relayRows: 5_000,
+        loads: [10, 20, 30, 40, 60, 100, 200, 400],
+        stepSeconds: 30,
+        drainSeconds: 45,
+        growthSizes: [10_000, 100_000, 1_000_000],
+        growthInserts: 2_000,
+      };
+}
+
+export async function runBench(options: BenchOptions): Promise<BenchResult> {
+  const quick = options.quick ?? false;
+  const log = options.log ?? ((line: string) => console.log(line));
+  const sections = new Set(options.sections ?? SECTIONS);
+  const settings = settingsFor(quick);
+  const startedAt = new Date().toISOString();
+  const name = uniqueName('idem_bench').toLowerCase();
+  const databaseUrl = `${postgresServerUrl}/${name}`;
+  await migrate({ databaseUrl, migrationsDir: join(testkitPrismaDir, 'migrations') });
+
+  const variants: ConsumerVariant[] = ['a', 'b', 'c', 'd', 'e'];
+  if (sections.has('consumer') && !(await hasPgbench())) {
+    log('pgbench is not installed (it comes with the PostgreSQL server packages): variant (d) is left out');
+    variants.splice(variants.indexOf('d'), 1);
+  }
+
+  let run: BenchRun;
+  try {
+    const machine = await describeMachine(databaseUrl);
+    let consumerCost, relay, endToEnd, growth;
+    if (sections.has('consumer')) {
+      log('\n1. consumer cost');
+      await prepareConsumerDatabase(databaseUrl);
+      consumerCost = await runConsumerCost({
+        databaseUrl,
+        redisUrl,
+        queuePrefix: name,
+        concurrencies: settings.concurrencies,
+        repetitions: settings.repetitions,
+        messages: (c) => (c === 1 ? settings.messagesAtOne : settings.messages),
+        variants,
+        log,
+      });
+    }
+    if (sections.has('relay')) {
+      log('\n2. relay');
+      relay = await runRelay({
+        databaseUrl,
+        redisUrl,
+        queuePrefix: `${name}_relay`,
+        rows: settings.relayRows,
+        repetitions: settings.repetitions,
+        log,
+      });
+    }
+    if (sections.has('e2e')) {
+      log('\n3. end to end');
+      endToEnd = await runEndToEnd({
+        loads: settings.loads,
+        stepSeconds: settings.stepSeconds,
+        drainSeconds: settings.drainSeconds,
+        portOffset: 600,
+        log,
+      });
+    }
+    if (sections.has('growth')) {
+      log('\n4. growth of processed_messages');
+      growth = await runGrowth({ databaseUrl, sizes: settings.growthSizes, inserts: settings.growthInserts, log });
+    }
+    run = {
+      startedAt,
+      finishedAt: new Date().toISOString(),
+      quick,
+      machine,
+      settings,
+      consumerCost,
+      relay,
+      endToEnd,
+      growth,
+    };
+  } finally {
+    await dropWhenIdle(databaseUrl, log);
+  }
+
+  const targets = evaluateTargets(run);
+  log(`\nTargets\n${formatTargets(targets)}`);
+  return { run, targets, files: writeResults(run, targets, options.out) };
+}
+
+/** Renders benchmarks.md and the chart again from a run's JSON (e.g. after the report changed). */
+export function renderRun(jsonFile: string, out: string): BenchResult['files'] {
+  const run = JSON.parse(readFileSync(jsonFile, 'utf8')) as BenchRun;
+  return writeResults(run, evaluateTargets(run), out, false);
+}
+
+/**
+ * Drops the bench database once every client of this run has closed its connections: a
+ * forced drop terminates connections, and a pool that is still closing would see that as an
+ * error.
+ */
+async function dropWhenIdle(databaseUrl: string, log: (line: string) => void): Promise<void> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    for (let attempt = 0; attempt < 50; attempt++) {
+      const { rows } = await client.query<{ n: number }>(
+        'SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()',
+      );
+      if (rows[0]!.n === 0) break;
+      if (attempt === 49) log(`${rows[0]!.n} connections to the bench database are still open; dropping it anyway`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  } finally {
+    await client.end();
+  }
+  await dropDatabase(databaseUrl);
+}
+
+function writeResults(run: BenchRun, targets: Target[], out: string, withJson = true): BenchResult['files'] {
+  const json = join(out, 'benchmarks', 'runs', `${run.startedAt.replace(/[:.]/g, '-')}.json`);
+  const markdown = join(out, 'benchmarks.md');
+  mkdirSync(dirname(json), { recursive: true });
+  if (withJson) writeFileSync(json, JSON.stringify({ ...run, targets }, null, 2) + '\n');
+  let chart: string | undefined;
+  if (run.endToEnd?.steps.length) {
+    chart = join(out, 'benchmarks', 'end-to-end.svg');
+    writeFileSync(chart, formatChart(run.endToEnd) + '\n');
+  }
+  writeFileSync(markdown, formatMarkdown(run, targets, chart && relative(dirname(markdown), chart)));
+  return { json, markdown, chart };
+}
+
+async function describeMachine(databaseUrl: string): Promise<Record<string, string>> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  const setting = async (name: string) =>
+    (await client.query<{ setting: string }>('SELECT current_setting($1) AS setting', [name])).rows[0]!.setting;
+  const redis = new Redis(redisUrl);
+  try {
+    const info = await redis.info('server');
+    const require = createRequire(import.meta.url);
+    const versionOf = (pkg: string) => {
+      let dir = dirname(require.resolve(pkg));
+      while (dir !== dirname(dir)) {
+        try {
+          const manifest = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as {
+            name?: string;
+            version: string;
+          };
+          if (manifest.name === pkg) return manifest.version;
+        } catch {
+          // not here; go up
+        }
+        dir = dirname(dir);
+      }
+      return 'unknown';
+    };
+    return {
+      CPU: `${cpus().length} × ${cpus()[0]?.model ?? 'unknown'}`,
+      memory: `${Math.round(totalmem() / 2 ** 30)} GiB`,
+      kernel: release(),
+      Node: process.version,
+      PostgreSQL: `${await setting('server_version')} (synchronous_commit=${await setting('synchronous_commit')}, shared_buffers=${await setting('shared_buffers')})`,
+      Redis: /redis_version:(\S+)/.exec(info)?.[1] ?? 'unknown',
+      pgbench: pgbenchVersion(),
+      packages: ['bullmq', 'ioredis', 'pg', '@prisma/client', '@prisma/adapter-pg', 'pg-transactional-outbox']
+        .map((pkg) => `${pkg} ${versionOf(pkg)}`)
+        .join(', '),
+    };
+  } finally {
+    redis.disconnect();
+    await client.end();
+  }
+}
+
+function pgbenchVersion(): string {
+  try {
+    return execFileSync('pgbench', ['--version'], { encoding: 'utf8' }).trim();
+  } catch {
+    return 'not installed';
+  }
+}

@@ -1,0 +1,482 @@
+import { execFile } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import type { Envelope } from '@idem/contracts';
+import { createInbox, processed } from '@idem/inbox';
+import { defaultDeliveryPolicy, jobOptions, startConsumer } from '@idem/messaging';
+import { deleteQueues, orderPlacedMessage, PrismaClient } from '@idem/testkit';
+import { PrismaPg } from '@prisma/adapter-pg';
+import { Queue, Worker } from 'bullmq';
+import { Redis } from 'ioredis';
+import pg from 'pg';
+import * as peer from 'pg-transactional-outbox';
+import { timed, type CpuTimes } from './cpu.js';
+import { countdown, forEachConcurrently, sleep } from './stats.js';
+
+/**
+ * Section 1: what the guarantee costs. The same business change — record the message as
+ * processed, decrement one of 1,000 stock rows — through five implementations, for first
+ * deliveries and for redeliveries of messages already processed.
+ */
+export const CONSUMER_VARIANTS = {
+  a: 'idem: BullMQ → @idem/messaging → @idem/inbox → Prisma interactive transaction → settle',
+  b: 'BullMQ + hand-written node-postgres transaction (INSERT … ON CONFLICT DO NOTHING RETURNING, then UPDATE)',
+  c: 'bare Prisma interactive transaction, the same two statements, no broker',
+  d: "pgbench running the same transaction (the database's limit)",
+  e: 'pg-transactional-outbox 0.5.7 inbox fed from BullMQ: the broker handler stores the message, its polling listener (batch = concurrency, poll 250 ms, lock 1 s) runs the change',
+} as const;
+export type ConsumerVariant = keyof typeof CONSUMER_VARIANTS;
+export type DeliveryMode = 'first' | 'duplicate';
+
+export interface ConsumerSample {
+  readonly variant: ConsumerVariant;
+  readonly mode: DeliveryMode;
+  readonly concurrency: number;
+  readonly repetition: number;
+  readonly messages: number;
+  readonly seconds: number;
+  readonly perSecond: number;
+  /** CPU ms per message spent by the bench process, PostgreSQL and Redis. */
+  readonly cpu: CpuTimes;
+}
+
+export const STOCK_ROWS = 1000;
+const CONSUMER = 'inventory.order-placed.v1';
+const HASH = '0'.repeat(64);
+type OrderPlaced = Envelope<'orders.order-placed.v1'>;
+
+export interface ConsumerCostOptions {
+  readonly databaseUrl: string;
+  readonly redisUrl: string;
+  /** Prefix of every BullMQ queue this section creates. */
+  readonly queuePrefix: string;
+  readonly concurrencies: readonly number[];
+  readonly repetitions: number;
+  /** Messages per measurement at a concurrency. */
+  readonly messages: (concurrency: number) => number;
+  readonly variants?: readonly ConsumerVariant[];
+  readonly log: (line: string) => void;
+}
+
+/** Creates the stock rows and the peer's inbox table in a fresh, migrated database. */
+export async function prepareConsumerDatabase(databaseUrl: string): Promise<void> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    await client.query(
+      `INSERT INTO stock_items (sku, available) SELECT 'sku-' || i, 1000000000 FROM generate_series(0, $1 - 1) i`,
+      [STOCK_ROWS],
+    );
+    const setup = { outboxOrInbox: 'inbox', database: '', schema: 'peer', table: 'inbox', listenerRole: 'postgres' };
+    await client.query(peer.DatabaseSetup.dropAndCreateTable(setup as peer.DatabaseSetupConfig));
+    const polling = { ...setup, nextMessagesName: 'next_inbox_messages' } as peer.DatabasePollingSetupConfig;
+    await client.query(peer.DatabaseSetup.createPollingFunction(polling));
+    await client.query(peer.DatabaseSetup.setupPollingIndexes(polling));
+  } finally {
+    await client.end();
+  }
+}
+
+/**
+ * Interleaved: repetition → concurrency → variant, each variant's first deliveries followed by
+ * the same messages again (all duplicates). A warm-up round at the smallest size runs first
+ * and is not reported.
+ */
+export async function runConsumerCost(options: ConsumerCostOptions): Promise<ConsumerSample[]> {
+  const variants = options.variants ?? (Object.keys(CONSUMER_VARIANTS) as ConsumerVariant[]);
+  const samples: ConsumerSample[] = [];
+  const bench = new ConsumerBench(options);
+  try {
+    for (let repetition = 0; repetition <= options.repetitions; repetition++) {
+      const warmUp = repetition === 0;
+      for (const concurrency of options.concurrencies) {
+        const count = warmUp ? Math.min(200, options.messages(concurrency)) : options.messages(concurrency);
+        for (const variant of variants) {
+          const messages = Array.from({ length: count }, (_, i) => orderPlacedMessage({}, `sku-${i % STOCK_ROWS}`));
+          for (const mode of ['first', 'duplicate'] as const) {
+            const { seconds, delivered, cpu } = await bench.measure(variant, mode, messages, concurrency);
+            const sample = {
+              variant,
+              mode,
+              concurrency,
+              repetition,
+              messages: delivered,
+              seconds,
+              perSecond: delivered / seconds,
+              cpu,
+            };
+            if (!warmUp) samples.push(sample);
+            options.log(
+              `${warmUp ? 'warm-up' : `rep ${repetition}`} c=${concurrency} (${variant}) ${mode.padEnd(9)} ${Math.round(sample.perSecond)} msgs/s`,
+            );
+          }
+        }
+      }
+    }
+  } finally {
+    await bench.close();
+  }
+  return samples;
+}
+
+class ConsumerBench {
+  private readonly admin: pg.Pool;
+  private queues = 0;
+
+  constructor(private readonly options: ConsumerCostOptions) {
+    this.admin = new pg.Pool({ connectionString: options.databaseUrl, max: 2 });
+  }
+
+  async close(): Promise<void> {
+    await this.admin.end();
+  }
+
+  /**
+   * One measurement, checked: first deliveries must take exactly one unit of stock per
+   * message, duplicates none — a benchmark of a consumer that loses or doubles effects
+   * would measure the wrong thing.
+   */
+  async measure(variant: ConsumerVariant, mode: DeliveryMode, messages: OrderPlaced[], concurrency: number) {
+    if (mode === 'first') await this.admin.query('TRUNCATE processed_messages, peer.inbox');
+    const before = await this.stockTaken();
+    const result = await this.run(variant, mode, messages, concurrency);
+    const taken = (await this.stockTaken()) - before;
+    const expected = mode === 'first' ? result.delivered : 0;
+    if (taken !== expected) {
+      throw new Error(`(${variant}) ${mode} deliveries took ${taken} units of stock for ${result.delivered} messages`);
+    }
+    return result;
+  }
+
+  private async stockTaken(): Promise<number> {
+    const { rows } = await this.admin.query<{ taken: string }>(
+      `SELECT sum(1000000000 - available)::text AS taken FROM stock_items`,
+    );
+    return Number(rows[0]!.taken);
+  }
+
+  private run(variant: ConsumerVariant, mode: DeliveryMode, messages: OrderPlaced[], concurrency: number) {
+    switch (variant) {
+      case 'a':
+        return this.idem(messages, concurrency);
+      case 'b':
+        return this.bullmqPg(messages, concurrency);
+      case 'c':
+        return this.prisma(messages, concurrency);
+      case 'd':
+        return this.pgbench(mode, messages.length, concurrency);
+      case 'e':
+        return this.peer(mode, messages, concurrency);
+    }
+  }
+
+  /** (a) The real consumer path, with the handler a service would write. */
+  private async idem(messages: OrderPlaced[], concurrency: number) {
+    const prisma = await this.prismaClient(concurrency);
+    try {
+      const inbox = createInbox({ db: prisma });
+      return await this.throughQueue(messages, (prefix) => {
+        const consumer = startConsumer({
+          consumer: CONSUMER,
+          inbox,
+          concurrency,
+          redisUrl: this.options.redisUrl,
+          prefix,
+          handler: async (message, tx) => {
+            await tx.$executeRaw`UPDATE stock_items SET available = available - 1 WHERE sku = ${message.body.lines[0]!.sku}`;
+            return processed;
+          },
+        });
+        return { worker: consumer.worker, close: () => consumer.close() };
+      });
+    } finally {
+      await prisma.$disconnect();
+    }
+  }
+
+  /** (b) The hand-written baseline: what a careful engineer writes without a framework. */
+  private async bullmqPg(messages: OrderPlaced[], concurrency: number) {
+    const pool = await this.pgPool(concurrency);
+    try {
+      return await this.throughQueue(messages, (prefix) => {
+        const worker = new Worker<OrderPlaced>(
+          CONSUMER,
+          async (job) => {
+            const client = await pool.connect();
+            try {
+              await client.query('BEGIN');
+              const inserted = await client.query(
+                `INSERT INTO processed_messages (consumer, message_id, body_hash, processed_at)
+                 VALUES ($1, $2, $3, now()) ON CONFLICT DO NOTHING RETURNING 1`,
+                [CONSUMER, job.data.messageId, HASH],
+              );
+              if (inserted.rowCount) {
+                await client.query('UPDATE stock_items SET available = available - 1 WHERE sku = $1', [
+                  job.data.body.lines[0]!.sku,
+                ]);
+              }
+              await client.query('COMMIT');
+            } catch (error) {
+              await client.query('ROLLBACK');
+              throw error;
+            } finally {
+              client.release();
+            }
+          },
+          { connection: this.workerRedis(), prefix, concurrency },
+        );
+        return { worker, close: () => worker.close() };
+      });
+    } finally {
+      await pool.end();
+    }
+  }
+
+  /** (c) Prisma's own interactive-transaction cost: the floor for anything built on it. */
+  private async prisma(messages: OrderPlaced[], concurrency: number) {
+    const prisma = await this.prismaClient(concurrency);
+    try {
+      const timing = await timed(messages.length, () =>
+        forEachConcurrently(messages.length, concurrency, async (i) => {
+          const message = messages[i]!;
+          await prisma.$transaction(async (tx) => {
+            const inserted = await tx.$executeRaw`
+            INSERT INTO processed_messages (consumer, message_id, body_hash, processed_at)
+            VALUES (${CONSUMER}, ${message.messageId}::uuid, ${HASH}, now()) ON CONFLICT DO NOTHING`;
+            if (inserted) {
+              await tx.$executeRaw`UPDATE stock_items SET available = available - 1 WHERE sku = ${message.body.lines[0]!.sku}`;
+            }
+          });
+        }),
+      );
+      return { ...timing, delivered: messages.length };
+    } finally {
+      await prisma.$disconnect();
+    }
+  }
+
+  /** (d) The same transaction from pgbench's C client: what PostgreSQL itself sustains here. */
+  private async pgbench(mode: DeliveryMode, count: number, concurrency: number) {
+    const perClient = Math.ceil(count / concurrency);
+    const delivered = perClient * concurrency;
+    // Duplicates need ids already processed: md5(i) as a uuid, written beforehand.
+    if (mode === 'duplicate') {
+      await this.admin.query(
+        `INSERT INTO processed_messages (consumer, message_id, body_hash, processed_at)
+         SELECT 'pgbench', md5(i::text)::uuid, $2, now() FROM generate_series(1, $1) i`,
+        [delivered, HASH],
+      );
+    }
+    const messageId = mode === 'first' ? 'gen_random_uuid()' : 'md5(:i::text)::uuid';
+    const script = [
+      `\\set i random(1, ${delivered})`,
+      `\\set s random(0, ${STOCK_ROWS - 1})`,
+      'BEGIN;',
+      `WITH inserted AS (INSERT INTO processed_messages (consumer, message_id, body_hash, processed_at) VALUES ('pgbench', ${messageId}, '${HASH}', now()) ON CONFLICT DO NOTHING RETURNING 1) SELECT count(*) AS inserted FROM inserted \\gset`,
+      '\\if :inserted',
+      `UPDATE stock_items SET available = available - 1 WHERE sku = 'sku-' || :s;`,
+      '\\endif',
+      'COMMIT;',
+    ].join('\n');
+    let tps = 0;
+    const { cpu } = await timed(delivered, async () => {
+      tps = await runPgbench(this.options.databaseUrl, script, concurrency, perClient);
+    });
+    return { seconds: delivered / tps, delivered, cpu };
+  }
+
+  /**
+   * (e) The TypeScript peer as its README shows it: the broker handler stores the message in
+   * the inbox table (its own transaction), the polling listener picks it up and runs the
+   * handler with the business change in a second transaction that marks it processed.
+   */
+  private async peer(mode: DeliveryMode, messages: OrderPlaced[], concurrency: number) {
+    const logger = peer.getDisabledLogger();
+    const connection = { connectionString: this.options.databaseUrl, max: concurrency };
+    const settings = {
+      dbSchema: 'peer',
+      dbTable: 'inbox',
+      enableMaxAttemptsProtection: true,
+      enablePoisonousMessageProtection: true,
+      nextMessagesFunctionSchema: 'peer',
+      nextMessagesFunctionName: 'next_inbox_messages',
+      nextMessagesBatchSize: concurrency,
+      nextMessagesPollingIntervalInMs: 250,
+      nextMessagesLockInMs: 1000,
+      messageCleanupIntervalInMs: 0,
+    };
+    const config: peer.PollingListenerConfig = {
+      outboxOrInbox: 'inbox',
+      dbHandlerConfig: connection,
+      dbListenerConfig: { connectionString: this.options.databaseUrl },
+      settings,
+    };
+    const pool = await this.pgPool(concurrency);
+    const store = peer.initializeMessageStorage(config, logger);
+    const [shutdown] = peer.initializePollingMessageListener(
+      config,
+      [
+        {
+          aggregateType: 'order',
+          messageType: CONSUMER,
+          handle: async (message, client) => {
+            const body = message.payload as OrderPlaced['body'];
+            await client.query('UPDATE stock_items SET available = available - 1 WHERE sku = $1', [body.lines[0]!.sku]);
+          },
+        },
+      ],
+      logger,
+    );
+    try {
+      return await this.throughQueue(
+        messages,
+        (prefix) => {
+          const worker = new Worker<OrderPlaced>(
+            CONSUMER,
+            async (job) => {
+              const envelope = job.data;
+              await peer.executeTransaction(await pool.connect(), (client) =>
+                store(
+                  {
+                    id: envelope.messageId,
+                    aggregateType: 'order',
+                    aggregateId: envelope.aggregateId,
+                    messageType: CONSUMER,
+                    segment: envelope.aggregateId,
+                    concurrency: 'parallel',
+                    payload: envelope.body,
+                    createdAt: envelope.occurredAt,
+                  },
+                  client,
+                ),
+              );
+            },
+            { connection: this.workerRedis(), prefix, concurrency },
+          );
+          return { worker, close: () => worker.close() };
+        },
+        // First deliveries are done when the listener has handled every stored message.
+        mode === 'first' ? () => this.peerProcessed(messages.length) : undefined,
+      );
+    } finally {
+      await shutdown();
+      await pool.end();
+    }
+  }
+
+  private async peerProcessed(count: number): Promise<void> {
+    for (;;) {
+      const { rows } = await this.admin.query<{ n: number }>(
+        'SELECT count(*)::int AS n FROM peer.inbox WHERE processed_at IS NOT NULL',
+      );
+      if (rows[0]!.n >= count) return;
+      await sleep(20);
+    }
+  }
+
+  /**
+   * Fills a paused queue with one job per message (the publisher's job options), starts the
+   * worker, and times from resuming the queue until every job completed (and `alsoWait`).
+   */
+  private async throughQueue(
+    messages: OrderPlaced[],
+    startWorker: (prefix: string) => { worker: Worker; close(): Promise<void> },
+    alsoWait?: () => Promise<void>,
+  ): Promise<{ seconds: number; delivered: number; cpu: CpuTimes }> {
+    const prefix = `${this.options.queuePrefix}_${++this.queues}`;
+    const connection = new Redis(this.options.redisUrl, { maxRetriesPerRequest: null });
+    const queue = new Queue(CONSUMER, { connection, prefix });
+    try {
+      await queue.pause();
+      for (let i = 0; i < messages.length; i += 1000) {
+        await queue.addBulk(
+          messages.slice(i, i + 1000).map((message) => ({
+            name: message.type,
+            data: message,
+            opts: jobOptions(defaultDeliveryPolicy, message.messageId),
+          })),
+        );
+      }
+      const completed = countdown(messages.length);
+      const running = startWorker(prefix);
+      const failed = new Promise<never>((_, reject) =>
+        running.worker.on('failed', (job, error) => reject(new Error(`job ${job?.id} failed: ${error.message}`))),
+      );
+      running.worker.on('completed', completed.tick);
+      try {
+        await running.worker.waitUntilReady();
+        const timing = await timed(messages.length, async () => {
+          await queue.resume();
+          await Promise.race([completed.done.then(alsoWait), failed]);
+        });
+        return { ...timing, delivered: messages.length };
+      } finally {
+        await running.close();
+      }
+    } finally {
+      await queue.close();
+      connection.disconnect();
+      await deleteQueues(prefix);
+    }
+  }
+
+  private workerRedis(): Redis {
+    return new Redis(this.options.redisUrl, { maxRetriesPerRequest: null });
+  }
+
+  /** A Prisma client whose pool holds `concurrency` open connections before timing starts. */
+  private async prismaClient(concurrency: number): Promise<PrismaClient> {
+    const prisma = new PrismaClient({
+      adapter: new PrismaPg({ connectionString: this.options.databaseUrl, max: concurrency }),
+    });
+    await Promise.all(
+      Array.from({ length: concurrency }, () => prisma.$transaction(async (tx) => tx.$queryRaw`SELECT 1`)),
+    );
+    return prisma;
+  }
+
+  private async pgPool(concurrency: number): Promise<pg.Pool> {
+    const pool = new pg.Pool({ connectionString: this.options.databaseUrl, max: concurrency });
+    const clients = await Promise.all(Array.from({ length: concurrency }, () => pool.connect()));
+    for (const client of clients) client.release();
+    return pool;
+  }
+}
+
+/** Runs pgbench with `script` and returns its transactions per second. */
+async function runPgbench(databaseUrl: string, script: string, clients: number, perClient: number): Promise<number> {
+  const url = new URL(databaseUrl);
+  const dir = await mkdtemp(join(tmpdir(), 'idem-pgbench-'));
+  try {
+    const file = join(dir, 'consumer.sql');
+    await writeFile(file, script);
+    const { stdout } = await promisify(execFile)('pgbench', [
+      '--no-vacuum',
+      `--host=${url.hostname}`,
+      `--port=${url.port || '5432'}`,
+      `--username=${decodeURIComponent(url.username) || 'postgres'}`,
+      `--client=${clients}`,
+      `--jobs=${Math.min(clients, 2)}`,
+      `--transactions=${perClient}`,
+      `--file=${file}`,
+      url.pathname.slice(1),
+    ]);
+    const tps = /tps = ([\d.]+) \(without initial connection time\)/.exec(stdout)?.[1];
+    if (!tps) throw new Error(`pgbench printed no tps:\n${stdout}`);
+    return Number(tps);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** Whether pgbench is on the PATH (it ships with the PostgreSQL server packages). */
+export async function hasPgbench(): Promise<boolean> {
+  try {
+    await promisify(execFile)('pgbench', ['--version']);
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,200 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { dropDatabase } from '@idem/database';
+import { placeOrder, SERVICES, startSystem, type RunningSystem } from '@idem/native-run';
+import { cpus } from 'node:os';
+import pg from 'pg';
+import { cpuOfProcess, cpuSnapshot } from './cpu.js';
+import { percentile, sleep } from './stats.js';
+
+/**
+ * Section 3: the whole system under a stepped, open-loop load. Orders are offered at a fixed
+ * rate whatever the system answers (a closed loop would slow down with the system and hide
+ * the saturation); each step's latencies run from the client sending `POST /orders` to the
+ * order's PAID row (orders database) and to the receipt accepted by SMTP (the email work
+ * item's sent_at, notifications database). Stepping stops after the first step the system
+ * could not keep up with.
+ */
+export interface LoadStep {
+  /** Orders per second offered. */
+  readonly offered: number;
+  readonly seconds: number;
+  readonly placed: number;
+  /** Orders PAID within the step and its drain time. */
+  readonly paid: number;
+  /** Receipts accepted by SMTP within the step and its drain time. */
+  readonly receipts: number;
+  /** PAID orders per second, from the first PAID to the last. */
+  readonly achieved: number;
+  readonly paidMs: Percentiles;
+  readonly receiptMs: Percentiles;
+  /** True when the system kept up: nearly everything paid, and no growing backlog. */
+  readonly keptUp: boolean;
+  /** CPU ms per placed order, by process (services, simulators, PostgreSQL, Redis, the load generator). */
+  readonly cpuMsPerOrder: Record<string, number>;
+  /** CPU used during the step (offer and drain) as a share of all cores. */
+  readonly cpuUtilisation: number;
+}
+
+export interface Percentiles {
+  readonly p50: number;
+  readonly p95: number;
+  readonly p99: number;
+}
+
+export interface EndToEndOptions {
+  readonly loads: readonly number[];
+  readonly stepSeconds: number;
+  /** How long to wait after a step for its last orders. */
+  readonly drainSeconds: number;
+  /** Added to every default port (so a running `pnpm start` is left alone). */
+  readonly portOffset: number;
+  readonly log: (line: string) => void;
+}
+
+export interface EndToEndResult {
+  readonly steps: LoadStep[];
+  /** The highest offered load before latency leaves the flat part (p95 within 2× the lightest step's), if any. */
+  readonly knee?: number;
+}
+
+const SKU = 'bench-item';
+
+export async function runEndToEnd(options: EndToEndOptions): Promise<EndToEndResult> {
+  const adminToken = randomBytes(16).toString('hex');
+  const system = await startSystem({
+    name: `bench_${Date.now().toString(36)}`,
+    portOffset: options.portOffset,
+    env: { ADMIN_TOKEN: adminToken },
+    log: (part, line) => {
+      if (/^(error|fatal)\b/.test(line)) options.log(`${part}: ${line}`);
+    },
+  });
+  try {
+    const stocked = await fetch(`${system.urls.inventory}/stock/${SKU}`, {
+      method: 'PUT',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${adminToken}` },
+      body: JSON.stringify({ available: 1_000_000_000 }),
+    });
+    if (!stocked.ok) throw new Error(`PUT /stock answered ${stocked.status}: ${await stocked.text()}`);
+
+    const steps: LoadStep[] = [];
+    for (const offered of options.loads) {
+      const step = await runStep(system, offered, options);
+      steps.push(step);
+      options.log(
+        `${offered} orders/s offered: ${step.achieved} PAID/s, ${step.paid}/${step.placed} paid, ` +
+          `POST→PAID p50 ${step.paidMs.p50} ms p95 ${step.paidMs.p95} ms p99 ${step.paidMs.p99} ms, ` +
+          `→receipt p95 ${step.receiptMs.p95} ms${step.keptUp ? '' : ' (saturated)'}`,
+      );
+      if (!step.keptUp) break;
+    }
+    return { steps, knee: kneeOf(steps) };
+  } finally {
+    await system.stop();
+    await Promise.all(SERVICES.map((service) => dropDatabase(system.databaseUrls[service])));
+  }
+}
+
+async function runStep(system: RunningSystem, offered: number, options: EndToEndOptions): Promise<LoadStep> {
+  const count = Math.max(1, Math.round(offered * options.stepSeconds));
+  const sent = new Map<string, number>();
+  const placing: Promise<void>[] = [];
+  const cpuBefore = cpuByPart(system);
+  const started = Date.now();
+  for (let i = 0; i < count; i++) {
+    await sleep(started + (i * 1000) / offered - Date.now());
+    const at = Date.now();
+    placing.push(
+      placeOrder(system.urls, [{ sku: SKU, quantity: 1, unitPriceCents: 500 }], 'pm_card_visa', randomUUID()).then(
+        (order) => void sent.set(order.orderId, at),
+        (error: unknown) => options.log(`POST /orders failed: ${(error as Error).message}`),
+      ),
+    );
+  }
+  await Promise.all(placing);
+
+  const orders = new pg.Pool({ connectionString: system.databaseUrls.orders, max: 1 });
+  const notifications = new pg.Pool({ connectionString: system.databaseUrls.notifications, max: 1 });
+  try {
+    const ids = [...sent.keys()];
+    const paidAt = () =>
+      timesOf(
+        orders,
+        `SELECT order_id::text AS id, occurred_at AS at FROM order_status_changes WHERE status = 'PAID' AND order_id = ANY($1::uuid[])`,
+        ids,
+      );
+    const receiptAt = () =>
+      timesOf(
+        notifications,
+        `SELECT order_id::text AS id, sent_at AS at FROM email_work_items
+          WHERE kind = 'receipt' AND status = 'sent' AND order_id = ANY($1::uuid[])`,
+        ids,
+      );
+    const deadline = Date.now() + options.drainSeconds * 1000;
+    let paid = await paidAt();
+    let receipts = await receiptAt();
+    while ((paid.size < ids.length || receipts.size < ids.length) && Date.now() < deadline) {
+      await sleep(500);
+      [paid, receipts] = await Promise.all([paidAt(), receiptAt()]);
+    }
+    const cpuAfter = cpuByPart(system);
+    const cpuMsPerOrder = Object.fromEntries(
+      Object.keys(cpuAfter).map((part) => [
+        part,
+        Math.round(((cpuAfter[part]! - (cpuBefore[part] ?? 0)) / count) * 100) / 100,
+      ]),
+    );
+    const cpuMs = Object.values(cpuMsPerOrder).reduce((sum, ms) => sum + ms, 0) * count;
+    const latencies = (done: Map<string, number>) => [...done].map(([id, at]) => at - sent.get(id)!);
+    // Completions per second while they happened: at a sustainable load the PAID times are the
+    // send times shifted by the latency, so they span the step; past it they spread out.
+    const times = [...paid.values()];
+    const span = (Math.max(...times) - Math.min(...times)) / 1000;
+    const achieved = paid.size > 1 ? (paid.size - 1) / span : 0;
+    return {
+      offered,
+      seconds: options.stepSeconds,
+      placed: ids.length,
+      paid: paid.size,
+      receipts: receipts.size,
+      achieved: Math.round(achieved * 10) / 10,
+      paidMs: percentiles(latencies(paid)),
+      receiptMs: percentiles(latencies(receipts)),
+      // Kept up: (almost) every order paid and its receipt sent before the drain ended, at
+      // (almost) the offered rate. Otherwise the next step would start on this one's backlog.
+      keptUp: paid.size >= 0.99 * count && receipts.size >= 0.99 * count && achieved >= 0.9 * offered,
+      cpuMsPerOrder,
+      cpuUtilisation: Math.round((cpuMs / ((Date.now() - started) * cpus().length)) * 100) / 100,
+    };
+  } finally {
+    await Promise.all([orders.end(), notifications.end()]);
+  }
+}
+
+/** CPU ms so far of each part of the system, PostgreSQL, Redis and this process. */
+function cpuByPart(system: RunningSystem): Record<string, number> {
+  const { bench, postgres, redis } = cpuSnapshot();
+  const parts = Object.fromEntries([...system.processes].map(([name, child]) => [name, cpuOfProcess(child.pid!)]));
+  return { ...parts, postgres, redis, 'load generator': bench };
+}
+
+async function timesOf(pool: pg.Pool, sql: string, ids: string[]): Promise<Map<string, number>> {
+  const { rows } = await pool.query<{ id: string; at: Date }>(sql, [ids]);
+  return new Map(rows.map((row) => [row.id, row.at.getTime()]));
+}
+
+function percentiles(values: number[]): Percentiles {
+  return { p50: percentile(values, 50), p95: percentile(values, 95), p99: percentile(values, 99) };
+}
+
+/** The last step that kept up with p95 within twice the lightest step's p95. */
+export function kneeOf(steps: readonly LoadStep[]): number | undefined {
+  const flat = steps[0]?.paidMs.p95;
+  if (flat === undefined) return undefined;
+  let knee: number | undefined;
+  for (const step of steps) {
+    if (!step.keptUp || step.paidMs.p95 > 2 * flat) break;
+    knee = step.offered;
+  }
+  return knee;
+}

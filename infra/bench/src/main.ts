@@ -1,0 +1,28 @@
+// `pnpm bench [--quick] [--out DIR] [--only consumer,relay,e2e,growth] [--render RUN.json]`: see bench.ts and the README.
+import { parseArgs } from 'node:util';
+import { renderRun, runBench, SECTIONS, type Section } from './bench.js';
+
+const { values } = parseArgs({
+  options: {
+    quick: { type: 'boolean', default: false },
+    out: { type: 'string' },
+    only: { type: 'string' },
+    render: { type: 'string' },
+  },
+});
+if (values.render) {
+  const files = renderRun(values.render, values.out ?? 'docs');
+  console.log(`rendered ${files.markdown}${files.chart ? ` and ${files.chart}` : ''} from ${values.render}`);
+  process.exit(0);
+}
+const sections = values.only?.split(',').map((s) => s.trim()) as Section[] | undefined;
+const unknown = sections?.filter((s) => !SECTIONS.includes(s));
+if (unknown?.length) {
+  console.error(`unknown section ${unknown.join(', ')}; choose from ${SECTIONS.join(', ')}`);
+  process.exit(2);
+}
+// A quick run proves the harness works; it must not replace the committed results.
+const out = values.out ?? (values.quick ? 'bench-results' : 'docs');
+const { files } = await runBench({ quick: values.quick, out, sections });
+console.log(`\nwrote ${files.markdown}, ${files.json}${files.chart ? `, ${files.chart}` : ''}`);
+process.exit(0);

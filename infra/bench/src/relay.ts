@@ -1,0 +1,130 @@
+import { subscribersOf, type Envelope } from '@idem/contracts';
+import { createPublisher, defaultDeliveryPolicy, jobOptions } from '@idem/messaging';
+import { createRelay } from '@idem/outbox';
+import { deleteQueues, orderPlacedMessage, PrismaClient } from '@idem/testkit';
+import { PrismaPg } from '@prisma/adapter-pg';
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import pg from 'pg';
+import { timed, type CpuTimes } from './cpu.js';
+
+/**
+ * Section 2: the outbox relay. Rows of `orders.order-placed.v1` (two subscribers, so fan-out 2)
+ * published by idem's relay — claim a batch with SKIP LOCKED, publish, mark — against the
+ * same jobs written with BullMQ's raw `addBulk` and nothing else.
+ */
+export type RelayVariant = 'relay' | 'addBulk';
+
+export interface RelaySample {
+  readonly variant: RelayVariant;
+  readonly repetition: number;
+  readonly rows: number;
+  /** Jobs written to BullMQ: rows × subscribers. */
+  readonly jobs: number;
+  readonly seconds: number;
+  readonly rowsPerSecond: number;
+  readonly cpu: CpuTimes;
+}
+
+export interface RelayOptions {
+  readonly databaseUrl: string;
+  readonly redisUrl: string;
+  readonly queuePrefix: string;
+  readonly rows: number;
+  readonly repetitions: number;
+  /** Rows per relay transaction and per addBulk round. @defaultValue 100 (the relay's default) */
+  readonly batchSize?: number;
+  readonly log: (line: string) => void;
+}
+
+export async function runRelay(options: RelayOptions): Promise<RelaySample[]> {
+  const { rows, batchSize = 100 } = options;
+  const fanOut = subscribersOf('orders.order-placed.v1').length;
+  const admin = new pg.Client({ connectionString: options.databaseUrl });
+  await admin.connect();
+  const prisma = new PrismaClient({ adapter: new PrismaPg({ connectionString: options.databaseUrl, max: 2 }) });
+  const samples: RelaySample[] = [];
+  let round = 0;
+  try {
+    for (let repetition = 0; repetition <= options.repetitions; repetition++) {
+      const warmUp = repetition === 0;
+      const count = warmUp ? Math.min(500, rows) : rows;
+      const envelopes = Array.from({ length: count }, () => orderPlacedMessage());
+      for (const variant of ['relay', 'addBulk'] as const) {
+        const prefix = `${options.queuePrefix}_${++round}`;
+        const timing =
+          variant === 'relay'
+            ? await throughRelay(admin, prisma, envelopes, prefix, options.redisUrl, batchSize)
+            : await throughAddBulk(envelopes, prefix, options.redisUrl, batchSize);
+        await deleteQueues(prefix);
+        const sample = {
+          variant,
+          repetition,
+          rows: count,
+          jobs: count * fanOut,
+          ...timing,
+          rowsPerSecond: count / timing.seconds,
+        };
+        if (!warmUp) samples.push(sample);
+        options.log(
+          `${warmUp ? 'warm-up' : `rep ${repetition}`} ${variant.padEnd(7)} ${Math.round(sample.rowsPerSecond)} rows/s (${fanOut} jobs per row)`,
+        );
+      }
+    }
+  } finally {
+    await prisma.$disconnect();
+    await admin.end();
+  }
+  return samples;
+}
+
+async function throughRelay(
+  admin: pg.Client,
+  prisma: PrismaClient,
+  envelopes: Envelope[],
+  prefix: string,
+  redisUrl: string,
+  batchSize: number,
+) {
+  await admin.query('TRUNCATE outbox_messages');
+  await admin.query(
+    `INSERT INTO outbox_messages (message_id, type, envelope, created_at, next_attempt_at)
+     SELECT (e->>'messageId')::uuid, e->>'type', e, now(), now() FROM jsonb_array_elements($1::jsonb) e`,
+    [JSON.stringify(envelopes)],
+  );
+  const publisher = createPublisher({ redisUrl, prefix });
+  const relay = createRelay({ db: prisma, publish: (batch) => publisher.publish(batch), batchSize });
+  try {
+    return await timed(envelopes.length, async () => {
+      let published = 0;
+      while (published < envelopes.length) {
+        const batch = await relay.publishBatch();
+        if (batch.error) throw batch.error;
+        published += batch.published;
+      }
+    });
+  } finally {
+    await publisher.close();
+  }
+}
+
+/** The floor: the same jobs, with the same ids and options, straight into the subscriber queues. */
+async function throughAddBulk(envelopes: Envelope[], prefix: string, redisUrl: string, batchSize: number) {
+  const connection = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
+  const queues = subscribersOf('orders.order-placed.v1').map((name) => new Queue(name, { connection, prefix }));
+  try {
+    return await timed(envelopes.length, async () => {
+      for (let i = 0; i < envelopes.length; i += batchSize) {
+        const jobs = envelopes.slice(i, i + batchSize).map((envelope) => ({
+          name: envelope.type,
+          data: envelope,
+          opts: jobOptions(defaultDeliveryPolicy, envelope.messageId),
+        }));
+        await Promise.all(queues.map((queue) => queue.addBulk(jobs)));
+      }
+    });
+  } finally {
+    await Promise.all(queues.map((queue) => queue.close()));
+    connection.disconnect();
+  }
+}

@@ -1,0 +1,371 @@
+import { CONSUMER_VARIANTS, type ConsumerSample, type ConsumerVariant, type DeliveryMode } from './consumer-cost.js';
+import type { CpuTimes } from './cpu.js';
+import type { EndToEndResult } from './end-to-end.js';
+import type { GrowthSample } from './growth.js';
+import type { RelaySample } from './relay.js';
+import { median } from './stats.js';
+
+/** Everything one `pnpm bench` run measured: written as JSON, rendered as Markdown. */
+export interface BenchRun {
+  readonly startedAt: string;
+  readonly finishedAt: string;
+  readonly quick: boolean;
+  readonly machine: Record<string, string>;
+  readonly settings: Record<string, unknown>;
+  readonly consumerCost?: ConsumerSample[];
+  readonly relay?: RelaySample[];
+  readonly endToEnd?: EndToEndResult;
+  readonly growth?: GrowthSample[];
+}
+
+export interface Target {
+  readonly name: string;
+  readonly measured: string;
+  readonly pass: boolean;
+}
+
+/** Median msgs/s of one variant, mode and concurrency across the repetitions. */
+function rate(samples: readonly ConsumerSample[], variant: ConsumerVariant, mode: DeliveryMode, concurrency: number) {
+  const values = samples
+    .filter((s) => s.variant === variant && s.mode === mode && s.concurrency === concurrency)
+    .map((s) => s.perSecond);
+  return values.length > 0 ? median(values) : undefined;
+}
+
+function medianCpu(samples: readonly ConsumerSample[] | readonly RelaySample[]): CpuTimes {
+  const of = (key: keyof CpuTimes) => median(samples.map((s) => s.cpu[key]));
+  return { bench: of('bench'), postgres: of('postgres'), redis: of('redis') };
+}
+
+const concurrenciesOf = (samples: readonly ConsumerSample[]) => [...new Set(samples.map((s) => s.concurrency))];
+
+export function evaluateTargets(run: BenchRun): Target[] {
+  const targets: Target[] = [];
+  const cost = run.consumerCost ?? [];
+  const ratio = (a: number | undefined, b: number | undefined) => (a !== undefined && b ? a / b : undefined);
+  const add = (name: string, value: number | undefined, minimum: number) => {
+    if (value !== undefined) targets.push({ name, measured: `${value.toFixed(2)}×`, pass: value >= minimum });
+  };
+  for (const c of concurrenciesOf(cost)) {
+    add(
+      `(a) ≥ 0.9 × (c), first deliveries, concurrency ${c}`,
+      ratio(rate(cost, 'a', 'first', c), rate(cost, 'c', 'first', c)),
+      0.9,
+    );
+  }
+  add(
+    '(a) ≥ 2 × (e) at concurrency 8, first deliveries',
+    ratio(rate(cost, 'a', 'first', 8), rate(cost, 'e', 'first', 8)),
+    2,
+  );
+  for (const c of concurrenciesOf(cost)) {
+    add(
+      `duplicates through (a) ≥ 2× cheaper than first deliveries, concurrency ${c}`,
+      ratio(rate(cost, 'a', 'duplicate', c), rate(cost, 'a', 'first', c)),
+      2,
+    );
+  }
+  const relay = run.relay ?? [];
+  const relayRate = (variant: RelaySample['variant']) => {
+    const values = relay.filter((s) => s.variant === variant).map((s) => s.rowsPerSecond);
+    return values.length > 0 ? median(values) : undefined;
+  };
+  add('relay ≥ 0.5 × raw addBulk', ratio(relayRate('relay'), relayRate('addBulk')), 0.5);
+  return targets;
+}
+
+export function formatTargets(targets: readonly Target[]): string {
+  return targets.map((t) => `${t.pass ? 'PASS' : 'MISS'}  ${t.name}: ${t.measured}`).join('\n');
+}
+
+const int = (value: number | undefined) => (value === undefined ? '–' : Math.round(value).toLocaleString('en'));
+const times = (value: number | undefined) => (value === undefined ? '–' : `${value.toFixed(2)}×`);
+const mb = (bytes: number) => (bytes / 1_048_576).toFixed(1);
+
+function table(header: string[], rows: string[][]): string {
+  return [
+    `| ${header.join(' | ')} |`,
+    `| ${header.map((_, i) => (i === 0 ? '---' : '---:')).join(' | ')} |`,
+    ...rows.map((row) => `| ${row.join(' | ')} |`),
+  ].join('\n');
+}
+
+function consumerTables(samples: readonly ConsumerSample[]): string {
+  const concurrencies = concurrenciesOf(samples);
+  const variants = Object.keys(CONSUMER_VARIANTS) as ConsumerVariant[];
+  const sections = (['first', 'duplicate'] as const).map((mode) => {
+    const rows = variants
+      .filter((v) => samples.some((s) => s.variant === v))
+      .map((variant) => [
+        `(${variant})`,
+        ...concurrencies.flatMap((c) => {
+          const value = rate(samples, variant, mode, c);
+          return [
+            int(value),
+            times(value && rate(samples, 'b', mode, c) && value / rate(samples, 'b', mode, c)!),
+            times(value && rate(samples, 'd', mode, c) && value / rate(samples, 'd', mode, c)!),
+          ];
+        }),
+      ]);
+    const header = ['variant', ...concurrencies.flatMap((c) => [`c=${c} msgs/s`, '÷ (b)', '÷ (d)'])];
+    return `**${mode === 'first' ? 'First deliveries' : 'Duplicates (every message already processed)'}** — median msgs/s\n\n${table(header, rows)}`;
+  });
+  const c = concurrencies.includes(8) ? 8 : concurrencies[0]!;
+  const cpuRows = variants.flatMap((variant) =>
+    (['first', 'duplicate'] as const).flatMap((mode) => {
+      const picked = samples.filter((s) => s.variant === variant && s.mode === mode && s.concurrency === c);
+      if (picked.length === 0) return [];
+      const cpu = medianCpu(picked);
+      const total = cpu.bench + cpu.postgres + cpu.redis;
+      return [
+        [`(${variant}) ${mode}`, cpu.bench.toFixed(3), cpu.postgres.toFixed(3), cpu.redis.toFixed(3), total.toFixed(3)],
+      ];
+    }),
+  );
+  return [
+    ...sections,
+    brokerShare(samples, c),
+    `**Where the CPU goes** — ms of CPU per message at concurrency ${c} (median; "client" is the bench process: BullMQ worker, Prisma, node-postgres, or pgbench)\n\n${table(
+      ['variant', 'client', 'PostgreSQL', 'Redis', 'total'],
+      cpuRows,
+    )}`,
+  ].join('\n\n');
+}
+
+/** What (a) spends beyond (c), part by part: the price of the broker and of idem's own steps. */
+function brokerShare(samples: readonly ConsumerSample[], c: number): string {
+  const cpuOf = (variant: ConsumerVariant) =>
+    medianCpu(samples.filter((s) => s.variant === variant && s.mode === 'first' && s.concurrency === c));
+  if (!samples.some((s) => s.variant === 'a') || !samples.some((s) => s.variant === 'c')) return '';
+  const a = cpuOf('a');
+  const cc = cpuOf('c');
+  const total = (t: CpuTimes) => t.bench + t.postgres + t.redis;
+  const ms = (value: number) => `${value.toFixed(2)} ms`;
+  const more = (value: number) => `${ms(Math.abs(value))} ${value >= 0 ? 'more' : 'less'}`;
+  return (
+    `At concurrency ${c}, a first delivery through (a) costs ${ms(total(a))} of CPU against ${ms(total(cc))} for (c): ` +
+    `${more(a.redis - cc.redis)} in Redis, ${more(a.bench - cc.bench)} in the consumer process ` +
+    `(the BullMQ worker, the envelope check, the body hash, the settlement) and ${more(a.postgres - cc.postgres)} in PostgreSQL. ` +
+    '(c) has no broker at all, so (a) ≥ 0.9 × (c) holds only where the broker costs under a tenth of a Prisma transaction.'
+  );
+}
+
+function relayTable(samples: readonly RelaySample[]): string {
+  const rows = (['relay', 'addBulk'] as const).map((variant) => {
+    const picked = samples.filter((s) => s.variant === variant);
+    const perSecond = median(picked.map((s) => s.rowsPerSecond));
+    const cpu = medianCpu(picked);
+    return [
+      variant === 'relay' ? 'idem relay (claim, publish, mark)' : 'raw BullMQ addBulk',
+      int(perSecond),
+      int(perSecond * (picked[0]!.jobs / picked[0]!.rows)),
+      cpu.bench.toFixed(3),
+      cpu.postgres.toFixed(3),
+      cpu.redis.toFixed(3),
+    ];
+  });
+  return table(['path', 'rows/s', 'jobs/s', 'client CPU ms/row', 'PostgreSQL', 'Redis'], rows);
+}
+
+function endToEndTable(result: EndToEndResult): string {
+  const rows = result.steps.map((s) => [
+    String(s.offered),
+    String(s.achieved),
+    `${s.paid}/${s.placed}`,
+    int(s.paidMs.p50),
+    int(s.paidMs.p95),
+    int(s.paidMs.p99),
+    int(s.receiptMs.p50),
+    int(s.receiptMs.p95),
+    int(s.receiptMs.p99),
+    s.keptUp ? 'yes' : 'no',
+  ]);
+  return table(
+    [
+      'offered orders/s',
+      'achieved PAID/s',
+      'paid',
+      'PAID p50 ms',
+      'p95',
+      'p99',
+      'receipt p50 ms',
+      'p95',
+      'p99',
+      'kept up',
+    ],
+    rows,
+  );
+}
+
+function endToEndCpuTable(result: EndToEndResult): string {
+  const parts = Object.keys(result.steps[0]?.cpuMsPerOrder ?? {});
+  const rows = result.steps.map((s) => [
+    String(s.offered),
+    `${Math.round(s.cpuUtilisation * 100)}%`,
+    ...parts.map((part) => (s.cpuMsPerOrder[part] ?? 0).toFixed(1)),
+    Object.values(s.cpuMsPerOrder)
+      .reduce((sum, ms) => sum + ms, 0)
+      .toFixed(1),
+  ]);
+  return table(['offered orders/s', 'CPU busy', ...parts, 'total'], rows);
+}
+
+function growthTable(samples: readonly GrowthSample[]): string {
+  const rows = samples.map((s) => [
+    s.rows.toLocaleString('en'),
+    s.retention === 'off' ? 'off' : 'purging older half',
+    s.p50Ms.toFixed(2),
+    s.p99Ms.toFixed(2),
+    int(s.insertsPerSecond),
+    mb(s.tableBytes),
+    mb(s.keyIndexBytes),
+    mb(s.ageIndexBytes),
+    s.retention === 'off' ? int((s.tableBytes + s.keyIndexBytes + s.ageIndexBytes) / s.rows) : '–',
+    s.purged ? `${s.purged.toLocaleString('en')} in ${s.purgeSeconds} s` : '–',
+  ]);
+  return table(
+    [
+      'rows',
+      'retention',
+      'insert p50 ms',
+      'p99 ms',
+      'inserts/s',
+      'table MB',
+      'key index MB',
+      'processed_at index MB',
+      'bytes/row',
+      'purged',
+    ],
+    rows,
+  );
+}
+
+/** docs/benchmarks.md: the latest run's tables, its machine and its targets. */
+export function formatMarkdown(run: BenchRun, targets: readonly Target[], chartPath?: string): string {
+  const parts = [
+    '# Benchmarks',
+    '',
+    `Generated by \`pnpm bench${run.quick ? ' --quick' : ''}\` on ${run.startedAt.slice(0, 10)} (${run.startedAt} → ${run.finishedAt}); rerun it to replace this page. ` +
+      'Every number is a median of the repetitions; variants ran interleaved (repetition → concurrency → variant) on a fresh database after a warm-up round.',
+    '',
+    '## Machine',
+    '',
+    table(
+      ['', ''],
+      Object.entries(run.machine).map(([key, value]) => [key, value]),
+    ),
+    '',
+    '## Targets',
+    '',
+    '```',
+    formatTargets(targets),
+    '```',
+  ];
+  if (run.consumerCost?.length) {
+    parts.push(
+      '',
+      '## 1. Consumer cost',
+      '',
+      'The same business change — record `(consumer, message_id)`, decrement one of 1,000 stock rows — through:',
+      '',
+      ...Object.entries(CONSUMER_VARIANTS).map(([key, text]) => `- (${key}) ${text}`),
+      '',
+      consumerTables(run.consumerCost),
+    );
+  }
+  if (run.relay?.length) {
+    parts.push(
+      '',
+      '## 2. Relay',
+      '',
+      'Outbox rows of `orders.order-placed.v1` (fan-out 2) into BullMQ, batches of 100.',
+      '',
+      relayTable(run.relay),
+    );
+  }
+  if (run.endToEnd) {
+    parts.push(
+      '',
+      '## 3. End to end',
+      '',
+      'Open-loop load through the running system (four services, Stripe simulator, SMTP sink, one instance each); latency from sending `POST /orders` to the PAID status change and to the receipt accepted by SMTP.',
+      '',
+      endToEndTable(run.endToEnd),
+      '',
+      '**Where the CPU goes** — ms of CPU per order by process, and how busy all cores were during the step',
+      '',
+      endToEndCpuTable(run.endToEnd),
+      '',
+      run.endToEnd.knee === undefined
+        ? 'Knee: not found (even the lightest step was not flat).'
+        : `Knee: **${run.endToEnd.knee} orders/s** — the highest offered load that kept up with p95 within twice the lightest step's.`,
+      ...(chartPath ? ['', `![latency against offered load](${chartPath})`] : []),
+    );
+  }
+  if (run.growth?.length) {
+    parts.push(
+      '',
+      '## 4. Growth of processed_messages',
+      '',
+      'Single-record inserts, 8 at a time, at each table size; then the same while `createInboxRetention().purge()` deletes the older half in batches of 1,000. Sizes are read right after, before any vacuum: deleted index entries free their pages for reuse, they do not shrink the index.',
+      '',
+      growthTable(run.growth),
+    );
+  }
+  return parts.join('\n') + '\n';
+}
+
+/** An SVG line chart of POST→PAID and POST→receipt latency against offered load. */
+export function formatChart(result: EndToEndResult): string {
+  const width = 720;
+  const height = 400;
+  const margin = { left: 70, right: 170, top: 30, bottom: 50 };
+  const steps = result.steps;
+  const series = [
+    { label: 'PAID p50', color: '#1b9e77', values: steps.map((s) => s.paidMs.p50) },
+    { label: 'PAID p95', color: '#d95f02', values: steps.map((s) => s.paidMs.p95) },
+    { label: 'PAID p99', color: '#7570b3', values: steps.map((s) => s.paidMs.p99) },
+    { label: 'receipt p95', color: '#e7298a', values: steps.map((s) => s.receiptMs.p95), dashed: true },
+  ];
+  // Logarithmic: the flat part (hundreds of ms) and the saturated part (tens of seconds) both stay readable.
+  const values = series.flatMap((s) => s.values).filter((v) => v > 0);
+  const low = Math.floor(Math.log10(Math.max(1, Math.min(...values, 100))));
+  const high = Math.max(low + 1, Math.ceil(Math.log10(Math.max(10, ...values))));
+  const plotW = width - margin.left - margin.right;
+  const plotH = height - margin.top - margin.bottom;
+  const x = (i: number) => margin.left + (steps.length === 1 ? plotW / 2 : (i * plotW) / (steps.length - 1));
+  const y = (v: number) => margin.top + plotH - ((Math.log10(Math.max(v, 10 ** low)) - low) / (high - low)) * plotH;
+  const ticks = Array.from({ length: high - low + 1 }, (_, i) => 10 ** (low + i));
+  const lines = series.map(
+    (s) =>
+      `<polyline fill="none" stroke="${s.color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="6 4"' : ''} points="${s.values
+        .map((v, i) => `${x(i).toFixed(1)},${y(v).toFixed(1)}`)
+        .join(' ')}"/>` +
+      s.values
+        .map((v, i) => `<circle cx="${x(i).toFixed(1)}" cy="${y(v).toFixed(1)}" r="3" fill="${s.color}"/>`)
+        .join(''),
+  );
+  return [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="12">`,
+    `<rect width="${width}" height="${height}" fill="white"/>`,
+    `<text x="${margin.left}" y="18" font-size="14">idem end to end: latency against offered load</text>`,
+    ...ticks.map(
+      (t) =>
+        `<line x1="${margin.left}" x2="${margin.left + plotW}" y1="${y(t).toFixed(1)}" y2="${y(t).toFixed(1)}" stroke="#ddd"/>` +
+        `<text x="${margin.left - 8}" y="${(y(t) + 4).toFixed(1)}" text-anchor="end">${t.toLocaleString('en')}</text>`,
+    ),
+    ...steps.map(
+      (s, i) =>
+        `<text x="${x(i).toFixed(1)}" y="${height - margin.bottom + 18}" text-anchor="middle">${s.offered}${s.keptUp ? '' : '*'}</text>`,
+    ),
+    `<text x="${margin.left + plotW / 2}" y="${height - 10}" text-anchor="middle">offered orders/s (* = saturated)</text>`,
+    `<text transform="translate(16 ${margin.top + plotH / 2}) rotate(-90)" text-anchor="middle">latency ms (log scale)</text>`,
+    ...lines,
+    ...series.map(
+      (s, i) =>
+        `<line x1="${width - margin.right + 20}" x2="${width - margin.right + 44}" y1="${margin.top + 10 + i * 20}" y2="${margin.top + 10 + i * 20}" stroke="${s.color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="6 4"' : ''}/>` +
+        `<text x="${width - margin.right + 50}" y="${margin.top + 14 + i * 20}">${s.label}</text>`,
+    ),
+    '</svg>',
+  ].join('\n');
+}

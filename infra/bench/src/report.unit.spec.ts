@@ -1,0 +1,88 @@
+import { describe, expect, it } from 'vitest';
+import type { ConsumerSample } from './consumer-cost.js';
+import { kneeOf, type LoadStep } from './end-to-end.js';
+import { evaluateTargets, formatChart, type BenchRun } from './report.js';
+import { median, percentile } from './stats.js';
+
+const cpu = { bench: 0, postgres: 0, redis: 0 };
+const sample = (
+  variant: ConsumerSample['variant'],
+  mode: ConsumerSample['mode'],
+  concurrency: number,
+  perSecond: number,
+) =>
+  ({
+    variant,
+    mode,
+    concurrency,
+    repetition: 1,
+    messages: 100,
+    seconds: 100 / perSecond,
+    perSecond,
+    cpu,
+  }) as ConsumerSample;
+
+const run = (consumerCost: ConsumerSample[]): BenchRun => ({
+  startedAt: '2026-11-30T00:00:00.000Z',
+  finishedAt: '2026-11-30T00:10:00.000Z',
+  quick: false,
+  machine: {},
+  settings: {},
+  consumerCost,
+});
+
+const step = (offered: number, p95: number, keptUp = true): LoadStep => ({
+  offered,
+  seconds: 30,
+  placed: offered * 30,
+  paid: offered * 30,
+  receipts: offered * 30,
+  achieved: offered,
+  paidMs: { p50: p95 / 2, p95, p99: p95 * 1.2 },
+  receiptMs: { p50: p95, p95: p95 * 2, p99: p95 * 3 },
+  keptUp,
+  cpuMsPerOrder: { orders: 1 },
+  cpuUtilisation: 0.5,
+});
+
+describe('bench statistics', () => {
+  it('takes the median of the repetitions and nearest-rank percentiles', () => {
+    expect(median([3, 1, 2])).toBe(2);
+    expect(percentile([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 95)).toBe(10);
+    expect(percentile([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 50)).toBe(5);
+    expect(percentile([], 99)).toBe(0);
+  });
+
+  it('finds the knee: the last step that kept up with p95 within twice the lightest step', () => {
+    expect(kneeOf([step(10, 400), step(25, 500), step(50, 900), step(100, 5000, false)])).toBe(25);
+    expect(kneeOf([step(10, 400), step(25, 600, false)])).toBe(10);
+    expect(kneeOf([])).toBeUndefined();
+  });
+
+  it('judges each target on the medians, per concurrency', () => {
+    const targets = evaluateTargets(
+      run([
+        ...[900, 1000, 1100].map((r) => sample('a', 'first', 8, r)),
+        sample('a', 'duplicate', 8, 2500),
+        sample('c', 'first', 8, 1050),
+        sample('e', 'first', 8, 400),
+      ]),
+    );
+    const byName = Object.fromEntries(targets.map((t) => [t.name, t]));
+    expect(byName['(a) ≥ 0.9 × (c), first deliveries, concurrency 8']).toMatchObject({ pass: true, measured: '0.95×' });
+    expect(byName['(a) ≥ 2 × (e) at concurrency 8, first deliveries']).toMatchObject({ pass: true, measured: '2.50×' });
+    expect(byName['duplicates through (a) ≥ 2× cheaper than first deliveries, concurrency 8']).toMatchObject({
+      pass: true,
+    });
+    const missed = evaluateTargets(run([sample('a', 'first', 1, 500), sample('c', 'first', 1, 1000)]));
+    expect(missed).toEqual([
+      { name: '(a) ≥ 0.9 × (c), first deliveries, concurrency 1', measured: '0.50×', pass: false },
+    ]);
+  });
+
+  it('draws one line per latency series and marks saturated steps', () => {
+    const svg = formatChart({ steps: [step(10, 400), step(25, 500), step(50, 3000, false)], knee: 25 });
+    expect(svg.match(/<polyline /g)).toHaveLength(4);
+    expect(svg).toContain('>50*</text>');
+  });
+});

@@ -1,0 +1,50 @@
+/** Small statistics for the benchmark tables. */
+
+export function median(values: readonly number[]): number {
+  return percentile(values, 50);
+}
+
+/** Nearest-rank percentile (0 for an empty list). */
+export function percentile(values: readonly number[], p: number): number {
+  if (values.length === 0) return 0;
+  const sorted = [...values].sort((a, b) => a - b);
+  const rank = Math.ceil((p / 100) * sorted.length);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, rank - 1))]!;
+}
+
+/** Runs `work(i)` for i in [0, count) with at most `concurrency` at a time. */
+export async function forEachConcurrently(
+  count: number,
+  concurrency: number,
+  work: (index: number) => Promise<void>,
+): Promise<void> {
+  let next = 0;
+  const lane = async () => {
+    while (next < count) await work(next++);
+  };
+  await Promise.all(Array.from({ length: Math.min(concurrency, count) }, lane));
+}
+
+/** A promise that resolves once {@link Countdown.tick} was called `count` times. */
+export interface Countdown {
+  readonly done: Promise<void>;
+  tick(): void;
+}
+
+export function countdown(count: number): Countdown {
+  let left = count;
+  let resolve!: () => void;
+  const done = new Promise<void>((r) => (resolve = r));
+  if (left <= 0) resolve();
+  return {
+    done,
+    tick() {
+      if (--left === 0) resolve();
+    },
+  };
+}
+
+export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** Seconds since `start` (a performance.now() reading). */
+export const secondsSince = (start: number) => (performance.now() - start) / 1000;
