@@ -23,7 +23,11 @@ export interface DeadLetters {
   record(deadLetter: NewDeadLetter): Promise<void>;
   /** Dead letters not replayed yet, oldest first. */
   list(filter?: { consumer?: string; limit?: number }): Promise<DeadLetter[]>;
-  markReplayed(consumer: string, messageId: string): Promise<void>;
+  /**
+   * Counts a replay of a listed dead letter and takes it off the list — unless the replayed
+   * message already failed again and was recorded anew since it was listed: then it stays.
+   */
+  markReplayed(deadLetter: Pick<DeadLetter, 'consumer' | 'messageId' | 'deadLetteredAt'>): Promise<void>;
 }
 
 interface DeadLetterRow {
@@ -68,9 +72,11 @@ export function createDeadLetters(db: SqlClient, now: () => Date): DeadLetters {
         replayCount: row.replay_count,
       }));
     },
-    async markReplayed(consumer, messageId) {
+    async markReplayed({ consumer, messageId, deadLetteredAt }) {
       await db.$executeRaw`
-        UPDATE dead_letters SET replayed_at = ${now()}, replay_count = replay_count + 1
+        UPDATE dead_letters
+           SET replay_count = replay_count + 1,
+               replayed_at = CASE WHEN dead_lettered_at = ${deadLetteredAt} THEN ${now()} ELSE replayed_at END
          WHERE consumer = ${consumer} AND message_id = ${messageId}`;
     },
   };

@@ -244,7 +244,28 @@ describe('inbox.deadLetters', () => {
         replayCount: 0,
       }),
     ]);
-    await inbox.deadLetters.markReplayed('c', 'job-1');
+    const [listed] = await inbox.deadLetters.list({ consumer: 'c' });
+    await inbox.deadLetters.markReplayed(listed!);
     expect(await inbox.deadLetters.list({ consumer: 'c' })).toEqual([]);
+  });
+
+  it('keeps listing a replayed message that failed again before the replay was marked', async () => {
+    const inbox = createInbox({ db: db.prisma });
+    const poison = {
+      consumer: 'c',
+      messageId: 'job-2',
+      payload: {},
+      code: 'malformed_envelope',
+      reason: 'type: Invalid input',
+      attempts: 1,
+    };
+    await inbox.deadLetters.record(poison);
+    const [listed] = await inbox.deadLetters.list({ consumer: 'c' });
+    await new Promise((resolve) => setTimeout(resolve, 5)); // the redelivery fails a moment later
+    await inbox.deadLetters.record(poison);
+    await inbox.deadLetters.markReplayed(listed!);
+    expect(await inbox.deadLetters.list({ consumer: 'c' })).toEqual([
+      expect.objectContaining({ messageId: 'job-2', replayCount: 1 }),
+    ]);
   });
 });

@@ -14,9 +14,10 @@ export async function replayDeadLetters(
   const chosen = filter.messageIds ? candidates.filter((d) => filter.messageIds!.includes(d.messageId)) : candidates;
   for (const deadLetter of chosen) {
     // Redeliver first, mark second: if this process dies in between, the dead letter is still
-    // listed, and replaying it once more delivers the same message id, which is harmless.
+    // listed, and replaying it once more delivers the same message id, which is harmless. If
+    // the redelivery fails again before the mark, the mark leaves the new dead letter listed.
     await publisher.redeliver(deadLetter.consumer, deadLetter.messageId, deadLetter.payload);
-    await deadLetters.markReplayed(deadLetter.consumer, deadLetter.messageId);
+    await deadLetters.markReplayed(deadLetter);
   }
   return chosen;
 }
