@@ -7,7 +7,13 @@ import { dropDatabase, migrate } from '@idem/database';
 import { postgresServerUrl, redisUrl, testkitPrismaDir, uniqueName } from '@idem/testkit';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { hasPgbench, prepareConsumerDatabase, runConsumerCost, type ConsumerVariant } from './consumer-cost.js';
+import {
+  dropReplicationSlots,
+  hasPgbench,
+  prepareConsumerDatabase,
+  runConsumerCost,
+  type ConsumerVariant,
+} from './consumer-cost.js';
 import { runEndToEnd } from './end-to-end.js';
 import { runGrowth } from './growth.js';
 import { runRelay } from './relay.js';
@@ -82,7 +88,9 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
     let consumerCost, relay, endToEnd, growth;
     if (sections.has('consumer')) {
       log('\n1. consumer cost');
-      await prepareConsumerDatabase(databaseUrl);
+      const { logicalReplication } = await prepareConsumerDatabase(databaseUrl);
+      if (logicalReplication) variants.push('f');
+      else log("wal_level is not logical: variant (f), the peer's replication listener, is left out");
       consumerCost = await runConsumerCost({
         databaseUrl,
         redisUrl,
@@ -162,6 +170,7 @@ async function dropWhenIdle(databaseUrl: string, log: (line: string) => void): P
       if (attempt === 49) log(`${rows[0]!.n} connections to the bench database are still open; dropping it anyway`);
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
+    await dropReplicationSlots(client);
   } finally {
     await client.end();
   }

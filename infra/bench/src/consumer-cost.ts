@@ -26,6 +26,7 @@ export const CONSUMER_VARIANTS = {
   c: 'bare Prisma interactive transaction, the same two statements, no broker',
   d: "pgbench running the same transaction (the database's limit)",
   e: 'pg-transactional-outbox 0.5.7 inbox fed from BullMQ: the broker handler stores the message, its polling listener (batch = concurrency, poll 250 ms, lock 1 s) runs the change',
+  f: 'the same with its logical-replication listener (at most `concurrency` messages at once); only where wal_level = logical',
 } as const;
 export type ConsumerVariant = keyof typeof CONSUMER_VARIANTS;
 export type DeliveryMode = 'first' | 'duplicate';
@@ -60,8 +61,15 @@ export interface ConsumerCostOptions {
   readonly log: (line: string) => void;
 }
 
-/** Creates the stock rows and the peer's inbox table in a fresh, migrated database. */
-export async function prepareConsumerDatabase(databaseUrl: string): Promise<void> {
+const PEER_SCHEMA = { polling: 'peer', replication: 'peer_wal' } as const;
+const PEER_PUBLICATION = 'peer_inbox';
+
+/**
+ * Creates the stock rows and the peer's inbox tables in a fresh, migrated database: one for its
+ * polling listener, and, where the server runs with wal_level = logical, one published for its
+ * replication listener. Says whether the replication variant (f) can run.
+ */
+export async function prepareConsumerDatabase(databaseUrl: string): Promise<{ logicalReplication: boolean }> {
   const client = new pg.Client({ connectionString: databaseUrl });
   await client.connect();
   try {
@@ -69,13 +77,46 @@ export async function prepareConsumerDatabase(databaseUrl: string): Promise<void
       `INSERT INTO stock_items (sku, available) SELECT 'sku-' || i, 1000000000 FROM generate_series(0, $1 - 1) i`,
       [STOCK_ROWS],
     );
-    const setup = { outboxOrInbox: 'inbox', database: '', schema: 'peer', table: 'inbox', listenerRole: 'postgres' };
-    await client.query(peer.DatabaseSetup.dropAndCreateTable(setup as peer.DatabaseSetupConfig));
-    const polling = { ...setup, nextMessagesName: 'next_inbox_messages' } as peer.DatabasePollingSetupConfig;
-    await client.query(peer.DatabaseSetup.createPollingFunction(polling));
-    await client.query(peer.DatabaseSetup.setupPollingIndexes(polling));
+    const { rows } = await client.query<{ wal_level: string }>('SHOW wal_level');
+    const logicalReplication = rows[0]!.wal_level === 'logical';
+    for (const [listener, schema] of Object.entries(PEER_SCHEMA)) {
+      if (listener === 'replication' && !logicalReplication) continue;
+      const setup = { outboxOrInbox: 'inbox', database: '', schema, table: 'inbox', listenerRole: 'postgres' } as const;
+      await client.query(peer.DatabaseSetup.dropAndCreateTable(setup));
+      if (listener === 'polling') {
+        const polling = { ...setup, nextMessagesName: 'next_inbox_messages' };
+        await client.query(peer.DatabaseSetup.createPollingFunction(polling));
+        await client.query(peer.DatabaseSetup.setupPollingIndexes(polling));
+      } else {
+        await client.query(
+          `CREATE PUBLICATION ${PEER_PUBLICATION} FOR TABLE ${schema}.inbox WITH (publish = 'insert')`,
+        );
+      }
+    }
+    return { logicalReplication };
   } finally {
     await client.end();
+  }
+}
+
+/**
+ * Drops this database's replication slots (`only` one of them, if given). A slot left behind
+ * would keep the server's WAL forever and stop the database from being dropped.
+ */
+export async function dropReplicationSlots(db: pg.Pool | pg.Client, only?: string): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await db.query(
+        `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
+          WHERE database = current_database() AND ($1::text IS NULL OR slot_name = $1)`,
+        [only ?? null],
+      );
+      return;
+    } catch (error) {
+      // 55006: the listener that used it has not let go yet.
+      if ((error as { code?: string }).code !== '55006' || attempt === 50) throw error;
+      await sleep(100);
+    }
   }
 }
 
@@ -139,7 +180,12 @@ class ConsumerBench {
    * would measure the wrong thing.
    */
   async measure(variant: ConsumerVariant, mode: DeliveryMode, messages: OrderPlaced[], concurrency: number) {
-    if (mode === 'first') await this.admin.query('TRUNCATE processed_messages, peer.inbox');
+    if (mode === 'first')
+      await this.admin.query(
+        `TRUNCATE processed_messages, ${Object.values(PEER_SCHEMA)
+          .map((schema) => `${schema}.inbox`)
+          .join(', ')}`,
+      );
     const before = await this.stockTaken();
     const result = await this.run(variant, mode, messages, concurrency);
     const taken = (await this.stockTaken()) - before;
@@ -168,7 +214,9 @@ class ConsumerBench {
       case 'd':
         return this.pgbench(mode, messages.length, concurrency);
       case 'e':
-        return this.peer(mode, messages, concurrency);
+        return this.peer('polling', mode, messages, concurrency);
+      case 'f':
+        return this.peer('replication', mode, messages, concurrency);
     }
   }
 
@@ -288,47 +336,69 @@ class ConsumerBench {
   }
 
   /**
-   * (e) The TypeScript peer as its README shows it: the broker handler stores the message in
-   * the inbox table (its own transaction), the polling listener picks it up and runs the
-   * handler with the business change in a second transaction that marks it processed.
+   * (e) and (f): the TypeScript peer as its README shows it. The broker handler stores the
+   * message in the inbox table (its own transaction); a listener — polling (e) or logical
+   * replication (f) — picks it up and runs the handler with the business change in a second
+   * transaction that marks it processed.
    */
-  private async peer(mode: DeliveryMode, messages: OrderPlaced[], concurrency: number) {
+  private async peer(
+    listener: 'polling' | 'replication',
+    mode: DeliveryMode,
+    messages: OrderPlaced[],
+    concurrency: number,
+  ) {
     const logger = peer.getDisabledLogger();
-    const connection = { connectionString: this.options.databaseUrl, max: concurrency };
+    const schema = PEER_SCHEMA[listener];
+    const base = {
+      outboxOrInbox: 'inbox' as const,
+      dbHandlerConfig: { connectionString: this.options.databaseUrl, max: concurrency },
+      dbListenerConfig: { connectionString: this.options.databaseUrl },
+    };
     const settings = {
-      dbSchema: 'peer',
+      dbSchema: schema,
       dbTable: 'inbox',
       enableMaxAttemptsProtection: true,
       enablePoisonousMessageProtection: true,
-      nextMessagesFunctionSchema: 'peer',
-      nextMessagesFunctionName: 'next_inbox_messages',
-      nextMessagesBatchSize: concurrency,
-      nextMessagesPollingIntervalInMs: 250,
-      nextMessagesLockInMs: 1000,
       messageCleanupIntervalInMs: 0,
     };
-    const config: peer.PollingListenerConfig = {
-      outboxOrInbox: 'inbox',
-      dbHandlerConfig: connection,
-      dbListenerConfig: { connectionString: this.options.databaseUrl },
-      settings,
-    };
-    const pool = await this.pgPool(concurrency);
-    const store = peer.initializeMessageStorage(config, logger);
-    const [shutdown] = peer.initializePollingMessageListener(
-      config,
-      [
-        {
-          aggregateType: 'order',
-          messageType: CONSUMER,
-          handle: async (message, client) => {
-            const body = message.payload as OrderPlaced['body'];
-            await client.query('UPDATE stock_items SET available = available - 1 WHERE sku = $1', [body.lines[0]!.sku]);
-          },
+    const handlers = [
+      {
+        aggregateType: 'order',
+        messageType: CONSUMER,
+        handle: async (message: peer.StoredTransactionalMessage, client: peer.DatabaseClient) => {
+          const body = message.payload as OrderPlaced['body'];
+          await client.query('UPDATE stock_items SET available = available - 1 WHERE sku = $1', [body.lines[0]!.sku]);
         },
-      ],
-      logger,
-    );
+      },
+    ];
+    // A replication slot per measurement, so it streams only this measurement's inserts.
+    const slot = `${new URL(this.options.databaseUrl).pathname.slice(1)}_peer`;
+    let shutdown: () => Promise<void>;
+    if (listener === 'polling') {
+      const config: peer.PollingListenerConfig = {
+        ...base,
+        settings: {
+          ...settings,
+          nextMessagesFunctionSchema: schema,
+          nextMessagesFunctionName: 'next_inbox_messages',
+          nextMessagesBatchSize: concurrency,
+          nextMessagesPollingIntervalInMs: 250,
+          nextMessagesLockInMs: 1000,
+        },
+      };
+      [shutdown] = peer.initializePollingMessageListener(config, handlers, logger);
+    } else {
+      await this.admin.query(`SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, [slot]);
+      const config: peer.ReplicationListenerConfig = {
+        ...base,
+        settings: { ...settings, dbPublication: PEER_PUBLICATION, dbReplicationSlot: slot },
+      };
+      [shutdown] = peer.initializeReplicationMessageListener(config, handlers, logger, {
+        concurrencyStrategy: peer.createReplicationSemaphoreConcurrencyController(concurrency),
+      });
+    }
+    const store = peer.initializeMessageStorage({ outboxOrInbox: 'inbox', settings }, logger);
+    const pool = await this.pgPool(concurrency);
     try {
       return await this.throughQueue(
         messages,
@@ -358,18 +428,19 @@ class ConsumerBench {
           return { worker, close: () => worker.close() };
         },
         // First deliveries are done when the listener has handled every stored message.
-        mode === 'first' ? () => this.peerProcessed(messages.length) : undefined,
+        mode === 'first' ? () => this.peerProcessed(schema, messages.length) : undefined,
       );
     } finally {
       await shutdown();
       await pool.end();
+      if (listener === 'replication') await dropReplicationSlots(this.admin, slot);
     }
   }
 
-  private async peerProcessed(count: number): Promise<void> {
+  private async peerProcessed(schema: string, count: number): Promise<void> {
     for (;;) {
       const { rows } = await this.admin.query<{ n: number }>(
-        'SELECT count(*)::int AS n FROM peer.inbox WHERE processed_at IS NOT NULL',
+        `SELECT count(*)::int AS n FROM ${schema}.inbox WHERE processed_at IS NOT NULL`,
       );
       if (rows[0]!.n >= count) return;
       await sleep(20);

@@ -58,6 +58,11 @@ export function evaluateTargets(run: BenchRun): Target[] {
     ratio(rate(cost, 'a', 'first', 8), rate(cost, 'e', 'first', 8)),
     2,
   );
+  add(
+    '(a) ≥ 2 × (f), the peer with its replication listener, concurrency 8',
+    ratio(rate(cost, 'a', 'first', 8), rate(cost, 'f', 'first', 8)),
+    2,
+  );
   for (const c of concurrenciesOf(cost)) {
     add(
       `duplicates through (a) ≥ 2× cheaper than first deliveries, concurrency ${c}`,
