@@ -17,7 +17,7 @@ import { countdown, forEachConcurrently, sleep } from './stats.js';
 
 /**
  * Section 1: what the guarantee costs. The same business change — record the message as
- * processed, decrement one of 1,000 stock rows — through five implementations, for first
+ * processed, decrement one of 1,000 stock rows — through six implementations, for first
  * deliveries and for redeliveries of messages already processed.
  */
 export const CONSUMER_VARIANTS = {
@@ -43,7 +43,7 @@ export interface ConsumerSample {
   readonly cpu: CpuTimes;
 }
 
-export const STOCK_ROWS = 1000;
+const STOCK_ROWS = 1000;
 const CONSUMER = 'inventory.order-placed.v1';
 const HASH = '0'.repeat(64);
 type OrderPlaced = Envelope<'orders.order-placed.v1'>;

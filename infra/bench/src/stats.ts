@@ -45,6 +45,3 @@ export function countdown(count: number): Countdown {
 }
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-
-/** Seconds since `start` (a performance.now() reading). */
-export const secondsSince = (start: number) => (performance.now() - start) / 1000;
