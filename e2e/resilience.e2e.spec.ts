@@ -10,11 +10,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runChecks } from '@idem/checker';
 import { SERVICES, placeOrder, waitForStatus, type RunningSystem } from '@idem/native-run';
-import { waitFor } from '@idem/testkit';
+import { exited, waitFor } from '@idem/testkit';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { exitOf, startIsolatedSystem } from './support.js';
+import { startIsolatedSystem } from './support.js';
 
 const redisPort = randomInt(32_200, 32_700); // above the systems' ports, below the ephemeral range
 const redisDir = mkdtempSync(join(tmpdir(), 'idem-redis-'));
@@ -71,7 +71,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await system?.stop();
   redis?.kill('SIGTERM');
-  if (redis) await exitOf(redis);
+  if (redis) await exited(redis);
   rmSync(redisDir, { recursive: true, force: true });
 }, 120_000);
 
@@ -110,7 +110,7 @@ describe('under duress', () => {
     const before = await burst(20, 'mouse');
     // Redis goes away (its append-only file keeps the queued jobs) while work is in flight...
     redis.kill('SIGTERM');
-    await exitOf(redis);
+    await exited(redis);
     const during = await burst(10, 'mouse'); // the API keeps taking orders: they wait in the outbox
     redis = await startRedis();
     // ...and every database connection of the system is cut.

@@ -1,10 +1,10 @@
-import type { ChildProcess } from 'node:child_process';
 import { randomInt } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { dropDatabase } from '@idem/database';
 import { startSystem, SERVICES, type RunningSystem, type SystemOptions } from '@idem/native-run';
+import { exited } from '@idem/testkit';
 import pg from 'pg';
 
 /**
@@ -47,11 +47,6 @@ export async function startIsolatedSystem(
 }
 
 /** Resolves with what ended a process: its signal, or its exit code. */
-export function exitOf(child: ChildProcess): Promise<NodeJS.Signals | number | null> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.signalCode ?? child.exitCode);
-  return new Promise((resolve) => child.once('exit', (code, signal) => resolve(signal ?? code)));
-}
-
 /**
  * Stops one part of the system (SIGTERM) and starts it again with `env` added; once it is
  * healthy, returns the promise of its end.
@@ -62,11 +57,11 @@ export async function restartPart(
   env: Record<string, string> = {},
 ): Promise<{ exited: Promise<NodeJS.Signals | number | null> }> {
   const running = system.processes.get(part)!;
-  const stopped = exitOf(running);
+  const stopped = exited(running);
   running.kill('SIGTERM');
   await stopped;
   await system.restart(part, env);
-  return { exited: exitOf(system.processes.get(part)!) };
+  return { exited: exited(system.processes.get(part)!) };
 }
 
 /** Restarts one part with fault switches on (a crash fault then SIGKILLs it; restart it plainly after). */

@@ -9,12 +9,15 @@ import {
   uniqueName,
   waitFor,
   type TestDatabase,
+  exited,
+  printed,
+  startScript,
 } from '@idem/testkit';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { exited, printed, reserveOneUnit, startProcess, type Tx } from '../test/fixtures.js';
+import { reserveOneUnit, type Tx } from '../test/fixtures.js';
 import { startConsumer, type Consumer, type ConsumerOptions, type DeliveryReport } from './consumer.js';
 import { defaultDeliveryPolicy } from './delivery-policy.js';
 import { createPublisher, type Publisher } from './publisher.js';
@@ -130,7 +133,7 @@ describe('startConsumer', () => {
   });
 
   it('redelivers after a consumer is SIGKILLed between commit and settlement, and the redelivery is a duplicate', async () => {
-    const child = startProcess('consumer-process', {
+    const child = startScript(new URL('../test/consumer-process.ts', import.meta.url), {
       DATABASE_URL: db.url,
       IDEM_PREFIX: prefix,
       IDEM_FAULTS_ENABLED: '1',

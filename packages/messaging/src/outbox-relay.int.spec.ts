@@ -2,11 +2,21 @@ import { randomUUID } from 'node:crypto';
 import { subscribersOf, type ConsumerName, type Envelope } from '@idem/contracts';
 import { createInbox } from '@idem/inbox';
 import { createRelay, enqueue } from '@idem/outbox';
-import { createTestDatabase, deleteQueues, redisUrl, uniqueName, waitFor, type TestDatabase } from '@idem/testkit';
+import {
+  createTestDatabase,
+  deleteQueues,
+  redisUrl,
+  uniqueName,
+  waitFor,
+  type TestDatabase,
+  exited,
+  printed,
+  startScript,
+} from '@idem/testkit';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { exited, printed, reserveOneUnit, startProcess } from '../test/fixtures.js';
+import { reserveOneUnit } from '../test/fixtures.js';
 import { startConsumer, type DeliveryReport } from './consumer.js';
 import { defaultDeliveryPolicy } from './delivery-policy.js';
 import { createPublisher } from './publisher.js';
@@ -83,7 +93,7 @@ describe('outbox relay over BullMQ', () => {
     );
     try {
       const written = await writeOrders(5);
-      const child = startProcess('relay-process', {
+      const child = startScript(new URL('../test/relay-process.ts', import.meta.url), {
         DATABASE_URL: db.url,
         IDEM_PREFIX: prefix,
         IDEM_FAULTS_ENABLED: '1',

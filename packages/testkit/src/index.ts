@@ -2,6 +2,7 @@
  * Test support for idem's integration tiers: a fresh, migrated PostgreSQL database and fresh
  * queue names per test file, against the real servers on localhost.
  */
+import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -132,4 +133,35 @@ export async function deleteQueues(prefix: string): Promise<void> {
   } finally {
     redis.disconnect();
   }
+}
+
+/**
+ * Starts a TypeScript script as a real child process (through tsx, on the workspace sources),
+ * e.g. one that a fault switch will SIGKILL. Its stdout is piped for {@link printed}.
+ */
+export function startScript(script: URL, env: Record<string, string>): ChildProcess {
+  return spawn(process.execPath, ['--conditions=development', '--import', 'tsx', fileURLToPath(script)], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+}
+
+/** Resolves with the signal (or exit code) that ended the child. */
+export function exited(child: ChildProcess): Promise<NodeJS.Signals | number | null> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.signalCode ?? child.exitCode);
+  return new Promise((resolve) => child.once('exit', (code, signal) => resolve(signal ?? code)));
+}
+
+/** Resolves once the child printed `line` on stdout. */
+export function printed(child: ChildProcess, line: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let output = '';
+    child.stdout!.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      if (output.includes(line)) resolve();
+    });
+    child.once('exit', (code, signal) =>
+      reject(new Error(`child exited (${signal ?? code}) before printing "${line}"`)),
+    );
+  });
 }

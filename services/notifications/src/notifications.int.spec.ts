@@ -1,11 +1,18 @@
-import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import type { Envelope } from '@idem/contracts';
 import { createInbox } from '@idem/inbox';
 import { createLogger } from '@idem/runtime';
 import { startSmtpSink, type SmtpSink } from '@idem/smtp-sink';
-import { createMigratedDatabase, deleteQueues, orderPlacedMessage, uniqueName, waitFor } from '@idem/testkit';
+import {
+  createMigratedDatabase,
+  deleteQueues,
+  orderPlacedMessage,
+  uniqueName,
+  waitFor,
+  exited,
+  startScript,
+} from '@idem/testkit';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig } from './config.js';
 import { handleOrderPlaced } from './consumers/order-placed.js';
@@ -150,28 +157,13 @@ describe('email dispatcher', () => {
   it('ends sent with at most one extra copy, under the same Message-ID, when SIGKILLed after the server accepted', async () => {
     const order = orderPlacedMessage();
     await inbox().consume('notifications.order-placed.v1', order, handleOrderPlaced({ now }));
-    const child = spawn(
-      process.execPath,
-      [
-        '--conditions=development',
-        '--import',
-        'tsx',
-        fileURLToPath(new URL('../test/dispatcher-process.ts', import.meta.url)),
-      ],
-      {
-        env: {
-          ...process.env,
-          DATABASE_URL: database.url,
-          SMTP_URL: smtpUrl(),
-          IDEM_FAULTS_ENABLED: '1',
-          IDEM_FAULTS: 'crash-after-send count=1',
-        },
-        stdio: 'ignore',
-      },
-    );
-    expect(await new Promise((resolve) => child.once('exit', (code, signal) => resolve(signal ?? code)))).toBe(
-      'SIGKILL',
-    );
+    const child = startScript(new URL('../test/dispatcher-process.ts', import.meta.url), {
+      DATABASE_URL: database.url,
+      SMTP_URL: smtpUrl(),
+      IDEM_FAULTS_ENABLED: '1',
+      IDEM_FAULTS: 'crash-after-send count=1',
+    });
+    expect(await exited(child)).toBe('SIGKILL');
     expect(await db.emailWorkItem.findFirstOrThrow()).toMatchObject({ status: 'pending' });
 
     await waitFor(async () => (await dispatcher().runOnce()) === 1); // after the dead dispatcher's lease

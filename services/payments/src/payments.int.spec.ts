@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
 import { fileURLToPath } from 'node:url';
@@ -6,7 +5,7 @@ import type { Envelope } from '@idem/contracts';
 import { createInbox } from '@idem/inbox';
 import { createLogger } from '@idem/runtime';
 import { createStripeSimulator } from '@idem/stripe-sim';
-import { createMigratedDatabase, orderPlacedMessage, waitFor } from '@idem/testkit';
+import { createMigratedDatabase, orderPlacedMessage, waitFor, exited, startScript } from '@idem/testkit';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { handleOrderCancelled } from './consumers/order-cancelled.js';
 import { handleStockReserved } from './consumers/stock-reserved.js';
@@ -162,27 +161,13 @@ describe('payment worker', () => {
   it('charges once when the worker is SIGKILLed after the provider answered and before recording', async () => {
     const message = stockReserved();
     await reserve(message);
-    const child = spawn(
-      process.execPath,
-      [
-        '--conditions=development',
-        '--import',
-        'tsx',
-        fileURLToPath(new URL('../test/worker-process.ts', import.meta.url)),
-      ],
-      {
-        env: {
-          ...process.env,
-          DATABASE_URL: database.url,
-          STRIPE_API_BASE: apiBase,
-          IDEM_FAULTS_ENABLED: '1',
-          IDEM_FAULTS: 'crash-after-provider-call count=1',
-        },
-        stdio: 'ignore',
-      },
-    );
-    const signal = await new Promise((resolve) => child.once('exit', (code, sig) => resolve(sig ?? code)));
-    expect(signal).toBe('SIGKILL');
+    const child = startScript(new URL('../test/worker-process.ts', import.meta.url), {
+      DATABASE_URL: database.url,
+      STRIPE_API_BASE: apiBase,
+      IDEM_FAULTS_ENABLED: '1',
+      IDEM_FAULTS: 'crash-after-provider-call count=1',
+    });
+    expect(await exited(child)).toBe('SIGKILL');
     expect(intentsFor(message.body.orderId)).toHaveLength(1); // the provider charged
     expect(await attemptOf(message.body.orderId)).toMatchObject({ status: 'pending' }); // nothing recorded
 
