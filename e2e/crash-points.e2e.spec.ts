@@ -4,7 +4,7 @@
  * ends once — checked through HTTP, the provider, the mail server and read-only SQL.
  */
 import { getJson, placeOrder, waitForStatus, type RunningSystem } from '@idem/native-run';
-import { runChecks } from '@idem/checker';
+import { listStripe, runChecks } from '@idem/checker';
 import { waitFor } from '@idem/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readRows, restartPart, restartWithFaults, startIsolatedSystem } from './support.js';
@@ -115,10 +115,11 @@ describe('crash points, on real processes', () => {
     expect(await died).toBe('SIGKILL');
     await system.restart('payments');
     expect((await paid(orderId)).status).toBe('PAID');
-    const intents = await fetch(`${system.urls.stripe}/v1/payment_intents?limit=100`, {
-      headers: { authorization: 'Bearer sk_test' },
-    }).then((r) => r.json() as Promise<{ data: { metadata: { order_id: string } }[] }>);
-    expect(intents.data.filter((p) => p.metadata.order_id === orderId)).toHaveLength(1);
+    const intents = await listStripe<{ id: string; metadata: { order_id: string } }>(
+      { apiBase: system.urls.stripe, apiKey: 'sk_test' },
+      '/v1/payment_intents',
+    );
+    expect(intents.filter((p) => p.metadata.order_id === orderId)).toHaveLength(1);
   }, 120_000);
 
   it('notifications SIGKILLed after SMTP accepted and before marking sent: sent, at most one extra copy with the same Message-ID', async () => {

@@ -2,7 +2,7 @@ import { getJson, placeOrder, waitForStatus, runStories, type RunningSystem } fr
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startOtlpReceiver, type ReceivedSpan } from './otlp-receiver.js';
 import { randomUUID } from 'node:crypto';
-import { formatReport, runChecks } from '@idem/checker';
+import { formatReport, listStripe, runChecks } from '@idem/checker';
 import { waitFor } from '@idem/testkit';
 import pg from 'pg';
 import { startIsolatedSystem } from './support.js';
@@ -35,11 +35,9 @@ describe('the whole system, as native processes', () => {
       expect(await getJson(`${system.urls.inventory}/stock/${sku}`)).toEqual({ sku, available: 1000, reserved: 0 });
     }
     const refunded = results.find((r) => r.story === 'cancelled after payment')!;
-    const intents = await stripe<{ data: { id: string; metadata: { order_id: string } }[] }>(
-      '/v1/payment_intents?limit=100',
-    );
-    const [intent] = intents.data.filter((p) => p.metadata.order_id === refunded.orderId);
-    expect((await stripe<{ data: unknown[] }>(`/v1/refunds?payment_intent=${intent!.id}`)).data).toHaveLength(1);
+    const intents = await stripe<{ id: string; metadata: { order_id: string } }>('/v1/payment_intents');
+    const [intent] = intents.filter((p) => p.metadata.order_id === refunded.orderId);
+    expect(await stripe(`/v1/refunds?payment_intent=${intent!.id}`)).toHaveLength(1);
   }, 120_000);
 
   it('drives 50 orders through to PAID, each with exactly one receipt', async () => {
@@ -74,9 +72,9 @@ describe('the whole system, as native processes', () => {
       );
       expect(receipts).toHaveLength(1);
     }
-    const intents = await stripe<{ data: { metadata: { order_id: string } }[] }>('/v1/payment_intents?limit=100');
+    const intents = await stripe<{ id: string; metadata: { order_id: string } }>('/v1/payment_intents');
     const perOrder = new Map<string, number>();
-    for (const intent of intents.data)
+    for (const intent of intents)
       perOrder.set(intent.metadata.order_id, (perOrder.get(intent.metadata.order_id) ?? 0) + 1);
     for (const order of orders) expect(perOrder.get(order.orderId)).toBe(1);
   }, 300_000);
@@ -184,9 +182,7 @@ describe('traces exported over OTLP', () => {
 });
 
 /** Reads the Stripe simulator's state, as an operator would read the provider's dashboard. */
-const stripe = <T>(path: string) =>
-  fetch(`${system.urls.stripe}${path}`, { headers: { authorization: 'Bearer sk_test_idem' } }).then(
-    (r) => r.json() as Promise<T>,
-  );
+const stripe = <T extends { id: string }>(path: string) =>
+  listStripe<T>({ apiBase: system.urls.stripe, apiKey: 'sk_test_idem' }, path);
 
 const sleep = (ms: number) => new Promise<true>((resolve) => setTimeout(() => resolve(true), ms));

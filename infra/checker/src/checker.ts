@@ -179,11 +179,11 @@ export async function runChecks(options: CheckerOptions): Promise<Report> {
   }
 
   // At the provider: one PaymentIntent and at most one refund per order.
-  const intents = await listAll<{ id: string; metadata: Record<string, string> }>(
+  const intents = await listStripe<{ id: string; metadata: Record<string, string> }>(
     options.stripe,
     '/v1/payment_intents',
   );
-  const refunds = await listAll<{ id: string; payment_intent: string }>(options.stripe, '/v1/refunds');
+  const refunds = await listStripe<{ id: string; payment_intent: string }>(options.stripe, '/v1/refunds');
   const orderOfIntent = new Map(intents.map((i) => [i.id, i.metadata.order_id ?? i.id]));
   add(
     'duplicated',
@@ -211,14 +211,17 @@ function repeated(keys: string[]): { key: string }[] {
   return [...counts].filter(([, n]) => n > 1).map(([key]) => ({ key }));
 }
 
-async function listAll<T extends { id: string }>(
+/** Every object of a Stripe list endpoint (e.g. `/v1/refunds?payment_intent=pi_1`), page by page. */
+export async function listStripe<T extends { id: string }>(
   { apiBase, apiKey }: CheckerOptions['stripe'],
   path: string,
 ): Promise<T[]> {
   const all: T[] = [];
   let after: string | undefined;
   for (;;) {
-    const url = `${apiBase}${path}?limit=100${after ? `&starting_after=${after}` : ''}`;
+    const url = new URL(`${apiBase.replace(/\/$/, '')}${path}`);
+    url.searchParams.set('limit', '100');
+    if (after) url.searchParams.set('starting_after', after);
     const res = await fetch(url, { headers: { authorization: `Bearer ${apiKey}` } });
     if (!res.ok) throw new Error(`GET ${path} at the payment provider answered ${res.status}`);
     const page = (await res.json()) as { data: T[]; has_more: boolean };

@@ -1,1 +1,1 @@
-export { runChecks, formatReport, type CheckerOptions, type Finding, type Report } from './checker.js';
+export { runChecks, formatReport, listStripe, type CheckerOptions, type Finding, type Report } from './checker.js';
