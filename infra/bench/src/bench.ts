@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { cpus, release, totalmem } from 'node:os';
@@ -9,7 +8,7 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import {
   dropReplicationSlots,
-  hasPgbench,
+  pgbenchVersion,
   prepareConsumerDatabase,
   runConsumerCost,
   type ConsumerVariant,
@@ -77,14 +76,15 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
   await migrate({ databaseUrl, migrationsDir: join(testkitPrismaDir, 'migrations') });
 
   const variants: ConsumerVariant[] = ['a', 'b', 'c', 'd', 'e'];
-  if (sections.has('consumer') && !(await hasPgbench())) {
+  const pgbench = await pgbenchVersion();
+  if (sections.has('consumer') && !pgbench) {
     log('pgbench is not installed (it comes with the PostgreSQL server packages): variant (d) is left out');
     variants.splice(variants.indexOf('d'), 1);
   }
 
   let run: BenchRun;
   try {
-    const machine = await describeMachine(databaseUrl);
+    const machine = { ...(await describeMachine(databaseUrl)), pgbench: pgbench ?? 'not installed' };
     let consumerCost, relay, endToEnd, growth;
     if (sections.has('consumer')) {
       log('\n1. consumer cost');
@@ -223,7 +223,6 @@ async function describeMachine(databaseUrl: string): Promise<Record<string, stri
       Node: process.version,
       PostgreSQL: `${await setting('server_version')} (synchronous_commit=${await setting('synchronous_commit')}, shared_buffers=${await setting('shared_buffers')})`,
       Redis: /redis_version:(\S+)/.exec(info)?.[1] ?? 'unknown',
-      pgbench: pgbenchVersion(),
       packages: ['bullmq', 'ioredis', 'pg', '@prisma/client', '@prisma/adapter-pg', 'pg-transactional-outbox']
         .map((pkg) => `${pkg} ${versionOf(pkg)}`)
         .join(', '),
@@ -231,13 +230,5 @@ async function describeMachine(databaseUrl: string): Promise<Record<string, stri
   } finally {
     redis.disconnect();
     await client.end();
-  }
-}
-
-function pgbenchVersion(): string {
-  try {
-    return execFileSync('pgbench', ['--version'], { encoding: 'utf8' }).trim();
-  } catch {
-    return 'not installed';
   }
 }

@@ -248,35 +248,30 @@ class ConsumerBench {
   private async bullmqPg(messages: OrderPlaced[], concurrency: number) {
     const pool = await this.pgPool(concurrency);
     try {
-      return await this.throughQueue(messages, (prefix) => {
-        const worker = new Worker<OrderPlaced>(
-          CONSUMER,
-          async (job) => {
-            const client = await pool.connect();
-            try {
-              await client.query('BEGIN');
-              const inserted = await client.query(
-                `INSERT INTO processed_messages (consumer, message_id, body_hash, processed_at)
-                 VALUES ($1, $2, $3, now()) ON CONFLICT DO NOTHING RETURNING 1`,
-                [CONSUMER, job.data.messageId, HASH],
-              );
-              if (inserted.rowCount) {
-                await client.query('UPDATE stock_items SET available = available - 1 WHERE sku = $1', [
-                  job.data.body.lines[0]!.sku,
-                ]);
-              }
-              await client.query('COMMIT');
-            } catch (error) {
-              await client.query('ROLLBACK');
-              throw error;
-            } finally {
-              client.release();
+      return await this.throughQueue(messages, (prefix) =>
+        this.plainWorker(prefix, concurrency, async (message) => {
+          const client = await pool.connect();
+          try {
+            await client.query('BEGIN');
+            const inserted = await client.query(
+              `INSERT INTO processed_messages (consumer, message_id, body_hash, processed_at)
+               VALUES ($1, $2, $3, now()) ON CONFLICT DO NOTHING RETURNING 1`,
+              [CONSUMER, message.messageId, HASH],
+            );
+            if (inserted.rowCount) {
+              await client.query('UPDATE stock_items SET available = available - 1 WHERE sku = $1', [
+                message.body.lines[0]!.sku,
+              ]);
             }
-          },
-          { connection: this.workerRedis(), prefix, concurrency },
-        );
-        return { worker, close: () => worker.close() };
-      });
+            await client.query('COMMIT');
+          } catch (error) {
+            await client.query('ROLLBACK');
+            throw error;
+          } finally {
+            client.release();
+          }
+        }),
+      );
     } finally {
       await pool.end();
     }
@@ -402,31 +397,24 @@ class ConsumerBench {
     try {
       return await this.throughQueue(
         messages,
-        (prefix) => {
-          const worker = new Worker<OrderPlaced>(
-            CONSUMER,
-            async (job) => {
-              const envelope = job.data;
-              await peer.executeTransaction(await pool.connect(), (client) =>
-                store(
-                  {
-                    id: envelope.messageId,
-                    aggregateType: 'order',
-                    aggregateId: envelope.aggregateId,
-                    messageType: CONSUMER,
-                    segment: envelope.aggregateId,
-                    concurrency: 'parallel',
-                    payload: envelope.body,
-                    createdAt: envelope.occurredAt,
-                  },
-                  client,
-                ),
-              );
-            },
-            { connection: this.workerRedis(), prefix, concurrency },
-          );
-          return { worker, close: () => worker.close() };
-        },
+        (prefix) =>
+          this.plainWorker(prefix, concurrency, async (envelope) =>
+            peer.executeTransaction(await pool.connect(), (client) =>
+              store(
+                {
+                  id: envelope.messageId,
+                  aggregateType: 'order',
+                  aggregateId: envelope.aggregateId,
+                  messageType: CONSUMER,
+                  segment: envelope.aggregateId,
+                  concurrency: 'parallel',
+                  payload: envelope.body,
+                  createdAt: envelope.occurredAt,
+                },
+                client,
+              ),
+            ),
+          ),
         // First deliveries are done when the listener has handled every stored message.
         mode === 'first' ? () => this.peerProcessed(schema, messages.length) : undefined,
       );
@@ -493,8 +481,17 @@ class ConsumerBench {
     }
   }
 
-  private workerRedis(): Redis {
-    return new Redis(this.options.redisUrl, { maxRetriesPerRequest: null });
+  /** A bare BullMQ worker (the baseline and the peer are fed by one), with a connection of its own that close() ends. */
+  private plainWorker(prefix: string, concurrency: number, handle: (message: OrderPlaced) => Promise<unknown>) {
+    const connection = new Redis(this.options.redisUrl, { maxRetriesPerRequest: null });
+    const worker = new Worker<OrderPlaced>(CONSUMER, (job) => handle(job.data), { connection, prefix, concurrency });
+    return {
+      worker,
+      async close() {
+        await worker.close();
+        connection.disconnect();
+      },
+    };
   }
 
   /** A Prisma client whose pool holds `concurrency` open connections before timing starts. */
@@ -542,12 +539,11 @@ async function runPgbench(databaseUrl: string, script: string, clients: number, 
   }
 }
 
-/** Whether pgbench is on the PATH (it ships with the PostgreSQL server packages). */
-export async function hasPgbench(): Promise<boolean> {
+/** pgbench's version, or undefined when it is not on the PATH (it ships with the PostgreSQL server packages). */
+export async function pgbenchVersion(): Promise<string | undefined> {
   try {
-    await promisify(execFile)('pgbench', ['--version']);
-    return true;
+    return (await promisify(execFile)('pgbench', ['--version'])).stdout.trim();
   } catch {
-    return false;
+    return undefined;
   }
 }

@@ -15,15 +15,18 @@ export interface CpuTimes {
 
 const TICK_MS = 10; // USER_HZ is 100 on Linux
 
-/** utime + stime (+ cutime + cstime when `children`) of one /proc/<pid>/stat, in ms. */
-function cpuOf(pid: string, children: boolean): { comm: string; ms: number } | undefined {
+/**
+ * One /proc/<pid>/stat in ms: `own` is utime + stime, `withChildren` adds cutime + cstime
+ * (the children it has waited for).
+ */
+function cpuOf(pid: string): { comm: string; own: number; withChildren: number } | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     // fields[0] is field 3 (state): utime is field 14, stime 15, cutime 16, cstime 17.
-    const [utime, stime, cutime, cstime] = [11, 12, 13, 14].map((i) => Number(fields[i]));
-    return { comm, ms: (utime! + stime! + (children ? cutime! + cstime! : 0)) * TICK_MS };
+    const [utime, stime, cutime, cstime] = [11, 12, 13, 14].map((i) => Number(fields[i]) * TICK_MS);
+    return { comm, own: utime! + stime!, withChildren: utime! + stime! + cutime! + cstime! };
   } catch {
     return undefined; // the process exited while we looked
   }
@@ -31,7 +34,7 @@ function cpuOf(pid: string, children: boolean): { comm: string; ms: number } | u
 
 /** CPU ms used so far by one process (0 once it has gone). */
 export function cpuOfProcess(pid: number): number {
-  return cpuOf(String(pid), false)?.ms ?? 0;
+  return cpuOf(String(pid))?.own ?? 0;
 }
 
 export function cpuSnapshot(): CpuTimes {
@@ -44,11 +47,11 @@ export function cpuSnapshot(): CpuTimes {
     return { bench: 0, postgres: 0, redis: 0 };
   }
   for (const pid of pids) {
-    const own = cpuOf(pid, false);
-    if (own?.comm === 'postgres') postgres += (cpuOf(pid, true) ?? own).ms;
-    else if (own?.comm.startsWith('redis-server')) redis += own.ms;
+    const cpu = cpuOf(pid);
+    if (cpu?.comm === 'postgres') postgres += cpu.withChildren;
+    else if (cpu?.comm.startsWith('redis-server')) redis += cpu.own;
   }
-  return { bench: cpuOf(String(process.pid), true)?.ms ?? 0, postgres, redis };
+  return { bench: cpuOf(String(process.pid))?.withChildren ?? 0, postgres, redis };
 }
 
 export interface Timed {
