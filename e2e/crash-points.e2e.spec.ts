@@ -4,10 +4,10 @@
  * ends once — checked through HTTP, the provider, the mail server and read-only SQL.
  */
 import { getJson, placeOrder, waitForStatus, type RunningSystem } from '@idem/native-run';
-import { listStripe, runChecks } from '@idem/checker';
+import { listStripe } from '@idem/checker';
 import { waitFor } from '@idem/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readRows, restartPart, restartWithFaults, startIsolatedSystem } from './support.js';
+import { checkSystem, readRows, restartPart, restartWithFaults, startIsolatedSystem, stripeOf } from './support.js';
 
 let system: RunningSystem;
 beforeAll(async () => {
@@ -18,6 +18,8 @@ afterAll(() => system?.stop(), 60_000);
 const order = (idempotencyKey?: string) =>
   placeOrder(system.urls, [{ sku: 'cable', quantity: 1, unitPriceCents: 1234 }], 'pm_card_visa', idempotencyKey);
 const paid = (orderId: string) => waitForStatus(system.urls, orderId, new Set(['PAID']), 60_000);
+const reservationsOf = (orderId: string) =>
+  readRows(system.databaseUrls.inventory, `SELECT status FROM reservations WHERE order_id = $1`, [orderId]);
 const metricsOf = (url: string) => fetch(`${url}/metrics`).then((r) => r.text());
 const count = (metrics: string, consumer: string, outcome: string) =>
   Number(
@@ -45,12 +47,7 @@ describe('crash points, on real processes', () => {
     await system.restart('inventory');
     expect((await paid(orderId)).status).toBe('PAID');
 
-    const reservations = await readRows(
-      system.databaseUrls.inventory,
-      `SELECT status FROM reservations WHERE order_id = $1`,
-      [orderId],
-    );
-    expect(reservations).toEqual([{ status: 'reserved' }]);
+    expect(await reservationsOf(orderId)).toEqual([{ status: 'reserved' }]);
     await waitFor(
       async () => count(await metricsOf(system.urls.inventory), 'inventory.order-placed.v1', 'duplicate') >= 1,
       {
@@ -63,12 +60,7 @@ describe('crash points, on real processes', () => {
     await restartWithFaults(system, 'inventory', 'rollback-after-handler consumer=inventory.order-placed.v1 count=1');
     const { orderId } = await order();
     expect((await paid(orderId)).status).toBe('PAID');
-    const reservations = await readRows(
-      system.databaseUrls.inventory,
-      `SELECT status FROM reservations WHERE order_id = $1`,
-      [orderId],
-    );
-    expect(reservations).toEqual([{ status: 'reserved' }]);
+    expect(await reservationsOf(orderId)).toEqual([{ status: 'reserved' }]);
     const metrics = await metricsOf(system.urls.inventory);
     expect(count(metrics, 'inventory.order-placed.v1', 'transient_failure')).toBe(1);
     expect(count(metrics, 'inventory.order-placed.v1', 'processed')).toBeGreaterThanOrEqual(1);
@@ -116,7 +108,7 @@ describe('crash points, on real processes', () => {
     await system.restart('payments');
     expect((await paid(orderId)).status).toBe('PAID');
     const intents = await listStripe<{ id: string; metadata: { order_id: string } }>(
-      { apiBase: system.urls.stripe, apiKey: 'sk_test' },
+      stripeOf(system),
       '/v1/payment_intents',
     );
     expect(intents.filter((p) => p.metadata.order_id === orderId)).toHaveLength(1);
@@ -146,12 +138,7 @@ describe('crash points, on real processes', () => {
   it('after all of it, the checker finds nothing lost and nothing doubled', async () => {
     const report = await waitFor(
       async () => {
-        const current = await runChecks({
-          databaseUrls: system.databaseUrls,
-          stripe: { apiBase: system.urls.stripe, apiKey: 'sk_test' },
-          mailApi: system.urls.mail,
-          settleWindowMs: 5_000,
-        });
+        const current = await checkSystem(system);
         return current.ok && current;
       },
       { timeoutMs: 60_000, what: 'a clean checker report' },

@@ -2,10 +2,10 @@ import { getJson, placeOrder, waitForStatus, runStories, type RunningSystem } fr
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startOtlpReceiver, type ReceivedSpan } from './otlp-receiver.js';
 import { randomUUID } from 'node:crypto';
-import { formatReport, listStripe, runChecks } from '@idem/checker';
+import { formatReport, listStripe } from '@idem/checker';
 import { waitFor } from '@idem/testkit';
 import pg from 'pg';
-import { startIsolatedSystem } from './support.js';
+import { checkSystem, startIsolatedSystem, stripeOf } from './support.js';
 
 let system: RunningSystem;
 let otlp: Awaited<ReturnType<typeof startOtlpReceiver>>;
@@ -81,13 +81,7 @@ describe('the whole system, as native processes', () => {
 });
 
 describe('the exactly-once checker', () => {
-  const check = () =>
-    runChecks({
-      databaseUrls: system.databaseUrls,
-      stripe: { apiBase: system.urls.stripe, apiKey: 'sk_test_idem' },
-      mailApi: system.urls.mail,
-      settleWindowMs: 5_000,
-    });
+  const check = () => checkSystem(system);
 
   it('finds nothing lost, doubled or stuck after the flows above', async () => {
     // The checker counts only what was published more than its settle window ago: wait until
@@ -182,7 +176,6 @@ describe('traces exported over OTLP', () => {
 });
 
 /** Reads the Stripe simulator's state, as an operator would read the provider's dashboard. */
-const stripe = <T extends { id: string }>(path: string) =>
-  listStripe<T>({ apiBase: system.urls.stripe, apiKey: 'sk_test_idem' }, path);
+const stripe = <T extends { id: string }>(path: string) => listStripe<T>(stripeOf(system), path);
 
 const sleep = (ms: number) => new Promise<true>((resolve) => setTimeout(() => resolve(true), ms));

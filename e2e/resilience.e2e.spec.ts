@@ -8,13 +8,12 @@ import { randomInt } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { runChecks } from '@idem/checker';
 import { SERVICES, placeOrder, waitForStatus, type RunningSystem } from '@idem/native-run';
 import { exited, waitFor } from '@idem/testkit';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startIsolatedSystem } from './support.js';
+import { checkSystem, startIsolatedSystem } from './support.js';
 
 const redisPort = randomInt(32_200, 32_700); // above the systems' ports, below the ephemeral range
 const redisDir = mkdtempSync(join(tmpdir(), 'idem-redis-'));
@@ -86,13 +85,7 @@ const allPaid = async (orders: { orderId: string }[]) =>
 const clean = () =>
   waitFor(
     async () => {
-      const report = await runChecks({
-        databaseUrls: system.databaseUrls,
-        stripe: { apiBase: system.urls.stripe, apiKey: 'sk_test' },
-        mailApi: system.urls.mail,
-        settleWindowMs: 5_000,
-        stuckAfterMs: 20_000,
-      });
+      const report = await checkSystem(system, { stuckAfterMs: 20_000 });
       return report.ok && report;
     },
     { timeoutMs: 120_000, what: 'a clean checker report' },

@@ -2,6 +2,7 @@ import { randomInt } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { runChecks, type CheckerOptions, type Report } from '@idem/checker';
 import { dropDatabase } from '@idem/database';
 import { startSystem, SERVICES, type RunningSystem, type SystemOptions } from '@idem/native-run';
 import { exited } from '@idem/testkit';
@@ -83,4 +84,20 @@ export async function readRows<R extends pg.QueryResultRow>(
   } finally {
     await client.end();
   }
+}
+
+/** The system's Stripe simulator, as the checker and the tests read it (it takes any key). */
+export function stripeOf(system: RunningSystem): CheckerOptions['stripe'] {
+  return { apiBase: system.urls.stripe, apiKey: 'sk_test' };
+}
+
+/** The exactly-once checker against the system, counting what was published over 5 s ago. */
+export function checkSystem(system: RunningSystem, options: Partial<CheckerOptions> = {}): Promise<Report> {
+  return runChecks({
+    databaseUrls: system.databaseUrls,
+    stripe: stripeOf(system),
+    mailApi: system.urls.mail,
+    settleWindowMs: 5_000,
+    ...options,
+  });
 }
