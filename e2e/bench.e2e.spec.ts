@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import type { BenchRun, Target } from '@idem/bench';
+import { createPostgresServer } from '@idem/testkit';
 import { afterAll, describe, expect, it } from 'vitest';
 
 /**
@@ -12,28 +13,43 @@ import { afterAll, describe, expect, it } from 'vitest';
  * results. It asserts what was measured and written, never how fast anything was.
  */
 const root = fileURLToPath(new URL('..', import.meta.url));
-let out: string;
-afterAll(() => rm(out, { recursive: true, force: true }));
+const outs: string[] = [];
+afterAll(() => Promise.all(outs.map((out) => rm(out, { recursive: true, force: true }))));
+
+type Run = BenchRun & { targets: Target[] };
+
+/** Runs the same entry point `pnpm bench` runs; returns its output directory, stdout and run. */
+async function bench(args: string[], env: Record<string, string> = {}) {
+  const out = await mkdtemp(join(tmpdir(), 'idem-bench-'));
+  outs.push(out);
+  const { stdout } = await promisify(execFile)(
+    process.execPath,
+    ['--conditions=development', '--import', 'tsx', 'infra/bench/src/main.ts', '--quick', '--out', out, ...args],
+    { cwd: root, maxBuffer: 16 * 1024 * 1024, env: { ...process.env, ...env } },
+  );
+  const [runFile] = await readdir(join(out, 'benchmarks', 'runs'));
+  const run = JSON.parse(await readFile(join(out, 'benchmarks', 'runs', runFile!), 'utf8')) as Run;
+  return { out, stdout, run };
+}
+
+const variantsOf = (run: Run) => new Set(run.consumerCost!.map((s) => s.variant));
+const logical = (run: Run) => /wal_level=logical/.test(run.machine.PostgreSQL ?? '');
 
 describe('pnpm bench --quick', () => {
   it(
     'measures all four sections and writes the JSON, the Markdown tables and the chart',
     { timeout: 240_000 },
     async () => {
-      out = await mkdtemp(join(tmpdir(), 'idem-bench-'));
-      // The same entry point `pnpm bench` runs.
-      const { stdout } = await promisify(execFile)(
-        process.execPath,
-        ['--conditions=development', '--import', 'tsx', 'infra/bench/src/main.ts', '--quick', '--out', out],
-        { cwd: root, maxBuffer: 16 * 1024 * 1024 },
-      );
+      const { out, stdout, run } = await bench([]);
       expect(stdout).toMatch(/Targets\n(PASS|MISS) {2}/);
-
-      const [runFile] = await readdir(join(out, 'benchmarks', 'runs'));
-      const run = JSON.parse(await readFile(join(out, 'benchmarks', 'runs', runFile!), 'utf8')) as BenchRun & {
-        targets: Target[];
-      };
       expect(run.quick).toBe(true);
+      // Whatever wal_level the machine's server has: (f) runs where it is logical and is
+      // left out with a reason where it is not (a default server).
+      if (logical(run)) expect(variantsOf(run)).toContain('f');
+      else {
+        expect(stdout).toContain('wal_level is not logical: variant (f)');
+        expect(variantsOf(run)).not.toContain('f');
+      }
       for (const variant of ['a', 'b', 'c', 'e']) {
         for (const mode of ['first', 'duplicate']) {
           const samples = run.consumerCost!.filter((s) => s.variant === variant && s.mode === mode);
@@ -66,6 +82,25 @@ describe('pnpm bench --quick', () => {
       }
       const chart = await readFile(join(out, 'benchmarks', 'end-to-end.svg'), 'utf8');
       expect(chart).toMatch(/^<svg [^>]*>[\s\S]*<polyline [\s\S]*<\/svg>\n$/);
+    },
+  );
+
+  it(
+    "runs variant (f), the peer's replication listener, against a server with wal_level = logical",
+    { timeout: 240_000 },
+    async () => {
+      // The test establishes the setting on a server of its own; the machine's stays as it is.
+      const server = await createPostgresServer({ port: 15_432, settings: { wal_level: 'logical' } });
+      await server.start();
+      try {
+        const { run } = await bench(['--only', 'consumer'], { TEST_POSTGRES_URL: server.url });
+        expect(logical(run)).toBe(true);
+        expect(variantsOf(run)).toContain('f');
+        const f = run.consumerCost!.filter((s) => s.variant === 'f');
+        expect(new Set(f.map((s) => s.mode))).toEqual(new Set(['first', 'duplicate']));
+      } finally {
+        await server.destroy();
+      }
     },
   );
 });

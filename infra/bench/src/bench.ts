@@ -221,7 +221,7 @@ async function describeMachine(databaseUrl: string): Promise<Record<string, stri
       memory: `${Math.round(totalmem() / 2 ** 30)} GiB`,
       kernel: release(),
       Node: process.version,
-      PostgreSQL: `${await setting('server_version')} (synchronous_commit=${await setting('synchronous_commit')}, shared_buffers=${await setting('shared_buffers')})`,
+      PostgreSQL: `${await setting('server_version')} (synchronous_commit=${await setting('synchronous_commit')}, wal_level=${await setting('wal_level')}, shared_buffers=${await setting('shared_buffers')})`,
       Redis: /redis_version:(\S+)/.exec(info)?.[1] ?? 'unknown',
       packages: ['bullmq', 'ioredis', 'pg', '@prisma/client', '@prisma/adapter-pg', 'pg-transactional-outbox']
         .map((pkg) => `${pkg} ${versionOf(pkg)}`)

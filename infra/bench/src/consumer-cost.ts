@@ -62,6 +62,7 @@ export interface ConsumerCostOptions {
 }
 
 const PEER_SCHEMA = { polling: 'peer', replication: 'peer_wal' } as const;
+const PEER_LISTENER: Partial<Record<ConsumerVariant, keyof typeof PEER_SCHEMA>> = { e: 'polling', f: 'replication' };
 const PEER_PUBLICATION = 'peer_inbox';
 
 /**
@@ -180,12 +181,11 @@ class ConsumerBench {
    * would measure the wrong thing.
    */
   async measure(variant: ConsumerVariant, mode: DeliveryMode, messages: OrderPlaced[], concurrency: number) {
-    if (mode === 'first')
-      await this.admin.query(
-        `TRUNCATE processed_messages, ${Object.values(PEER_SCHEMA)
-          .map((schema) => `${schema}.inbox`)
-          .join(', ')}`,
-      );
+    if (mode === 'first') {
+      // Only this variant's tables: the peer's replication schema exists only where wal_level = logical.
+      const listener = PEER_LISTENER[variant];
+      await this.admin.query(`TRUNCATE processed_messages${listener ? `, ${PEER_SCHEMA[listener]}.inbox` : ''}`);
+    }
     const before = await this.stockTaken();
     const result = await this.run(variant, mode, messages, concurrency);
     const taken = (await this.stockTaken()) - before;
@@ -214,9 +214,8 @@ class ConsumerBench {
       case 'd':
         return this.pgbench(mode, messages.length, concurrency);
       case 'e':
-        return this.peer('polling', mode, messages, concurrency);
       case 'f':
-        return this.peer('replication', mode, messages, concurrency);
+        return this.peer(PEER_LISTENER[variant]!, mode, messages, concurrency);
     }
   }
 

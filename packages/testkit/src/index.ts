@@ -165,3 +165,5 @@ export function printed(child: ChildProcess, line: string): Promise<void> {
     );
   });
 }
+
+export { createPostgresServer, postgresBinDir, type PostgresServer } from './postgres-server.js';
