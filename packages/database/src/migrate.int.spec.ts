@@ -2,6 +2,7 @@ import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
+import { createPostgresServer } from '@idem/testkit';
 import { afterAll, describe, expect, it } from 'vitest';
 import { dropDatabase, migrate, readMigrations } from './migrate.js';
 
@@ -99,5 +100,37 @@ describe('migrate', () => {
     await expect(migrate({ databaseUrl: url, migrationsDir: dir })).rejects.toMatchObject({ code: 'migration_failed' });
     expect(await query(url, `SELECT 1 FROM "_prisma_migrations"`)).toEqual([]);
     expect(await query(url, `SELECT 1 FROM pg_tables WHERE tablename = 'x'`)).toEqual([]);
+  });
+
+  it('waits for a server that starts listening only after it was started, then migrates', async () => {
+    // What a compose migrate job meets: the server's port opens a few seconds later.
+    const server = await createPostgresServer({ port: 15_433 });
+    const dir = migrationsFolder(files);
+    const lines: string[] = [];
+    try {
+      const migrating = migrate({
+        databaseUrl: `${server.url}/late`,
+        migrationsDir: dir,
+        log: (line) => lines.push(line),
+      });
+      await new Promise((resolve) => setTimeout(resolve, 3_000));
+      await server.start();
+      expect(await migrating).toEqual(Object.keys(files));
+      expect(lines.some((line) => line.includes('not accepting connections yet (ECONNREFUSED)'))).toBe(true);
+    } finally {
+      await server.destroy();
+    }
+  });
+
+  it('gives up on a server that never answers once its connect timeout has passed', async () => {
+    const started = Date.now();
+    await expect(
+      migrate({
+        databaseUrl: 'postgresql://postgres@127.0.0.1:1/never',
+        migrationsDir: migrationsFolder(files),
+        connectTimeoutMs: 1_000,
+      }),
+    ).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+    expect(Date.now() - started).toBeLessThan(10_000);
   });
 });

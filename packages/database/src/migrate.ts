@@ -38,6 +38,11 @@ export interface MigrateOptions {
   /** A Prisma migrations folder: `<timestamp>_<name>/migration.sql` + `migration_lock.toml`. */
   readonly migrationsDir: string;
   readonly log?: (line: string) => void;
+  /**
+   * How long to keep trying while the server refuses connections (it is still starting, or not
+   * reachable yet), with backoff; 0 tries once. @defaultValue 60 000
+   */
+  readonly connectTimeoutMs?: number;
 }
 
 export interface MigrationFile {
@@ -67,8 +72,15 @@ export function readMigrations(migrationsDir: string): MigrationFile[] {
  * migrations, and runs each new one in a transaction together with its bookkeeping row.
  * Idempotent: a second run applies nothing. Returns the names it applied.
  */
-export async function migrate({ databaseUrl, migrationsDir, log = () => {} }: MigrateOptions): Promise<string[]> {
+export async function migrate({
+  databaseUrl,
+  migrationsDir,
+  log = () => {},
+  connectTimeoutMs = 60_000,
+}: MigrateOptions): Promise<string[]> {
   const migrations = readMigrations(migrationsDir);
+  // A migrate job often starts beside its server (compose, Kubernetes): wait for it, bounded.
+  await untilConnected(databaseUrl, connectTimeoutMs, log);
   await createDatabaseIfMissing(databaseUrl, log);
 
   const client = new pg.Client({ connectionString: databaseUrl });
@@ -129,6 +141,30 @@ async function applyMigration(client: pg.Client, migration: MigrationFile): Prom
       `migration ${migration.name} failed and was rolled back: ${(error as Error).message}`,
       { cause: error },
     );
+  }
+}
+
+/** Errors that mean the server is not (yet) accepting connections; anything else is final. */
+const NOT_READY = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', '57P03']);
+
+/** Waits until the server accepts a connection, retrying with backoff for at most `timeoutMs`. */
+async function untilConnected(databaseUrl: string, timeoutMs: number, log: (line: string) => void): Promise<void> {
+  const url = new URL(databaseUrl);
+  url.pathname = '/postgres';
+  const deadline = Date.now() + timeoutMs;
+  for (let delay = 250; ; delay = Math.min(delay * 2, 5_000)) {
+    const client = new pg.Client({ connectionString: url.toString(), connectionTimeoutMillis: 5_000 });
+    try {
+      await client.connect();
+      return;
+    } catch (error) {
+      const code = (error as { code?: string }).code ?? '';
+      if (!NOT_READY.has(code) || Date.now() + delay > deadline) throw error;
+      log(`PostgreSQL at ${url.host} is not accepting connections yet (${code}); retrying in ${delay} ms`);
+      await new Promise((resolve) => setTimeout(resolve, delay));
+    } finally {
+      await client.end().catch(() => {});
+    }
   }
 }
 
