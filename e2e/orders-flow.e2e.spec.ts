@@ -1,9 +1,8 @@
 import { getJson, placeOrder, waitForStatus, runStories, type RunningSystem } from '@idem/native-run';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startOtlpReceiver, type ReceivedSpan } from './otlp-receiver.js';
 import { randomUUID } from 'node:crypto';
 import { formatReport, listStripe } from '@idem/checker';
-import { waitFor } from '@idem/testkit';
+import { startOtlpReceiver, waitFor, type ReceivedSpan } from '@idem/testkit';
 import pg from 'pg';
 import { checkSystem, startIsolatedSystem, stripeOf } from './support.js';
 

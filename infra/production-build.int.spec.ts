@@ -1,38 +1,47 @@
 /**
- * The image's build and runtime steps, natively (no Docker engine here): bundle the inventory
- * service, `pnpm deploy` it with production dependencies only (as infra/Dockerfile does), delete
- * its sources, and run the bundle with plain node — migrate, serve health and metrics, consume,
- * and stop on SIGTERM.
+ * The image's build and runtime steps, natively (no Docker engine here): bundle a service,
+ * `pnpm deploy` it with production dependencies only (as infra/Dockerfile does), delete its
+ * sources, and run the bundle with plain node and the image's command — migrate, serve health
+ * and metrics, consume, trace, and stop on SIGTERM.
  */
-import { execFileSync, spawn } from 'node:child_process';
-import { randomInt } from 'node:crypto';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { randomInt, randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createPublisher } from '@idem/messaging';
 import { dropDatabase } from '@idem/database';
-import { deleteQueues, orderPlacedMessage, postgresServerUrl, uniqueName, waitFor } from '@idem/testkit';
-import { afterAll, describe, expect, it } from 'vitest';
+import {
+  deleteQueues,
+  exited,
+  orderPlacedMessage,
+  postgresServerUrl,
+  startOtlpReceiver,
+  uniqueName,
+  waitFor,
+  type ReceivedSpan,
+} from '@idem/testkit';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const pnpmVersion = (
   JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { packageManager: string }
 ).packageManager.split('@')[1]!;
-const out = mkdtempSync(join(tmpdir(), 'idem-deploy-'));
-const databaseUrl = `${postgresServerUrl}/${uniqueName('idem_test_bundle')}`;
+// The image's command (infra/Dockerfile): the instrumentation entry first, then the service.
+const imageCommand = (readFileSync(join(root, 'infra/Dockerfile'), 'utf8').match(
+  /^CMD (\["node", .*"dist\/main\.js"\])$/m,
+) ?? [])[1];
+const SERVICES = ['orders', 'inventory'] as const;
+type Service = (typeof SERVICES)[number];
+const deployed = {} as Record<Service, { dir: string; databaseUrl: string }>;
 const prefix = uniqueName('idem_test_bundle');
 const port = randomInt(6_000, 7_000); // below the ephemeral port range and the e2e systems' ports
 
-afterAll(async () => {
-  rmSync(out, { recursive: true, force: true });
-  await dropDatabase(databaseUrl);
-  await deleteQueues(prefix);
-});
-
-describe('the production bundle', () => {
-  it('runs from a production-only deploy with plain node: migrates, serves health and metrics, consumes, stops on SIGTERM', async () => {
-    execFileSync(process.execPath, ['--import', 'tsx', 'scripts/build.ts', 'services/inventory'], {
+beforeAll(() => {
+  for (const service of SERVICES) {
+    const dir = mkdtempSync(join(tmpdir(), `idem-deploy-${service}-`));
+    execFileSync(process.execPath, ['--import', 'tsx', 'scripts/build.ts', `services/${service}`], {
       cwd: root,
       stdio: 'pipe',
     });
@@ -42,52 +51,162 @@ describe('the production bundle', () => {
         '-y',
         `pnpm@${pnpmVersion}`,
         '--filter',
-        '@idem/inventory',
+        `@idem/${service}`,
         'deploy',
         '--prod',
         '--legacy',
         '--config.node-linker=hoisted',
         '--ignore-scripts',
-        out,
+        dir,
       ],
       { cwd: root, stdio: 'pipe' },
     );
-    rmSync(join(out, 'src'), { recursive: true, force: true }); // the image keeps only dist/ and prisma/
-    const env = { PATH: process.env.PATH, DATABASE_URL: databaseUrl, IDEM_QUEUE_PREFIX: prefix, PORT: '0' };
-
-    execFileSync(process.execPath, ['dist/migrate.js'], { cwd: out, env, stdio: 'pipe' });
-    const service = spawn(process.execPath, ['dist/main.js'], {
-      cwd: out,
-      env: { ...env, PORT: String(port) },
-      stdio: ['ignore', 'pipe', 'pipe'],
+    rmSync(join(dir, 'src'), { recursive: true, force: true }); // the image keeps only dist/ and prisma/
+    const databaseUrl = `${postgresServerUrl}/${uniqueName(`idem_test_bundle_${service}`)}`;
+    execFileSync(process.execPath, ['dist/migrate.js'], {
+      cwd: dir,
+      env: { PATH: process.env.PATH, DATABASE_URL: databaseUrl },
+      stdio: 'pipe',
     });
-    let output = '';
-    service.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    service.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    try {
-      const health = await waitFor(
-        async () => (await fetch(`http://127.0.0.1:${port}/health`).catch(() => undefined))?.json(),
-        {
-          what: `the bundle to answer /health (output so far: ${output})`,
-        },
-      );
-      expect(health).toEqual({ status: 'ok', checks: { database: 'ok', redis: 'ok' } });
+    deployed[service] = { dir, databaseUrl };
+  }
+}, 300_000);
 
+afterAll(async () => {
+  for (const { dir, databaseUrl } of Object.values(deployed)) {
+    rmSync(dir, { recursive: true, force: true });
+    await dropDatabase(databaseUrl);
+  }
+  await deleteQueues(prefix);
+});
+
+/** Starts a deployed service with the image's command and plain node, on `port`. */
+function startBundle(service: Service, servicePort: number, env: Record<string, string> = {}) {
+  const [, ...args] = JSON.parse(imageCommand!) as string[];
+  const child = spawn(process.execPath, args, {
+    cwd: deployed[service].dir,
+    env: {
+      PATH: process.env.PATH,
+      DATABASE_URL: deployed[service].databaseUrl,
+      IDEM_QUEUE_PREFIX: prefix,
+      PORT: String(servicePort),
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const url = `http://127.0.0.1:${servicePort}`;
+  const healthy = () =>
+    waitFor(async () => (await fetch(`${url}/health`).catch(() => undefined))?.json(), {
+      what: `${service}'s bundle to answer /health (output so far: ${output})`,
+    });
+  return { child, url, healthy };
+}
+
+async function stop(child: ChildProcess) {
+  child.kill('SIGTERM');
+  return exited(child);
+}
+
+describe('the production bundle', () => {
+  it('is started by the image with the instrumentation entry first', () => {
+    expect(JSON.parse(imageCommand!)).toEqual(['node', '--import', './dist/instrumentation.js', 'dist/main.js']);
+  });
+
+  it('runs from a production-only deploy with plain node: migrates, serves health and metrics, consumes, stops on SIGTERM', async () => {
+    const inventory = startBundle('inventory', port);
+    try {
+      expect(await inventory.healthy()).toEqual({ status: 'ok', checks: { database: 'ok', redis: 'ok' } });
       const publisher = createPublisher({ prefix });
       await publisher.publish([orderPlacedMessage({}, 'keyboard')]);
       await publisher.close();
       await waitFor(
         async () =>
-          (await (await fetch(`http://127.0.0.1:${port}/metrics`)).text()).match(
+          (await (await fetch(`${inventory.url}/metrics`)).text()).match(
             /idem_deliveries_total\{[^}]*outcome="processed"[^}]*\} 1/,
           ),
+        { what: 'the delivery to be processed' },
+      );
+    } finally {
+      expect(await stop(inventory.child)).toBe(0);
+    }
+  }, 120_000);
+
+  it('exports HTTP, express, PostgreSQL, Redis and linked messaging spans over OTLP, and nothing but traces', async () => {
+    const otlp = await startOtlpReceiver();
+    const tracing = { OTEL_EXPORTER_OTLP_ENDPOINT: otlp.endpoint, OTEL_BSP_SCHEDULE_DELAY: '200' };
+    const orders = startBundle('orders', port + 1, { ...tracing, OTEL_SERVICE_NAME: 'orders' });
+    const inventory = startBundle('inventory', port + 2, { ...tracing, OTEL_SERVICE_NAME: 'inventory' });
+    try {
+      await Promise.all([orders.healthy(), inventory.healthy()]);
+      const res = await fetch(`${orders.url}/orders`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'idempotency-key': randomUUID() },
+        body: JSON.stringify({
+          customerEmail: 'ada@example.com',
+          currency: 'eur',
+          paymentMethod: 'pm_card_visa',
+          lines: [{ sku: 'keyboard', quantity: 1, unitPriceCents: 100 }],
+        }),
+      });
+      expect(res.status).toBe(201);
+
+      const of = (service: Service, match: (span: ReceivedSpan) => boolean) => () =>
+        otlp.spans.find((s) => s.service === service && match(s));
+      const server = await waitFor(
+        of('orders', (s) => s.kind === 2 && s.attributes['http.route'] === '/orders'),
+        { what: 'an HTTP server span with its route' },
+      );
+      await waitFor(
+        of('orders', (s) => s.traceId === server.traceId && s.name.includes('request handler')),
         {
-          what: 'the delivery to be processed',
+          what: 'an express span in the request',
+        },
+      );
+      await waitFor(
+        of('orders', (s) => s.traceId === server.traceId && isPostgres(s)),
+        {
+          what: "a PostgreSQL span under the request (the order's transaction)",
+        },
+      );
+      const processed = await waitFor(
+        of('inventory', (s) => s.name === 'process inventory.order-placed.v1'),
+        {
+          what: 'the consumer span',
+        },
+      );
+      const send = await waitFor(
+        of(
+          'orders',
+          (s) => s.name === 'send orders.order-placed.v1' && processed.links.some((l) => l.spanId === s.spanId),
+        ),
+        { what: 'the send span the consumer span links to' },
+      );
+      await waitFor(
+        of('orders', (s) => s.traceId === send.traceId && isRedis(s)),
+        {
+          what: 'a Redis span under the publication',
+        },
+      );
+      await waitFor(
+        of('inventory', (s) => s.traceId === processed.traceId && isPostgres(s)),
+        {
+          what: 'a PostgreSQL span under the consumer span (the inbox transaction)',
         },
       );
     } finally {
-      service.kill('SIGTERM');
+      expect(await stop(orders.child)).toBe(0);
+      expect(await stop(inventory.child)).toBe(0);
+      await otlp.close();
     }
-    expect(await new Promise((resolve) => service.once('exit', (code) => resolve(code)))).toBe(0);
-  }, 240_000);
+    // Metrics stay on Prometheus (/metrics), logs on stdout: Jaeger accepts only traces.
+    expect(new Set(otlp.paths)).toEqual(new Set(['/v1/traces']));
+  }, 120_000);
 });
+
+const isPostgres = (s: ReceivedSpan) =>
+  s.attributes['db.system'] === 'postgresql' || s.attributes['db.system.name'] === 'postgresql';
+const isRedis = (s: ReceivedSpan) =>
+  s.attributes['db.system'] === 'redis' || s.attributes['db.system.name'] === 'redis';

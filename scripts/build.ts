@@ -1,8 +1,9 @@
 /**
  * Builds what the containers run: one ESM bundle per entrypoint (each service's main.ts and
- * migrate.ts, the Stripe simulator, the SMTP sink), the same entrypoints the native run starts
- * with tsx. Workspace packages are bundled from source; npm packages stay external and come
- * from `pnpm deploy` (instrumentation and Prisma's runtime need their real modules).
+ * migrate.ts and the instrumentation entry it is started with, the Stripe simulator, the SMTP
+ * sink), the same entrypoints the native run starts with tsx. Workspace packages are bundled
+ * from source; npm packages stay external and come from `pnpm deploy` (instrumentation and
+ * Prisma's runtime need their real modules).
  */
 import { build, type Plugin } from 'esbuild';
 import { dirname, join, resolve } from 'node:path';
@@ -10,13 +11,18 @@ import { fileURLToPath } from 'node:url';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
-export const ENTRYPOINTS: Record<string, string[]> = {
-  'services/orders': ['src/main.ts', 'src/migrate.ts'],
-  'services/inventory': ['src/main.ts', 'src/migrate.ts'],
-  'services/payments': ['src/main.ts', 'src/migrate.ts'],
-  'services/notifications': ['src/main.ts', 'src/migrate.ts'],
-  'infra/stripe-sim': ['src/main.ts'],
-  'infra/smtp-sink': ['src/main.ts'],
+/** The instrumentation entry every service process is started with (`node --import`). */
+const INSTRUMENTATION = 'packages/observability/src/instrumentation.ts';
+const service = { main: 'src/main.ts', migrate: 'src/migrate.ts', instrumentation: `../../${INSTRUMENTATION}` };
+
+/** Per package: the bundles it gets in its dist/ (name → source, relative to the package). */
+export const ENTRYPOINTS: Record<string, Record<string, string>> = {
+  'services/orders': service,
+  'services/inventory': service,
+  'services/payments': service,
+  'services/notifications': service,
+  'infra/stripe-sim': { main: 'src/main.ts' },
+  'infra/smtp-sink': { main: 'src/main.ts' },
 };
 
 const npmPackagesExternal: Plugin = {
@@ -32,7 +38,7 @@ const only = process.argv[2];
 for (const [dir, entries] of Object.entries(ENTRYPOINTS)) {
   if (only && dir !== only) continue;
   await build({
-    entryPoints: entries.map((entry) => join(root, dir, entry)),
+    entryPoints: Object.fromEntries(Object.entries(entries).map(([name, entry]) => [name, join(root, dir, entry)])),
     outdir: join(root, dir, 'dist'),
     bundle: true,
     platform: 'node',
@@ -43,5 +49,5 @@ for (const [dir, entries] of Object.entries(ENTRYPOINTS)) {
     sourcemap: true,
     logLevel: 'warning',
   });
-  console.log(`built ${dir}/dist (${entries.join(', ')})`);
+  console.log(`built ${dir}/dist (${Object.keys(entries).join(', ')})`);
 }

@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
  */
 
 const root = fileURLToPath(new URL('../../../', import.meta.url));
+const INSTRUMENTATION = './packages/observability/src/instrumentation.ts';
 
 export const SERVICES = ['orders', 'inventory', 'payments', 'notifications'] as const;
 export type ServiceName = (typeof SERVICES)[number];
@@ -81,7 +82,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
     mail: `http://127.0.0.1:${port.mail}`,
   };
 
-  const parts: Record<string, { entry: string; env: Record<string, string>; health: string }> = {
+  const parts: Record<string, { entry: string; instrumented?: true; env: Record<string, string>; health: string }> = {
     'stripe-sim': {
       entry: 'infra/stripe-sim/src/main.ts',
       env: { STRIPE_SIM_PORT: String(port.stripe) },
@@ -97,7 +98,9 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
         service,
         {
           entry: `services/${service}/src/main.ts`,
+          instrumented: true,
           env: {
+            OTEL_SERVICE_NAME: service,
             DATABASE_URL: databaseUrls[service],
             REDIS_URL: redisUrl,
             PORT: String(port[service]),
@@ -118,7 +121,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
     for (const service of SERVICES) {
       const replicaPort = port[service] + 100 * (replica - 1);
       parts[`${service}-${replica}`] = {
-        entry: parts[service]!.entry,
+        ...parts[service]!,
         env: { ...parts[service]!.env, PORT: String(replicaPort), IDEM_ROLES: 'consumers,relay,workers' },
         health: `http://127.0.0.1:${replicaPort}/health`,
       };
@@ -126,8 +129,10 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
   }
 
   const processes = new Map<string, ChildProcess>();
-  const launch = (name: string, entry: string, env: Record<string, string>): ChildProcess => {
-    const child = spawn(process.execPath, ['--conditions=development', '--import', 'tsx', entry], {
+  const launch = (name: string, entry: string, env: Record<string, string>, instrumented = false): ChildProcess => {
+    // A service starts as its container does: the instrumentation entry first (see infra/Dockerfile).
+    const preload = instrumented ? ['--import', INSTRUMENTATION] : [];
+    const child = spawn(process.execPath, ['--conditions=development', '--import', 'tsx', ...preload, entry], {
       cwd: root,
       env: { ...process.env, ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -152,7 +157,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
   const start = async (name: string, extraEnv: Record<string, string> = {}) => {
     const part = parts[name];
     if (!part) throw new Error(`no part named ${name}; parts: ${Object.keys(parts).join(', ')}`);
-    processes.set(name, launch(name, part.entry, { ...part.env, ...extraEnv }));
+    processes.set(name, launch(name, part.entry, { ...part.env, ...extraEnv }, part.instrumented));
     await waitForHealth(part.health, processes.get(name)!, name);
   };
   try {

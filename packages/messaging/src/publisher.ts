@@ -51,6 +51,24 @@ function startSend(envelope: Envelope): { span: Span; envelope: Envelope } {
   return { span, envelope: traceparent ? { ...envelope, traceparent } : envelope };
 }
 
+/**
+ * The span a batch of publications is written to Redis under, linked to each message's `send`
+ * span (OpenTelemetry's batch sending): one MULTI carries many messages, and its Redis spans
+ * need one parent.
+ */
+function startSendBatch(spans: Span[]): Span {
+  return tracer.startSpan('send', {
+    kind: SpanKind.PRODUCER,
+    links: spans.map((span) => ({ context: span.spanContext() })),
+    attributes: {
+      'messaging.system': 'bullmq',
+      'messaging.operation.type': 'send',
+      'messaging.operation.name': 'send',
+      'messaging.batch.message_count': spans.length,
+    },
+  });
+}
+
 export function createPublisher(options: PublisherOptions = {}): Publisher {
   const { redisUrl, prefix } = resolveBroker(options);
   const policy = options.policy ?? defaultDeliveryPolicy;
@@ -65,6 +83,7 @@ export function createPublisher(options: PublisherOptions = {}): Publisher {
 
   return {
     async publish(envelopes) {
+      if (envelopes.length === 0) return;
       const spans: Span[] = [];
       const byConsumer = new Map<string, Envelope[]>();
       for (const produced of envelopes) {
@@ -76,22 +95,26 @@ export function createPublisher(options: PublisherOptions = {}): Publisher {
           else byConsumer.set(consumer, [envelope]);
         }
       }
+      const writeSpan = spans.length === 1 ? spans[0]! : startSendBatch(spans);
       try {
         // The fault's copy gets another job id, so it reaches the consumer even while the
         // first job still exists: what a relay crash after BullMQ removed the job looks like.
         const twice = faults.fires('publish-twice', 'publisher');
-        await Promise.all(
-          [...byConsumer].map(([consumer, batch]) =>
-            queue(consumer).addBulk(
-              batch.flatMap((envelope) => [
-                { name: envelope.type, data: envelope, opts: jobOptions(policy, envelope.messageId) },
-                ...(twice
-                  ? [{ name: envelope.type, data: envelope, opts: jobOptions(policy, `${envelope.messageId}-again`) }]
-                  : []),
-              ]),
+        const writes = () =>
+          Promise.all(
+            [...byConsumer].map(([consumer, batch]) =>
+              queue(consumer).addBulk(
+                batch.flatMap((envelope) => [
+                  { name: envelope.type, data: envelope, opts: jobOptions(policy, envelope.messageId) },
+                  ...(twice
+                    ? [{ name: envelope.type, data: envelope, opts: jobOptions(policy, `${envelope.messageId}-again`) }]
+                    : []),
+                ]),
+              ),
             ),
-          ),
-        );
+          );
+        // The Redis writes nest under the publication: its one send span, or a batch span.
+        await context.with(trace.setSpan(context.active(), writeSpan), writes);
       } catch (error) {
         for (const span of spans) {
           span.recordException(error as Error);
@@ -100,6 +123,7 @@ export function createPublisher(options: PublisherOptions = {}): Publisher {
         throw error;
       } finally {
         for (const span of spans) span.end();
+        if (writeSpan !== spans[0]) writeSpan.end();
       }
     },
     async redeliver(consumer, messageId, payload) {

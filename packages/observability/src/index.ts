@@ -1,2 +1,2 @@
-export { startTelemetry, type Telemetry } from './telemetry.js';
+export { runningTelemetry, startTelemetry, type Telemetry } from './telemetry.js';
 export { createMetrics, type Metrics } from './metrics.js';

@@ -8,10 +8,19 @@ export interface Telemetry {
 const off: Telemetry = { shutdown: async () => {} };
 
 /**
+ * Where the instrumentation entry leaves the running SDK for the application: a bundle carries
+ * its own copy of this module, so a module-level variable would not be shared between the two.
+ */
+const RUNNING = Symbol.for('idem.telemetry');
+type WithTelemetry = typeof globalThis & { [RUNNING]?: Telemetry };
+
+/**
  * Starts OpenTelemetry tracing when OTEL_EXPORTER_OTLP_ENDPOINT is set (OTLP over HTTP, e.g.
- * to Jaeger), and does nothing otherwise. Call it first, and import everything it should
- * instrument (express, pg, ioredis) only afterwards: each service's main.ts does, with dynamic
- * imports. The ESM loader hook lets the instrumentations see modules imported as ESM.
+ * to Jaeger), and does nothing otherwise. Only the instrumentation entry
+ * (`node --import <instrumentation>`) calls it, so it runs before any module it instruments
+ * (http, express, pg, ioredis) is loaded; the ESM loader hook lets the instrumentations see
+ * modules imported as ESM, bundled applications included. Metrics stay on Prometheus and logs
+ * on stdout: nothing but traces goes over OTLP (Jaeger accepts nothing else).
  */
 export async function startTelemetry(serviceName: string, env: NodeJS.ProcessEnv = process.env): Promise<Telemetry> {
   if (!env.OTEL_EXPORTER_OTLP_ENDPOINT) return off;
@@ -27,6 +36,8 @@ export async function startTelemetry(serviceName: string, env: NodeJS.ProcessEnv
   const sdk = new NodeSDK({
     serviceName,
     traceExporter: new OTLPTraceExporter(),
+    metricReaders: [],
+    logRecordProcessors: [],
     instrumentations: [
       new http.HttpInstrumentation({
         ignoreIncomingRequestHook: (req) => req.url === '/health' || req.url === '/metrics',
@@ -37,9 +48,16 @@ export async function startTelemetry(serviceName: string, env: NodeJS.ProcessEnv
     ],
   });
   sdk.start();
-  return {
+  const telemetry: Telemetry = {
     // An unreachable collector makes the SDK's shutdown wait for its export timeouts; do not let it hold the process.
     shutdown: () =>
       Promise.race([sdk.shutdown().catch(() => {}), new Promise<void>((resolve) => setTimeout(resolve, 3000).unref())]),
   };
+  (globalThis as WithTelemetry)[RUNNING] = telemetry;
+  return telemetry;
+}
+
+/** The tracing the instrumentation entry started in this process, or one that does nothing. */
+export function runningTelemetry(): Telemetry {
+  return (globalThis as WithTelemetry)[RUNNING] ?? off;
 }

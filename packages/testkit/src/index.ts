@@ -167,3 +167,4 @@ export function printed(child: ChildProcess, line: string): Promise<void> {
 }
 
 export { createPostgresServer, postgresBinDir, type PostgresServer } from './postgres-server.js';
+export { startOtlpReceiver, type ReceivedSpan } from './otlp-receiver.js';

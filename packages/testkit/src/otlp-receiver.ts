@@ -12,14 +12,20 @@ export interface ReceivedSpan {
   attributes: Record<string, unknown>;
 }
 
-/** A local OTLP/HTTP (JSON) trace receiver, so tests see what Jaeger would. */
+/**
+ * A local OTLP/HTTP (JSON) trace receiver, so tests see what Jaeger would. `paths` records the
+ * path of every export (`/v1/traces`, `/v1/metrics`, `/v1/logs`).
+ */
 export async function startOtlpReceiver(): Promise<{
   endpoint: string;
   spans: ReceivedSpan[];
+  paths: string[];
   close(): Promise<void>;
 }> {
   const spans: ReceivedSpan[] = [];
+  const paths: string[] = [];
   const server: Server = createServer((req, res) => {
+    paths.push(req.url ?? '');
     let body = '';
     req.on('data', (chunk: Buffer) => (body += chunk.toString()));
     req.on('end', () => {
@@ -36,6 +42,7 @@ export async function startOtlpReceiver(): Promise<{
   return {
     endpoint: `http://127.0.0.1:${port}`,
     spans,
+    paths,
     close: () => new Promise((resolve) => server.close(() => resolve())),
   };
 }
