@@ -44,6 +44,17 @@ export interface RunningSystem {
   stop(): Promise<void>;
 }
 
+/** The native run's ports (each plus `portOffset`). */
+export const DEFAULT_PORTS = {
+  orders: 3001,
+  inventory: 3002,
+  payments: 3003,
+  notifications: 3004,
+  stripe: 12111,
+  smtp: 1025,
+  mail: 8025,
+} as const;
+
 const COLORS = [36, 33, 35, 32, 34, 31, 90];
 
 export async function startSystem(options: SystemOptions = {}): Promise<RunningSystem> {
@@ -57,15 +68,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
   const suffix = options.name ? `_${options.name}` : '';
   const queuePrefix = `idem${suffix}`;
   const log = options.log ?? colouredStdout();
-  const port = {
-    orders: 3001,
-    inventory: 3002,
-    payments: 3003,
-    notifications: 3004,
-    stripe: 12111,
-    smtp: 1025,
-    mail: 8025,
-  };
+  const port: Record<keyof typeof DEFAULT_PORTS, number> = { ...DEFAULT_PORTS };
   for (const key of Object.keys(port) as (keyof typeof port)[]) port[key] += offset;
 
   const databaseUrls = Object.fromEntries(SERVICES.map((s) => [s, `${postgresUrl}/${s}${suffix}`])) as Record<

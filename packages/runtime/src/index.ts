@@ -3,6 +3,7 @@ export { createLogger, logDelivery, type Logger } from './logger.js';
 export {
   runService,
   stopOnSignal,
+  SHUTDOWN_TIMEOUT_MS,
   consumer,
   type ConsumerSpec,
   type BackgroundWorker,

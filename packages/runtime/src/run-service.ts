@@ -147,6 +147,20 @@ export async function runService<Tx extends SqlClient>(service: ServiceDefinitio
     );
   }
 
+  // Redis holds every queued delivery and evicts nothing (noeviction): when it is full, publishing
+  // fails. These gauges let an alert fire before that; one INFO call serves both of a scrape.
+  let memoryInFlight: ReturnType<typeof redisMemory> | undefined;
+  const readMemory = () => (memoryInFlight ??= redisMemory(redis).finally(() => (memoryInFlight = undefined)));
+  metrics.gauge('idem_redis_memory_used_bytes', 'Memory Redis uses (INFO memory used_memory).', [], async () => [
+    { labels: {}, value: (await readMemory()).used },
+  ]);
+  metrics.gauge(
+    'idem_redis_memory_max_bytes',
+    'The memory limit Redis is configured with (maxmemory; 0 when unlimited).',
+    [],
+    async () => [{ labels: {}, value: (await readMemory()).max }],
+  );
+
   const workers = roles.has('workers') ? [...(service.workers ?? []), maintenance(service, metrics)] : [];
   workers.forEach((worker) => worker.start());
 
@@ -281,8 +295,23 @@ function deadLetterRoutes(
   });
 }
 
+/** Redis's memory use and limit, from INFO memory. */
+async function redisMemory(redis: Redis): Promise<{ used: number; max: number }> {
+  const info = await redis.info('memory');
+  return {
+    used: Number(/^used_memory:(\d+)/m.exec(info)?.[1] ?? 0),
+    max: Number(/^maxmemory:(\d+)/m.exec(info)?.[1] ?? 0),
+  };
+}
+
+/**
+ * How long a service may take to stop after SIGTERM before it exits anyway. Whatever stops it
+ * (compose's stop_grace_period, Kubernetes' terminationGracePeriodSeconds) must wait longer.
+ */
+export const SHUTDOWN_TIMEOUT_MS = 20_000;
+
 /** Runs `stop` once on SIGTERM or SIGINT; exits non-zero if it takes longer than `timeoutMs`. */
-export function stopOnSignal(stop: () => Promise<void>, log: Logger, timeoutMs = 20_000): void {
+export function stopOnSignal(stop: () => Promise<void>, log: Logger, timeoutMs = SHUTDOWN_TIMEOUT_MS): void {
   let stopping = false;
   const onSignal = (signal: NodeJS.Signals) => {
     if (stopping) return;

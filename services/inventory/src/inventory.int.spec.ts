@@ -227,6 +227,9 @@ describe('inventory service', () => {
     expect(await db.processedMessage.count()).toBe(before);
     expect(text).toMatch(/^idem_outbox_backlog\{service="inventory"\} \d+$/m);
     expect(text).toContain('idem_delivery_processing_seconds_bucket{');
+    // Read from the real Redis, for the alert that fires before Redis (noeviction) is full.
+    expect(Number(/^idem_redis_memory_used_bytes\{service="inventory"\} (\d+)$/m.exec(text)?.[1])).toBeGreaterThan(0);
+    expect(text).toMatch(/^idem_redis_memory_max_bytes\{service="inventory"\} \d+$/m);
 
     const labelValues = [...text.matchAll(/="([^"]*)"/g)].map((m) => m[1]!);
     expect(labelValues.filter((v) => /[0-9a-f]{8}-[0-9a-f]{4}-/.test(v) || v.includes('@'))).toEqual([]);
