@@ -1,5 +1,6 @@
 export {
   createStripeSimulator,
+  SIMULATOR_API_KEY,
   type StripeSimulator,
   type SimulatorFaults,
   type SimulatorOptions,

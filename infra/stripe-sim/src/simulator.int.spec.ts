@@ -1,7 +1,7 @@
 import type { Server } from 'node:http';
 import Stripe from 'stripe';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createStripeSimulator } from './simulator.js';
+import { createStripeSimulator, SIMULATOR_API_KEY } from './simulator.js';
 
 const simulator = createStripeSimulator({ latencyMs: 50 });
 let server: Server;
@@ -12,7 +12,7 @@ beforeAll(async () => {
     const s = simulator.app.listen(0, '127.0.0.1', () => resolve(s));
   });
   const { port } = server.address() as { port: number };
-  stripe = new Stripe('sk_test_simulator', { host: '127.0.0.1', port, protocol: 'http', maxNetworkRetries: 0 });
+  stripe = new Stripe(SIMULATOR_API_KEY, { host: '127.0.0.1', port, protocol: 'http', maxNetworkRetries: 0 });
 });
 afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
 beforeEach(() => {
@@ -22,7 +22,14 @@ beforeEach(() => {
 
 const charge = (key: string, paymentMethod = 'pm_card_visa', amount = 1500) =>
   stripe.paymentIntents.create(
-    { amount, currency: 'eur', payment_method: paymentMethod, confirm: true, metadata: { order_id: 'o-1' } },
+    {
+      amount,
+      currency: 'eur',
+      payment_method: paymentMethod,
+      confirm: true,
+      automatic_payment_methods: { enabled: true, allow_redirects: 'never' },
+      metadata: { order_id: 'o-1' },
+    },
     { idempotencyKey: key },
   );
 
@@ -111,5 +118,41 @@ describe('Stripe simulator, through the official SDK', () => {
     const { port } = server.address() as { port: number };
     const res = await fetch(`http://127.0.0.1:${port}/v1/payment_intents`);
     expect(res.status).toBe(401);
+  });
+
+  it('refuses any key but its own placeholder, so a real key never reaches it unnoticed', async () => {
+    const { port } = server.address() as { port: number };
+    const real = new Stripe('sk_test_51RealLookingKey', {
+      host: '127.0.0.1',
+      port,
+      protocol: 'http',
+      maxNetworkRetries: 0,
+    });
+    const refused = real.paymentIntents.list();
+    await expect(refused).rejects.toBeInstanceOf(Stripe.errors.StripeAuthenticationError);
+    await expect(refused).rejects.toThrow(/accepts only its placeholder key/);
+  });
+
+  it('refuses to confirm without a return_url, payment_method_types or redirects turned off, as Stripe does', async () => {
+    const confirm = (extra: Record<string, unknown>, key: string) =>
+      stripe.paymentIntents.create(
+        { amount: 100, currency: 'eur', payment_method: 'pm_card_visa', confirm: true, ...extra },
+        { idempotencyKey: key },
+      );
+    const refused = confirm({}, 'r1');
+    await expect(refused).rejects.toBeInstanceOf(Stripe.errors.StripeInvalidRequestError);
+    await expect(refused).rejects.toMatchObject({ statusCode: 400, param: 'return_url' });
+    await expect(confirm({ automatic_payment_methods: { enabled: true } }, 'r2')).rejects.toMatchObject({
+      param: 'return_url',
+    });
+    expect(simulator.paymentIntents()).toHaveLength(0);
+    await expect(confirm({ payment_method_types: ['card'] }, 'r3')).resolves.toMatchObject({ status: 'succeeded' });
+    await expect(confirm({ return_url: 'https://shop.example/return' }, 'r4')).resolves.toMatchObject({
+      status: 'succeeded',
+    });
+    // Nothing was stored for the refused request: the same key with the right parameters works.
+    await expect(
+      confirm({ automatic_payment_methods: { enabled: true, allow_redirects: 'never' } }, 'r1'),
+    ).resolves.toMatchObject({ status: 'succeeded' });
   });
 });

@@ -7,6 +7,12 @@ import express, { type Express, type Request, type Response } from 'express';
  * SDK talks to it unchanged. State lives in memory and is lost on restart.
  */
 
+/**
+ * The only API key the simulator accepts. A real Stripe key sent here is refused: nothing may
+ * believe it talks to Stripe while it talks to the simulator.
+ */
+export const SIMULATOR_API_KEY = 'sk_test_idem_simulator';
+
 export interface SimulatorFaults {
   /** Chance that a new PaymentIntent or refund is created and its idempotent result stored, but this answer is a 500. */
   errorAfterCreate: number;
@@ -105,10 +111,17 @@ export function createStripeSimulator(options: SimulatorOptions = {}): StripeSim
   app.use((req, res, next) => {
     res.set('Request-Id', `req_${id()}`);
     if (req.path.startsWith('/_sim') || req.path === '/health') return next();
-    if (!/^Bearer \S+/.test(req.get('authorization') ?? '')) {
+    const key = /^Bearer (\S+)$/.exec(req.get('authorization') ?? '')?.[1];
+    if (!key) {
       return void sendError(res, 401, {
         type: 'authentication_error',
         message: 'You did not provide an API key. Provide it in the Authorization header as Bearer <key>.',
+      });
+    }
+    if (key !== SIMULATOR_API_KEY) {
+      return void sendError(res, 401, {
+        type: 'authentication_error',
+        message: `Invalid API Key provided: ${key.slice(0, 8)}****. This is idem's Stripe simulator: it accepts only its placeholder key ${SIMULATOR_API_KEY}, never a real one.`,
       });
     }
     next();
@@ -182,6 +195,17 @@ export function createStripeSimulator(options: SimulatorOptions = {}): StripeSim
       const outcome = PAYMENT_METHODS[paymentMethod];
       if (!outcome) invalid(`No such PaymentMethod: '${paymentMethod}'`, 'payment_method', 'resource_missing');
       if (params.confirm !== 'true') invalid('This simulator only supports confirm=true.', 'confirm');
+      // Stripe's rule for accounts with redirect-based payment methods enabled (the default):
+      // confirming server-side needs a return_url, explicit payment_method_types, or
+      // redirects turned off.
+      const automatic = params.automatic_payment_methods as Record<string, unknown> | undefined;
+      const noRedirects = automatic?.enabled === 'true' && automatic.allow_redirects === 'never';
+      if (!noRedirects && params.payment_method_types === undefined && params.return_url === undefined) {
+        invalid(
+          "This PaymentIntent is configured to accept payment methods enabled in your Dashboard. Because some of these payment methods might redirect your customer off of your page, you must provide a `return_url`. If you don't want to accept redirect-based payment methods, set `automatic_payment_methods[enabled]` to `true` and `automatic_payment_methods[allow_redirects]` to `never` when creating Setup Intents and Payment Intents.",
+          'return_url',
+        );
+      }
       const intent: PaymentIntent = {
         id: `pi_${id()}`,
         object: 'payment_intent',

@@ -1,25 +1,50 @@
 import { baseConfigSchema, parseConfig } from '@idem/runtime';
 import { z } from 'zod';
 
-const SIMULATOR = 'http://127.0.0.1:12111';
+/** Where the native run starts the Stripe simulator, and the only key it accepts. */
+const SIMULATOR = { base: 'http://127.0.0.1:12111', key: 'sk_test_idem_simulator' } as const;
+export const SIMULATOR_API_KEY = SIMULATOR.key;
 
-export const configSchema = baseConfigSchema('payments', 3003).extend({
-  /** A Stripe secret key (test mode). Never logged. */
-  STRIPE_API_KEY: z.string().min(1).optional(),
-  /** A Stripe-compatible server; unset with a STRIPE_API_KEY set means real Stripe. */
-  STRIPE_API_BASE: z.url().optional(),
-  PAYMENT_WORKER_LEASE_MS: z.coerce.number().int().positive().default(60_000),
-  PAYMENT_WORKER_POLL_MS: z.coerce.number().int().positive().default(500),
-  PAYMENT_RETRY_DELAY_MS: z.coerce.number().int().positive().default(1000),
-});
+export const configSchema = baseConfigSchema('payments', 3003)
+  .extend({
+    /**
+     * Who takes the payments: `simulator` (infra/stripe-sim, the default) or `stripe` (real
+     * Stripe). Chosen explicitly, so nothing ever falls back to the simulator silently.
+     */
+    PAYMENT_PROVIDER: z.enum(['simulator', 'stripe']).default('simulator'),
+    /** A Stripe secret key (`sk_test_…`, `sk_live_…`, or a restricted `rk_…`); never logged. */
+    STRIPE_API_KEY: z.string().min(1).optional(),
+    /** Where the provider is: the simulator's URL, or unset for api.stripe.com. */
+    STRIPE_API_BASE: z.url().optional(),
+    PAYMENT_WORKER_LEASE_MS: z.coerce.number().int().positive().default(60_000),
+    PAYMENT_WORKER_POLL_MS: z.coerce.number().int().positive().default(500),
+    PAYMENT_RETRY_DELAY_MS: z.coerce.number().int().positive().default(1000),
+  })
+  .superRefine((config, context) => {
+    const key = config.STRIPE_API_KEY;
+    const problem = (path: string, message: string) => context.addIssue({ code: 'custom', path: [path], message });
+    if (config.PAYMENT_PROVIDER === 'simulator') {
+      if (key && key !== SIMULATOR.key)
+        problem(
+          'STRIPE_API_KEY',
+          `a real key is set while PAYMENT_PROVIDER is simulator, which accepts only ${SIMULATOR.key}; set PAYMENT_PROVIDER=stripe to use Stripe, or unset the key`,
+        );
+      return;
+    }
+    if (!key) return problem('STRIPE_API_KEY', 'PAYMENT_PROVIDER=stripe needs your Stripe secret key (sk_test_…)');
+    if (key === SIMULATOR.key || !/^(sk|rk)_(test|live)_\w+$/.test(key))
+      problem('STRIPE_API_KEY', 'not a Stripe secret key (sk_test_…, sk_live_… or rk_…)');
+    if (config.STRIPE_API_BASE && new URL(config.STRIPE_API_BASE).protocol !== 'https:')
+      problem(
+        'STRIPE_API_BASE',
+        `a real Stripe key is sent only over https, not to ${new URL(config.STRIPE_API_BASE).origin}; leave STRIPE_API_BASE unset for api.stripe.com`,
+      );
+  });
 export type PaymentsConfig = ReturnType<typeof loadConfig>;
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   const config = parseConfig(configSchema, env);
-  return {
-    ...config,
-    // With neither variable set, talk to the local simulator with a placeholder key.
-    STRIPE_API_BASE: config.STRIPE_API_BASE ?? (config.STRIPE_API_KEY ? undefined : SIMULATOR),
-    STRIPE_API_KEY: config.STRIPE_API_KEY ?? 'sk_test_idem_simulator',
-  };
+  return config.PAYMENT_PROVIDER === 'simulator'
+    ? { ...config, STRIPE_API_BASE: config.STRIPE_API_BASE ?? SIMULATOR.base, STRIPE_API_KEY: SIMULATOR.key }
+    : { ...config, STRIPE_API_KEY: config.STRIPE_API_KEY! };
 }

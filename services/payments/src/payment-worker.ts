@@ -74,6 +74,9 @@ export function createPaymentWorker(options: PaymentWorkerOptions): BackgroundWo
           currency: attempt.currency,
           payment_method: attempt.paymentMethod,
           confirm: true,
+          // Confirmed on the server with no customer present to follow a redirect: Stripe
+          // requires saying so when redirect-based methods are enabled on the account.
+          automatic_payment_methods: { enabled: true, allow_redirects: 'never' },
           metadata: { order_id: attempt.orderId, payment_attempt_id: attempt.id },
         },
         // The key was persisted with the attempt before the first call; every call reuses it.
@@ -97,7 +100,7 @@ export function createPaymentWorker(options: PaymentWorkerOptions): BackgroundWo
     } catch (error) {
       const classified = classifyProviderError(error);
       // A refund the provider refuses is not a payment failure: keep retrying and make it visible.
-      return classified.kind === 'declined'
+      return classified.kind === 'declined' || classified.kind === 'rejected'
         ? { kind: 'retry', reason: `${classified.code}: ${classified.reason}` }
         : classified;
     }
@@ -117,8 +120,32 @@ export function createPaymentWorker(options: PaymentWorkerOptions): BackgroundWo
     });
   }
 
+  /**
+   * The provider refused the request itself (an integration fault: configuration, API version,
+   * parameters). Retrying would be refused again and the customer's card was never judged, so
+   * the attempt waits for an operator and the order is told nothing.
+   */
+  async function recordNeedsAttention(attempt: PaymentAttempt, code: string, reason: string): Promise<void> {
+    await db.paymentAttempt.updateMany({
+      where: { id: attempt.id, status: 'pending' },
+      data: {
+        status: 'needs_attention',
+        failureCode: code,
+        failureReason: boundReason(reason),
+        leaseOwner: null,
+        leaseExpiresAt: null,
+        updatedAt: now(),
+      },
+    });
+    log.error(
+      { orderId: attempt.orderId, paymentAttemptId: attempt.id, code, reason },
+      'payment provider refused the request: an integration fault, the attempt needs an operator',
+    );
+  }
+
   async function recordCharge(attempt: PaymentAttempt, result: ProviderResult): Promise<void> {
     if (result.kind === 'retry') return recordRetry(attempt, result.reason);
+    if (result.kind === 'rejected') return recordNeedsAttention(attempt, result.code, result.reason);
     await db.$transaction(async (tx) => {
       const at = now();
       const [current] = await tx.$queryRaw<{ status: string; cancel_requested_at: Date | null }[]>`

@@ -5,12 +5,23 @@ import type { Envelope } from '@idem/contracts';
 import { createInbox } from '@idem/inbox';
 import { createLogger } from '@idem/runtime';
 import { createStripeSimulator } from '@idem/stripe-sim';
-import { createMigratedDatabase, orderPlacedMessage, waitFor, exited, startScript } from '@idem/testkit';
+import { noFaults } from '@idem/faults';
+import {
+  createMigratedDatabase,
+  deleteQueues,
+  exited,
+  orderPlacedMessage,
+  startScript,
+  uniqueName,
+  waitFor,
+} from '@idem/testkit';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { handleOrderCancelled } from './consumers/order-cancelled.js';
 import { handleStockReserved } from './consumers/stock-reserved.js';
 import { connectDatabase, type PrismaClient } from './db.js';
+import { loadConfig, SIMULATOR_API_KEY } from './config.js';
 import { createPaymentWorker } from './payment-worker.js';
+import { startPayments } from './service.js';
 import { createStripeClient } from './stripe.js';
 
 const simulator = createStripeSimulator();
@@ -43,7 +54,7 @@ const inbox = () => createInbox({ db });
 const worker = () =>
   createPaymentWorker({
     db,
-    stripe: createStripeClient({ apiKey: 'sk_test_idem', apiBase }),
+    stripe: createStripeClient({ apiKey: SIMULATOR_API_KEY, apiBase }),
     log: createLogger('payments', 'silent'),
     retryDelayMs: 1,
     leaseMs: 300,
@@ -142,6 +153,33 @@ describe('payment worker', () => {
     expect(await worker().runOnce()).toBe(0);
   });
 
+  it('ends an attempt the provider refuses as an invalid request in needs_attention, telling the order nothing', async () => {
+    // An unknown payment method: Stripe answers 400 invalid_request_error (resource_missing).
+    const message = stockReserved(randomUUID(), 'pm_card_unknown');
+    await reserve(message);
+    await worker().runOnce();
+    expect(await attemptOf(message.body.orderId)).toMatchObject({
+      status: 'needs_attention',
+      failureCode: 'resource_missing',
+      failureReason: expect.stringContaining("No such PaymentMethod: 'pm_card_unknown'"),
+    });
+    expect(await eventsOf()).toEqual([]); // no payment-failed: the card was never declined
+    expect(await worker().runOnce()).toBe(0); // not retried on its own
+
+    // A cancel charges nothing more: the provider created nothing for the refused request.
+    await cancel(message.body.orderId);
+    expect(await attemptOf(message.body.orderId)).toMatchObject({ status: 'cancelled' });
+  });
+
+  it('charges with automatic payment methods and no redirects, as Stripe requires for a server-side confirm', async () => {
+    const message = stockReserved();
+    await reserve(message);
+    await worker().runOnce();
+    expect(await attemptOf(message.body.orderId)).toMatchObject({ status: 'captured' });
+    // The simulator enforces Stripe's rule; without the parameter this charge would be refused.
+    expect(intentsFor(message.body.orderId)).toHaveLength(1);
+  });
+
   it('retries a provider failure with the same key and ends with one PaymentIntent', async () => {
     const message = stockReserved();
     await reserve(message);
@@ -226,5 +264,59 @@ describe('payments.order-cancelled.v1', () => {
     );
     expect(simulator.refunds()).toHaveLength(1);
     expect(intentsFor(message.body.orderId)).toHaveLength(1);
+  });
+});
+
+describe('payments HTTP: an attempt that needs attention', () => {
+  const ADMIN_TOKEN = 'test-admin-token-0123456789';
+  const prefix = uniqueName('idem_test_payments');
+  let service: Awaited<ReturnType<typeof startPayments>>;
+  const url = (path: string) => `http://127.0.0.1:${service.http.port}${path}`;
+
+  beforeAll(async () => {
+    service = await startPayments(
+      loadConfig({
+        DATABASE_URL: database.url,
+        IDEM_QUEUE_PREFIX: prefix,
+        STRIPE_API_BASE: apiBase,
+        PORT: '0',
+        ADMIN_TOKEN,
+        IDEM_ROLES: 'http',
+        LOG_LEVEL: 'silent',
+      }),
+      { faults: noFaults },
+    );
+  });
+  afterAll(async () => {
+    await service.stop();
+    await deleteQueues(prefix);
+  });
+
+  it('shows the provider message and the status, counts it for the alert, and lets only an operator retry it', async () => {
+    const message = stockReserved(randomUUID(), 'pm_card_unknown');
+    await reserve(message);
+    await worker().runOnce();
+    const { payments } = (await (await fetch(url(`/payments?orderId=${message.body.orderId}`))).json()) as {
+      payments: { paymentAttemptId: string; status: string; failureReason: string }[];
+    };
+    expect(payments).toEqual([
+      expect.objectContaining({ status: 'needs_attention', failureReason: expect.stringContaining('pm_card_unknown') }),
+    ]);
+    expect(await (await fetch(url('/metrics'))).text()).toMatch(
+      /^idem_payment_attempts\{status="needs_attention",service="payments"\} 1$/m,
+    );
+
+    const retry = (token?: string) =>
+      fetch(url(`/payments/${payments[0]!.paymentAttemptId}/retry`), {
+        method: 'POST',
+        headers: token ? { authorization: `Bearer ${token}` } : {},
+      });
+    expect((await retry()).status).toBe(401);
+    expect((await retry(ADMIN_TOKEN)).status).toBe(202);
+    expect(await attemptOf(message.body.orderId)).toMatchObject({ status: 'pending', failureReason: null });
+    expect((await retry(ADMIN_TOKEN)).status).toBe(404); // only an attempt that needs attention
+    // The same request is refused again (the payment method still does not exist).
+    await waitFor(async () => (await worker().runOnce()) === 1);
+    expect(await attemptOf(message.body.orderId)).toMatchObject({ status: 'needs_attention', providerCalls: 2 });
   });
 });

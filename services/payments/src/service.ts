@@ -17,7 +17,10 @@ export async function startPayments(
   const log = createLogger('payments', config.LOG_LEVEL);
   const db = connectDatabase(config.DATABASE_URL, config.DATABASE_POOL_MAX);
   const stripe = createStripeClient({ apiKey: config.STRIPE_API_KEY, apiBase: config.STRIPE_API_BASE });
-  log.info({ provider: config.STRIPE_API_BASE ?? 'https://api.stripe.com' }, 'payment provider');
+  log.info(
+    { provider: config.PAYMENT_PROVIDER, apiBase: config.STRIPE_API_BASE ?? 'https://api.stripe.com' },
+    'payment provider',
+  );
   const running = await runService({
     name: 'payments',
     config,
@@ -42,7 +45,7 @@ export async function startPayments(
         retryDelayMs: config.PAYMENT_RETRY_DELAY_MS,
       }),
     ],
-    routes: (app) => paymentRoutes(app, { db }),
+    routes: (app) => paymentRoutes(app, { db, adminToken: config.ADMIN_TOKEN, now }),
     metrics: (metrics) =>
       metrics.gauge('idem_payment_attempts', 'Payment attempts by status.', ['status'], async () =>
         (await db.paymentAttempt.groupBy({ by: ['status'], _count: true })).map((g) => ({

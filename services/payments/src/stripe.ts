@@ -23,12 +23,16 @@ export function createStripeClient({ apiKey, apiBase }: { apiKey: string; apiBas
 export type ProviderResult =
   | { readonly kind: 'succeeded'; readonly id: string }
   | { readonly kind: 'declined'; readonly code: string; readonly reason: string }
+  | { readonly kind: 'rejected'; readonly code: string; readonly reason: string }
   | { readonly kind: 'retry'; readonly reason: string };
 
 /**
- * Sorts a provider error: a card error is a final answer; a request the provider refuses as
- * invalid will be refused again; a lost connection, 409, 429 or 5xx (and anything else) is
- * retried later with the same idempotency key.
+ * Sorts a provider error:
+ * - a card error is the customer's final answer (`declined`);
+ * - a request the provider refuses as invalid, or a key it does not accept, is an integration
+ *   fault (`rejected`): the same request would be refused again, and the customer's card was
+ *   never judged, so an operator must look (it is never reported as a decline);
+ * - a lost connection, 409, 429 or 5xx (and anything else) is retried later with the same key.
  */
 export function classifyProviderError(error: unknown): ProviderResult {
   if (error instanceof Stripe.errors.StripeCardError) {
@@ -36,9 +40,14 @@ export function classifyProviderError(error: unknown): ProviderResult {
   }
   if (
     error instanceof Stripe.errors.StripeInvalidRequestError ||
-    error instanceof Stripe.errors.StripeIdempotencyError
+    error instanceof Stripe.errors.StripeIdempotencyError ||
+    error instanceof Stripe.errors.StripeAuthenticationError ||
+    error instanceof Stripe.errors.StripePermissionError
   ) {
-    if (error.statusCode !== 409) return { kind: 'declined', code: error.code ?? error.type, reason: error.message };
+    if (error.statusCode !== 409) {
+      const param = error.param ? ` (param ${error.param})` : '';
+      return { kind: 'rejected', code: error.code ?? error.type, reason: `${error.message}${param}` };
+    }
   }
   return { kind: 'retry', reason: (error as Error)?.message ?? String(error) };
 }

@@ -3,11 +3,12 @@ import { faultsFromEnv } from '@idem/faults';
 import { createLogger } from '@idem/runtime';
 import { connectDatabase } from '../src/db.js';
 import { createPaymentWorker } from '../src/payment-worker.js';
+import { SIMULATOR_API_KEY } from '../src/config.js';
 import { createStripeClient } from '../src/stripe.js';
 
 const worker = createPaymentWorker({
   db: connectDatabase(process.env.DATABASE_URL!),
-  stripe: createStripeClient({ apiKey: 'sk_test_idem', apiBase: process.env.STRIPE_API_BASE! }),
+  stripe: createStripeClient({ apiKey: SIMULATOR_API_KEY, apiBase: process.env.STRIPE_API_BASE! }),
   log: createLogger('payments', 'silent'),
   faults: faultsFromEnv(),
   pollIntervalMs: 50,

@@ -4,7 +4,8 @@ import type { MessageOf } from '@idem/messaging';
 import type { Tx } from '../db.js';
 
 /**
- * payments.order-cancelled.v1: a payment that never reached the provider is cancelled; a
+ * payments.order-cancelled.v1: a payment that never reached the provider (or that it refused
+ * as an invalid request) is cancelled; a
  * captured one gets a refund (with its own persisted key) that the worker performs; one whose
  * outcome at the provider is not known yet is marked, and the worker decides once it knows.
  */
@@ -25,7 +26,8 @@ export function handleOrderCancelled({
     if (!attempt) return processed; // the cancellation above stops a later stock-reserved
 
     const cancel = { cancelRequestedAt: at, cancelCausationId: message.messageId, updatedAt: at };
-    if (attempt.status === 'pending' && attempt.provider_calls === 0) {
+    // The provider refused the request that needed attention: it charged nothing.
+    if ((attempt.status === 'pending' && attempt.provider_calls === 0) || attempt.status === 'needs_attention') {
       await tx.paymentAttempt.update({ where: { id: attempt.id }, data: { ...cancel, status: 'cancelled' } });
     } else if (attempt.status === 'pending') {
       // The provider may already have charged: the worker finishes the call with the same key
