@@ -8,6 +8,7 @@ const shared = {
 export default defineConfig({
   ...shared,
   test: {
+    globalSetup: ['./vitest.global-setup.ts'],
     testTimeout: 60_000,
     hookTimeout: 60_000,
     projects: [

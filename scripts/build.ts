@@ -6,10 +6,13 @@
  * Prisma's runtime need their real modules).
  */
 import { build, type Plugin } from 'esbuild';
+import { readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+/** The project's one Node.js major (.nvmrc): the bundles target what the image runs. */
+const NODE_MAJOR = readFileSync(join(root, '.nvmrc'), 'utf8').trim();
 
 /** The instrumentation entry every service process is started with (`node --import`). */
 const INSTRUMENTATION = 'packages/observability/src/instrumentation.ts';
@@ -43,7 +46,7 @@ for (const [dir, entries] of Object.entries(ENTRYPOINTS)) {
     bundle: true,
     platform: 'node',
     format: 'esm',
-    target: 'node20',
+    target: `node${NODE_MAJOR}`,
     conditions: ['development'],
     plugins: [npmPackagesExternal],
     sourcemap: true,

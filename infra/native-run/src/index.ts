@@ -7,3 +7,4 @@ export {
   type ServiceName,
   type SystemOptions,
 } from './system.js';
+export { unreachablePrerequisites, type Prerequisites } from './prerequisites.js';

@@ -1,7 +1,19 @@
 // `pnpm start`: the whole system, natively. Ctrl-C stops everything.
+import { unreachablePrerequisites } from './prerequisites.js';
 import { startSystem } from './system.js';
 
-const system = await startSystem({ portOffset: Number(process.env.IDEM_PORT_OFFSET ?? 0) });
+const postgresUrl = process.env.POSTGRES_URL ?? 'postgresql://postgres@127.0.0.1:5432';
+const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const missing = await unreachablePrerequisites({
+  postgres: { url: postgresUrl, variable: 'POSTGRES_URL' },
+  redis: { url: redisUrl, variable: 'REDIS_URL' },
+});
+if (missing) {
+  console.error(missing);
+  process.exit(1);
+}
+
+const system = await startSystem({ postgresUrl, redisUrl, portOffset: Number(process.env.IDEM_PORT_OFFSET ?? 0) });
 console.log(`
 idem is running:
   orders         ${system.urls.orders}   (POST /orders, GET /orders/:id)

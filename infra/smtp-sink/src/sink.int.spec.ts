@@ -9,7 +9,7 @@ beforeAll(async () => {
 afterAll(() => sink.close());
 beforeEach(() => sink.clear());
 
-const send = (messageId: string) =>
+const send = (messageId: string, extra: { date?: Date; headers?: Record<string, string> } = {}) =>
   nodemailer.createTransport({ host: '127.0.0.1', port: sink.smtpPort, secure: false, ignoreTLS: true }).sendMail({
     from: 'shop@idem.local',
     to: 'ada@example.com',
@@ -17,6 +17,7 @@ const send = (messageId: string) =>
     text: 'Thank you',
     html: '<p>Thank you</p>',
     messageId,
+    ...extra,
   });
 const api = (path: string, init?: RequestInit) => fetch(`http://127.0.0.1:${sink.httpPort}${path}`, init);
 
@@ -39,6 +40,38 @@ describe('SMTP sink', () => {
     };
     expect(message.Text.trim()).toBe('Thank you');
     expect(message.HTML).toContain('<p>Thank you</p>');
+  });
+
+  it("serves a message's Date (its Date header) and the newest message as `latest`, as Mailpit does", async () => {
+    const written = new Date('2026-01-02T03:04:05Z');
+    await send('<first@idem.local>');
+    await send('<second@idem.local>', { date: written });
+    const latest = (await (await api('/api/v1/message/latest')).json()) as { MessageID: string; Date: string };
+    expect(latest).toMatchObject({ MessageID: 'second@idem.local', Date: written.toISOString() });
+    const list = (await (await api('/api/v1/messages')).json()) as { messages: { Created: string }[] };
+    // Created is when the sink received it, not what the sender wrote.
+    expect(Date.now() - Date.parse(list.messages[0]!.Created)).toBeLessThan(60_000);
+    expect((await api('/api/v1/message/latest/headers')).status).toBe(200);
+    await api('/api/v1/messages', { method: 'DELETE' });
+    expect((await api('/api/v1/message/latest')).status).toBe(404);
+  });
+
+  it('keeps a message whose headers are named like object properties', async () => {
+    await nodemailer
+      .createTransport({ host: '127.0.0.1', port: sink.smtpPort, secure: false, ignoreTLS: true })
+      .sendMail({
+        envelope: { from: 'shop@idem.local', to: 'ada@example.com' },
+        raw: 'constructor: a\r\ntoString: b\r\n__proto__: c\r\nSubject: odd\r\nMessage-ID: <odd@idem.local>\r\n\r\nbody\r\n',
+      });
+    const headers = (await (await api('/api/v1/message/latest/headers')).json()) as Record<string, string[]>;
+    expect(Object.entries(headers)).toEqual(
+      expect.arrayContaining([
+        ['constructor', ['a']],
+        ['toString', ['b']],
+        ['__proto__', ['c']],
+      ]),
+    );
+    expect(sink.messages()).toHaveLength(1);
   });
 
   it('deletes all messages', async () => {

@@ -25,7 +25,10 @@ export interface StoredMessage {
   Bcc: Address[];
   ReplyTo: Address[];
   Subject: string;
+  /** When the sink received it (Mailpit's `Created`, in listings). */
   Created: string;
+  /** The message's own Date header, or when it was received if it has none (Mailpit's `Date`). */
+  Date: string;
   Size: number;
   Text: string;
   HTML: string;
@@ -91,7 +94,7 @@ export async function startSmtpSink({
   const app = express();
   app.disable('x-powered-by');
   app.use(express.json());
-  const summary = ({ Text, HTML: _html, Headers: _headers, ...rest }: StoredMessage) => ({
+  const summary = ({ Text, HTML: _html, Headers: _headers, Date: _date, ...rest }: StoredMessage) => ({
     ...rest,
     Snippet: Text.slice(0, 250),
     Attachments: 0,
@@ -112,15 +115,17 @@ export async function startSmtpSink({
       messages: page.map(summary),
     });
   });
+  // Mailpit accepts `latest` wherever a message id goes: the newest message.
+  const find = (id: string) => (id === 'latest' ? stored.at(-1) : stored.find((m) => m.ID === id));
   app.get('/api/v1/message/:id', (req, res) => {
-    const message = stored.find((m) => m.ID === req.params.id);
+    const message = find(req.params.id);
     if (!message) return void res.status(404).send('message not found');
     message.Read = true;
-    const { Headers: _headers, ...rest } = message;
+    const { Headers: _headers, Created: _created, ...rest } = message;
     res.json({ ...rest, Tags: [], Inline: [], Attachments: [] });
   });
   app.get('/api/v1/message/:id/headers', (req, res) => {
-    const message = stored.find((m) => m.ID === req.params.id);
+    const message = find(req.params.id);
     if (!message) return void res.status(404).send('message not found');
     res.json(message.Headers);
   });
@@ -159,12 +164,13 @@ export async function startSmtpSink({
   };
 }
 
-function toStored(mail: ParsedMail, size: number): StoredMessage {
+function toStored(mail: ParsedMail, size: number, received = new Date()): StoredMessage {
   const list = (value: AddressObject | AddressObject[] | undefined): Address[] =>
     (Array.isArray(value) ? value : value ? [value] : []).flatMap((group) =>
       group.value.map((a) => ({ Name: a.name ?? '', Address: a.address ?? '' })),
     );
-  const headers: Record<string, string[]> = {};
+  // No prototype: a header may be named `constructor`, `toString` or `__proto__`.
+  const headers: Record<string, string[]> = Object.create(null) as Record<string, string[]>;
   for (const line of mail.headerLines) {
     const [name, ...value] = line.line.split(':');
     (headers[name!.trim()] ??= []).push(value.join(':').trim());
@@ -178,7 +184,8 @@ function toStored(mail: ParsedMail, size: number): StoredMessage {
     Bcc: list(mail.bcc),
     ReplyTo: list(mail.replyTo),
     Subject: mail.subject ?? '',
-    Created: (mail.date ?? new Date()).toISOString(),
+    Created: received.toISOString(),
+    Date: (mail.date ?? received).toISOString(),
     Size: size,
     Text: mail.text ?? '',
     HTML: typeof mail.html === 'string' ? mail.html : '',
