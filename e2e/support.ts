@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { runChecks, type CheckerOptions, type Report } from '@idem/checker';
 import { dropDatabase } from '@idem/database';
 import { startSystem, SERVICES, type RunningSystem, type SystemOptions } from '@idem/native-run';
+import { SIMULATOR_API_KEY } from '@idem/stripe-sim';
 import { exited } from '@idem/testkit';
 import pg from 'pg';
 
@@ -88,7 +89,7 @@ export async function readRows<R extends pg.QueryResultRow>(
 
 /** The system's Stripe simulator, as the checker and the tests read it (it takes any key). */
 export function stripeOf(system: RunningSystem): CheckerOptions['stripe'] {
-  return { apiBase: system.urls.stripe, apiKey: 'sk_test' };
+  return { apiBase: system.urls.stripe, apiKey: SIMULATOR_API_KEY };
 }
 
 /** The exactly-once checker against the system, counting what was published over 5 s ago. */

@@ -2,6 +2,7 @@ import { randomInt, randomUUID } from 'node:crypto';
 import { formatReport, runChecks, type Report } from '@idem/checker';
 import { dropDatabase } from '@idem/database';
 import { getJson, SERVICES, startSystem, type RunningSystem } from '@idem/native-run';
+import { SIMULATOR_API_KEY } from '@idem/stripe-sim';
 
 /**
  * The chaos run: the whole system as processes, every publication sent twice past BullMQ's
@@ -83,7 +84,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const check = () =>
       runChecks({
         databaseUrls: system.databaseUrls,
-        stripe: { apiBase: system.urls.stripe, apiKey: 'sk_test_chaos' },
+        stripe: { apiBase: system.urls.stripe, apiKey: SIMULATOR_API_KEY },
         mailApi: system.urls.mail,
         settleWindowMs: 5000,
         stuckAfterMs: 10_000,
