@@ -1,1 +1,10 @@
-export { runChecks, formatReport, listStripe, type CheckerOptions, type Finding, type Report } from './checker.js';
+export {
+  runChecks,
+  formatReport,
+  listStripe,
+  SERVICES,
+  type CheckerOptions,
+  type Finding,
+  type Report,
+  type Service,
+} from './checker.js';

@@ -13,9 +13,16 @@ if (missing) {
   process.exit(1);
 }
 
-const system = await startSystem({ postgresUrl, redisUrl, portOffset: Number(process.env.IDEM_PORT_OFFSET ?? 0) });
+const system = await startSystem({
+  postgresUrl,
+  redisUrl,
+  portOffset: Number(process.env.IDEM_PORT_OFFSET ?? 0),
+  restartOnExit: true,
+  console: true,
+});
 console.log(`
 idem is running:
+  console        ${system.urls.console}   (every delivery of an order, fault switches, the checker)
   orders         ${system.urls.orders}   (POST /orders, GET /orders/:id)
   inventory      ${system.urls.inventory}   (GET /stock/:sku)
   payments       ${system.urls.payments}   (GET /payments?orderId=)

@@ -31,10 +31,17 @@ export interface SystemOptions {
   readonly serviceEnv?: Partial<Record<ServiceName, Record<string, string>>>;
   /** Where each log line goes; receives the process name and a readable line. @defaultValue stdout, prefixed and coloured */
   readonly log?: (process: string, line: string) => void;
+  /**
+   * Start a part again when it dies (SIGKILLed by a fault switch, say), as compose's restart
+   * policy does, with a log line. Tests that restart parts themselves leave it off. @defaultValue false
+   */
+  readonly restartOnExit?: boolean;
+  /** Run the teaching console too (on 3000 + offset). @defaultValue false */
+  readonly console?: boolean;
 }
 
 export interface RunningSystem {
-  readonly urls: Record<ServiceName | 'stripe' | 'smtp' | 'mail', string>;
+  readonly urls: Record<ServiceName | 'stripe' | 'smtp' | 'mail' | 'console', string>;
   readonly databaseUrls: Record<ServiceName, string>;
   readonly queuePrefix: string;
   /** The running process of each part, e.g. to SIGKILL one. */
@@ -53,6 +60,7 @@ export const DEFAULT_PORTS = {
   stripe: 12111,
   smtp: 1025,
   mail: 8025,
+  console: 3000,
 } as const;
 
 const COLORS = [36, 33, 35, 32, 34, 31, 90];
@@ -83,6 +91,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
     stripe: `http://127.0.0.1:${port.stripe}`,
     smtp: `smtp://127.0.0.1:${port.smtp}`,
     mail: `http://127.0.0.1:${port.mail}`,
+    console: `http://127.0.0.1:${port.console}`,
   };
 
   const parts: Record<string, { entry: string; instrumented?: true; env: Record<string, string>; health: string }> = {
@@ -118,6 +127,24 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
       ]),
     ),
   };
+  if (options.console) {
+    parts.console = {
+      entry: 'infra/console/src/main.ts',
+      env: {
+        PORT: String(port.console),
+        POSTGRES_URL: postgresUrl,
+        ...Object.fromEntries(SERVICES.map((s) => [`${s.toUpperCase()}_DATABASE_URL`, databaseUrls[s]])),
+        REDIS_URL: redisUrl,
+        IDEM_QUEUE_PREFIX: queuePrefix,
+        ORDERS_API: urls.orders,
+        MAIL_API: urls.mail,
+        STRIPE_API_BASE: urls.stripe,
+        CONSOLE_PROCESSES: SERVICES.map((s) => `${s}=${urls[s]}`).join(','),
+        ...(options.env?.ADMIN_TOKEN ? { ADMIN_TOKEN: options.env.ADMIN_TOKEN } : {}),
+      },
+      health: `${urls.console}/health`,
+    };
+  }
   // Extra instances of each service (`orders-2`, ...) run consumers, relay and workers beside
   // the first one, competing for the same queues and outbox rows; each listens on its own port.
   for (let replica = 2; replica <= (options.replicas ?? 1); replica++) {
@@ -157,11 +184,20 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
     }),
   );
 
+  let stopping = false;
   const start = async (name: string, extraEnv: Record<string, string> = {}) => {
     const part = parts[name];
     if (!part) throw new Error(`no part named ${name}; parts: ${Object.keys(parts).join(', ')}`);
-    processes.set(name, launch(name, part.entry, { ...part.env, ...extraEnv }, part.instrumented));
-    await waitForHealth(part.health, processes.get(name)!, name);
+    const child = launch(name, part.entry, { ...part.env, ...extraEnv }, part.instrumented);
+    processes.set(name, child);
+    if (options.restartOnExit) {
+      child.once('exit', (code, signal) => {
+        if (stopping || processes.get(name) !== child) return;
+        log(name, `exited (${signal ?? code}); restarting it, as compose's restart policy would`);
+        start(name).catch((error: unknown) => log(name, `could not be restarted: ${(error as Error).message}`));
+      });
+    }
+    await waitForHealth(part.health, child, name);
   };
   try {
     await Promise.all(['stripe-sim', 'smtp-sink'].map((name) => start(name)));
@@ -171,6 +207,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
         .map((name) => start(name)),
     );
   } catch (error) {
+    stopping = true;
     await stopAll(processes);
     throw error;
   }
@@ -181,7 +218,10 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
     queuePrefix,
     processes,
     restart: start,
-    stop: () => stopAll(processes),
+    stop: () => {
+      stopping = true;
+      return stopAll(processes);
+    },
   };
 }
 

@@ -100,14 +100,48 @@ export function parseFaultRules(spec: string): FaultRule[] {
     });
 }
 
-/** Reads the fault switches from the environment; refuses them unless explicitly enabled. */
+/**
+ * Fault switches that an operator can change while the process runs (the teaching console
+ * does). Each change replaces the rules and starts their counts afresh; a restarted process
+ * starts again from IDEM_FAULTS.
+ */
+export interface FaultSwitchboard extends Faults {
+  rules(): readonly FaultRule[];
+  replace(rules: readonly FaultRule[]): void;
+}
+
+export function createFaultSwitchboard(
+  initial: readonly FaultRule[] = [],
+  random: () => number = Math.random,
+): FaultSwitchboard {
+  let rules = [...initial];
+  let faults = createFaults(rules, random);
+  return {
+    fires: (name, target) => faults.fires(name, target),
+    crashIf: (name, target) => faults.crashIf(name, target),
+    rules: () => rules,
+    replace(next) {
+      rules = [...next];
+      faults = createFaults(rules, random);
+    },
+  };
+}
+
+/** Whether the faults can be switched at runtime: only in a process started with them enabled. */
+export function isSwitchboard(faults: Faults): faults is FaultSwitchboard {
+  return 'replace' in faults;
+}
+
+/**
+ * Reads the fault switches from the environment; refuses them unless explicitly enabled.
+ * With IDEM_FAULTS_ENABLED=1 the result is a {@link FaultSwitchboard}, so the switches can also
+ * be changed while the process runs; without it nothing can ever switch a fault on.
+ */
 export function faultsFromEnv(env: NodeJS.ProcessEnv = process.env): Faults {
   const spec = env.IDEM_FAULTS?.trim();
+  if (env.IDEM_FAULTS_ENABLED === '1') return createFaultSwitchboard(spec ? parseFaultRules(spec) : []);
   if (!spec) return noFaults;
-  if (env.IDEM_FAULTS_ENABLED !== '1') {
-    throw new FaultConfigError(
-      'IDEM_FAULTS is set but IDEM_FAULTS_ENABLED is not 1; fault injection is for tests and demos only, refusing to start',
-    );
-  }
-  return createFaults(parseFaultRules(spec));
+  throw new FaultConfigError(
+    'IDEM_FAULTS is set but IDEM_FAULTS_ENABLED is not 1; fault injection is for tests and demos only, refusing to start',
+  );
 }

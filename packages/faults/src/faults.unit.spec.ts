@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createFaults, faultsFromEnv, parseFaultRules } from './faults.js';
+import { createFaults, faultsFromEnv, isSwitchboard, parseFaultRules } from './faults.js';
 
 describe('fault switches', () => {
   it('parses a rule per entry with target, count and probability', () => {
@@ -36,5 +36,21 @@ describe('fault switches', () => {
     expect(
       faultsFromEnv({ IDEM_FAULTS: 'crash-after-commit', IDEM_FAULTS_ENABLED: '1' }).fires('crash-after-commit', 'x'),
     ).toBe(true);
+  });
+
+  it('can be switched at runtime only in a process started with IDEM_FAULTS_ENABLED=1', () => {
+    expect(isSwitchboard(faultsFromEnv({}))).toBe(false);
+    const faults = faultsFromEnv({ IDEM_FAULTS_ENABLED: '1' });
+    expect(isSwitchboard(faults)).toBe(true);
+    if (!isSwitchboard(faults)) return;
+    expect(faults.fires('publish-twice', 'publisher')).toBe(false);
+    faults.replace(parseFaultRules('publish-twice count=1'));
+    expect(faults.rules()).toEqual([{ name: 'publish-twice', probability: 1, count: 1 }]);
+    expect(faults.fires('publish-twice', 'publisher')).toBe(true);
+    expect(faults.fires('publish-twice', 'publisher')).toBe(false);
+    faults.replace(faults.rules()); // a new switch: its count starts afresh
+    expect(faults.fires('publish-twice', 'publisher')).toBe(true);
+    faults.replace([]);
+    expect(faults.fires('publish-twice', 'publisher')).toBe(false);
   });
 });

@@ -21,6 +21,7 @@ import { reserveOneUnit, type Tx } from '../test/fixtures.js';
 import { startConsumer, type Consumer, type ConsumerOptions, type DeliveryReport } from './consumer.js';
 import { defaultDeliveryPolicy } from './delivery-policy.js';
 import { createPublisher, type Publisher } from './publisher.js';
+import { createDeliveryJournal, deliveryEntry, readJournal } from './journal.js';
 import { replayDeadLetters } from './replay.js';
 
 const CONSUMER = 'inventory.order-placed.v1';
@@ -273,5 +274,58 @@ describe('startConsumer', () => {
     await publisher.publish([message]);
     expect(await waitForOutcomes(message.messageId, 1)).toEqual(['stale']);
     expect(await db.prisma.processedMessage.count()).toBe(1);
+  });
+});
+
+describe('the delivery journal', () => {
+  it('records every settled delivery, the suppressed duplicate included, after the broker settled it', async () => {
+    const redis = new Redis(redisUrl);
+    const journal = createDeliveryJournal({ redis, prefix, flushIntervalMs: 10 });
+    const settledStates: string[] = [];
+    start({
+      onSettled: (report) => {
+        journal.record(deliveryEntry(report, 'test/1'));
+        void queue.getJobState(report.messageId).then((state) => settledStates.push(state));
+      },
+    });
+    try {
+      const message = orderPlacedMessage();
+      await publisher.publish([message]);
+      await waitForOutcomes(message.messageId, 1);
+      await publisher.publish([message]);
+      await waitForOutcomes(message.messageId, 2);
+      const entries = await waitFor(async () => {
+        await journal.flush();
+        const found = (await readJournal(redis, prefix)).filter(
+          (e) => e.entry.kind === 'delivery' && e.entry.messageId === message.messageId,
+        );
+        return found.length === 2 && found;
+      });
+      expect(entries.map((e) => e.entry)).toEqual([
+        expect.objectContaining({ outcome: 'processed', correlationId: message.correlationId, consumer: CONSUMER }),
+        expect.objectContaining({ outcome: 'duplicate', correlationId: message.correlationId, attempt: 1 }),
+      ]);
+      // onSettled ran once the job had left the active state (completed, and removed at once here).
+      expect(settledStates).not.toContain('active');
+    } finally {
+      await journal.close();
+      redis.disconnect();
+    }
+  });
+
+  it('never holds a delivery up when Redis cannot take the journal', async () => {
+    const broken = new Redis('redis://127.0.0.1:1', {
+      lazyConnect: true,
+      maxRetriesPerRequest: 0,
+      enableOfflineQueue: false,
+    });
+    broken.on('error', () => {});
+    const journal = createDeliveryJournal({ redis: broken, prefix, flushIntervalMs: 5 });
+    start({ onSettled: (report) => journal.record(deliveryEntry(report, 'test/1')) });
+    const message = orderPlacedMessage();
+    await publisher.publish([message]);
+    expect(await waitForOutcomes(message.messageId, 1)).toEqual(['processed']);
+    await journal.close(); // resolves: the entry is dropped, not retried forever
+    broken.disconnect();
   });
 });

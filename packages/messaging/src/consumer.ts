@@ -83,6 +83,12 @@ export interface ConsumerOptions<Tx extends SqlClient, C extends ConsumerName> e
   readonly maxStalledCount?: number;
   readonly faults?: Faults;
   readonly onDelivery?: (report: DeliveryReport) => void;
+  /**
+   * Called once the broker has settled a delivery (completed it, scheduled its retry, or
+   * failed it for good), with the same report; never for a delivery whose process died
+   * before settling. For records that must not slow or affect the delivery (the journal).
+   */
+  readonly onSettled?: (report: DeliveryReport) => void;
   /** Errors of the worker itself (Redis connection, dead-letter write). */
   readonly onError?: (error: unknown) => void;
 }
@@ -110,8 +116,10 @@ export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(opti
     maxStalledCount = 5,
     faults = noFaults,
     onDelivery = () => {},
+    onSettled,
     onError = () => {},
   } = options;
+  const unsettled = new WeakMap<Job, DeliveryReport>();
   const { redisUrl, prefix } = resolveBroker(options);
   const contract = consumers[consumer];
 
@@ -151,7 +159,7 @@ export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(opti
       span.setStatus({ code: SpanStatusCode.ERROR, message: `${outcome.code}: ${outcome.reason}` });
     if (deadLettered) span.setAttribute('idem.dead_lettered', true);
     span.end();
-    onDelivery({
+    const report: DeliveryReport = {
       consumer,
       messageId: envelope?.messageId ?? job.id ?? 'unknown',
       contract: envelope?.type,
@@ -163,12 +171,15 @@ export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(opti
       durationMs: performance.now() - started,
       outcome,
       deadLettered,
-    });
+    };
+    onDelivery(report);
+    if (onSettled) unsettled.set(job, report);
 
     if (isSettled(outcome)) {
       // Settlement comes after the commit. A crash here leaves the job to be redelivered
       // once its lock expires, and the redelivery stops at the processed-message record.
-      faults.crashIf('crash-after-commit', consumer);
+      // (The switch fires only where that window is: after a commit that processed something.)
+      if (outcome.outcome === 'processed') faults.crashIf('crash-after-commit', consumer);
       return outcome.outcome;
     }
     if (outcome.outcome === 'transient_failure' && !lastAttempt) {
@@ -191,6 +202,16 @@ export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(opti
     maxStalledCount,
   });
   worker.on('error', onError);
+  if (onSettled) {
+    const settled = (job: Job | undefined) => {
+      const report = job && unsettled.get(job);
+      if (!report) return;
+      unsettled.delete(job);
+      onSettled(report);
+    };
+    worker.on('completed', settled);
+    worker.on('failed', settled);
+  }
   worker.on('failed', (job, error) => {
     // BullMQ fails a job on its own when its owners kept dying; keep it as a dead letter too.
     if (job && /stalled more than allowable limit|started more than allowable limit/.test(error.message)) {

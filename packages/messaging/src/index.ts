@@ -3,3 +3,15 @@ export { startConsumer, type Consumer, type ConsumerOptions, type DeliveryReport
 export { replayDeadLetters } from './replay.js';
 export { defaultDeliveryPolicy, jobOptions, maxRetrySpanMs, type DeliveryPolicy } from './delivery-policy.js';
 export { resolveBroker, type BrokerOptions } from './redis.js';
+export {
+  createDeliveryJournal,
+  deliveryEntry,
+  journalKey,
+  publicationEntries,
+  readJournal,
+  type DeliveryEntry,
+  type DeliveryJournal,
+  type JournalEntry,
+  type PublicationEntry,
+  type ProviderCallEntry,
+} from './journal.js';

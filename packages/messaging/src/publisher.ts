@@ -9,6 +9,8 @@ export interface PublisherOptions extends BrokerOptions {
   readonly policy?: DeliveryPolicy;
   /** `publish-twice` (target `publisher`) sends a second copy of each message. @defaultValue none */
   readonly faults?: Faults;
+  /** Told of every publication once the broker took it, with how many copies went out (the journal). */
+  readonly onPublished?: (envelopes: readonly Envelope[], copies: number) => void;
 }
 
 export interface Publisher {
@@ -115,6 +117,7 @@ export function createPublisher(options: PublisherOptions = {}): Publisher {
           );
         // The Redis writes nest under the publication: its one send span, or a batch span.
         await context.with(trace.setSpan(context.active(), writeSpan), writes);
+        options.onPublished?.(envelopes, twice ? 2 : 1);
       } catch (error) {
         for (const span of spans) {
           span.recordException(error as Error);

@@ -1,16 +1,20 @@
 import type { ConsumerName } from '@idem/contracts';
 import type { SqlClient, TransactionalClient } from '@idem/database';
-import type { Faults } from '@idem/faults';
+import { FAULT_NAMES, isSwitchboard, type Faults } from '@idem/faults';
 import { createHttpApp, HttpError, listen, requireAdmin, validate, type RunningServer } from '@idem/http';
 import { classifyFailure, createInboxRetention, type Inbox, type MessageHandler } from '@idem/inbox';
 import {
+  createDeliveryJournal,
   createPublisher,
   defaultDeliveryPolicy,
+  deliveryEntry,
+  publicationEntries,
   maxRetrySpanMs,
   replayDeadLetters,
   startConsumer,
   type Consumer,
   type ConsumerOptions,
+  type DeliveryJournal,
   type DeliveryReport,
   type MessageOf,
   type Publisher,
@@ -59,7 +63,32 @@ export interface ServiceDefinition<Tx extends SqlClient> {
   readonly routes?: (app: Express) => void;
   /** Registers the service's own gauges (work items by status, ...). */
   readonly metrics?: (metrics: Metrics) => void;
+  /** Where deliveries (and the service's own provider calls) are recorded for people to see. @defaultValue one of its own ({@link journalFor}) */
+  readonly journal?: DeliveryJournal;
 }
+
+/**
+ * The process's delivery journal (see `createDeliveryJournal`), on a Redis connection of its own
+ * that gives up at once when Redis is slow: the journal is lossy by design.
+ */
+export function journalFor(config: BaseConfig): DeliveryJournal {
+  // Connected from the start, so the first deliveries are journaled too; a write waits for a
+  // reconnection at most once, then is dropped.
+  const redis = new Redis(config.REDIS_URL, { maxRetriesPerRequest: 0 });
+  redis.on('error', () => {}); // the journal skips what it cannot write
+  const journal = createDeliveryJournal({ redis, prefix: config.IDEM_QUEUE_PREFIX });
+  return {
+    ...journal,
+    async close() {
+      // What is buffered gets a second to reach Redis; a shutdown never waits on the journal longer.
+      await Promise.race([journal.close(), new Promise((resolve) => setTimeout(resolve, 1_000).unref())]);
+      redis.disconnect();
+    },
+  };
+}
+
+/** This process, as the journal and the console name it. */
+export const processName = (service: string) => `${service}/${process.pid}`;
 
 export interface RunningService {
   readonly http: RunningServer;
@@ -77,10 +106,19 @@ export async function runService<Tx extends SqlClient>(service: ServiceDefinitio
   const { config, log, db, inbox, faults } = service;
   const roles = config.IDEM_ROLES;
   const broker = { redisUrl: config.REDIS_URL, prefix: config.IDEM_QUEUE_PREFIX };
-  const publisher = createPublisher({ ...broker, faults });
+
   const redis = new Redis(config.REDIS_URL, { maxRetriesPerRequest: 1, lazyConnect: true });
   const metrics = createMetrics(service.name);
   service.metrics?.(metrics);
+  const journal = service.journal ?? journalFor(config);
+  const me = processName(service.name);
+  const publisher = createPublisher({
+    ...broker,
+    faults,
+    onPublished: (envelopes, copies) => {
+      for (const entry of publicationEntries(envelopes, copies, me)) journal.record(entry);
+    },
+  });
   if (service.publishes) {
     // Prometheus collects both gauges of one scrape at once: they share one backlog query.
     let inFlight: Promise<OutboxBacklog> | undefined;
@@ -123,6 +161,7 @@ export async function runService<Tx extends SqlClient>(service: ServiceDefinitio
             logDelivery(log, report);
             countDelivery(metrics, report);
           },
+          onSettled: (report) => journal.record(deliveryEntry(report, me)),
           onError: (error) => log.error({ err: error, consumer: spec.consumer }, 'consumer error'),
         }),
       )
@@ -176,6 +215,7 @@ export async function runService<Tx extends SqlClient>(service: ServiceDefinitio
         const { contentType, body } = await metrics.scrape();
         res.type(contentType).send(body);
       });
+      faultRoutes(app, { faults, adminToken: config.ADMIN_TOKEN, process: me });
       if (!roles.has('http')) return;
       service.routes?.(app);
       deadLetterRoutes(app, { inbox, publisher, adminToken: config.ADMIN_TOKEN });
@@ -214,6 +254,7 @@ export async function runService<Tx extends SqlClient>(service: ServiceDefinitio
       await Promise.all(workers.map((w) => w.stop()));
       await relay?.stop();
       await publisher.close();
+      await journal.close();
       redis.disconnect();
       await db.$disconnect();
       log.info(`${service.name} stopped`);
@@ -292,6 +333,42 @@ function deadLetterRoutes(
     );
     const replayed = await replayDeadLetters(inbox.deadLetters, publisher, filter);
     res.json({ replayed: replayed.map((d) => ({ consumer: d.consumer, messageId: d.messageId })) });
+  });
+}
+
+const startedAt = new Date().toISOString();
+
+/**
+ * The process's fault switches, for an operator (the teaching console): only in a process
+ * started with IDEM_FAULTS_ENABLED=1 — elsewhere these routes do not exist — and only with the
+ * operator token. Every process has them, since each runs its own switches.
+ */
+function faultRoutes(
+  app: Express,
+  { faults, adminToken, process: name }: { faults: Faults; adminToken: string | undefined; process: string },
+): void {
+  if (!isSwitchboard(faults)) return;
+  const admin = requireAdmin(adminToken);
+  const state = () => ({ process: name, pid: process.pid, startedAt, switches: FAULT_NAMES, rules: faults.rules() });
+  app.get('/faults', admin, (_req, res) => void res.json(state()));
+  app.put('/faults', admin, (req, res) => {
+    const { rules } = validate(
+      z.object({
+        rules: z
+          .array(
+            z.object({
+              name: z.enum(FAULT_NAMES),
+              target: z.string().min(1).max(200).optional(),
+              probability: z.number().min(0).max(1).default(1),
+              count: z.number().int().min(1).max(1_000_000).optional(),
+            }),
+          )
+          .max(50),
+      }),
+      req.body,
+    );
+    faults.replace(rules);
+    res.json(state());
   });
 }
 

@@ -2,10 +2,11 @@ import { randomUUID } from 'node:crypto';
 import { boundReason } from '@idem/contracts';
 import { noFaults, type Faults } from '@idem/faults';
 import { enqueue } from '@idem/outbox';
-import { pollingWorker, settleAll, type BackgroundWorker, type Logger } from '@idem/runtime';
+import { pollingWorker, processName, settleAll, type BackgroundWorker, type Logger } from '@idem/runtime';
 import type Stripe from 'stripe';
 import type { PrismaClient } from './db.js';
 import type { PaymentAttempt } from './generated/prisma/client.js';
+import type { DeliveryJournal } from '@idem/messaging';
 import { classifyProviderError, type ProviderResult } from './stripe.js';
 
 export interface PaymentWorkerOptions {
@@ -14,6 +15,8 @@ export interface PaymentWorkerOptions {
   readonly log: Logger;
   readonly now?: () => Date;
   readonly faults?: Faults;
+  /** Where each provider call is recorded for people to see (the console). */
+  readonly journal?: DeliveryJournal;
   /** How long a claimed attempt belongs to this worker before another may take it. @defaultValue 60000 */
   readonly leaseMs?: number;
   /** @defaultValue 500 */
@@ -38,6 +41,7 @@ export function createPaymentWorker(options: PaymentWorkerOptions): BackgroundWo
     log,
     now = () => new Date(),
     faults = noFaults,
+    journal,
     leaseMs = 60_000,
     pollIntervalMs = 500,
     batchSize = 10,
@@ -82,12 +86,38 @@ export function createPaymentWorker(options: PaymentWorkerOptions): BackgroundWo
         // The key was persisted with the attempt before the first call; every call reuses it.
         { idempotencyKey: attempt.idempotencyKey },
       );
-      return intent.status === 'succeeded'
-        ? { kind: 'succeeded', id: intent.id }
-        : { kind: 'retry', reason: `PaymentIntent ${intent.id} is ${intent.status}` };
+      const result: ProviderResult =
+        intent.status === 'succeeded'
+          ? { kind: 'succeeded', id: intent.id }
+          : { kind: 'retry', reason: `PaymentIntent ${intent.id} is ${intent.status}` };
+      return recordCall(attempt, 'charge', result, intent.lastResponse?.headers, intent.id);
     } catch (error) {
-      return classifyProviderError(error);
+      return recordCall(attempt, 'charge', classifyProviderError(error), (error as { headers?: Headers }).headers);
     }
+  }
+
+  type Headers = Record<string, string | undefined> | undefined;
+  /** Journals one provider call, with the key it carried and whether the provider replayed an earlier answer. */
+  function recordCall(
+    attempt: PaymentAttempt,
+    operation: 'charge' | 'refund',
+    result: ProviderResult,
+    headers: Headers,
+    objectId?: string,
+  ): ProviderResult {
+    journal?.record({
+      kind: 'provider-call',
+      at: now().toISOString(),
+      process: processName('payments'),
+      correlationId: attempt.correlationId,
+      orderId: attempt.orderId,
+      operation,
+      idempotencyKey: operation === 'charge' ? attempt.idempotencyKey : attempt.refundIdempotencyKey!,
+      ...(objectId ? { objectId } : {}),
+      replayed: headers?.['idempotent-replayed'] === 'true',
+      result: result.kind,
+    });
+    return result;
   }
 
   async function refund(attempt: PaymentAttempt): Promise<ProviderResult> {
@@ -96,9 +126,20 @@ export function createPaymentWorker(options: PaymentWorkerOptions): BackgroundWo
         { payment_intent: attempt.paymentIntentId!, metadata: { order_id: attempt.orderId } },
         { idempotencyKey: attempt.refundIdempotencyKey! },
       );
-      return { kind: 'succeeded', id: result.id };
+      return recordCall(
+        attempt,
+        'refund',
+        { kind: 'succeeded', id: result.id },
+        result.lastResponse?.headers,
+        result.id,
+      );
     } catch (error) {
-      const classified = classifyProviderError(error);
+      const classified = recordCall(
+        attempt,
+        'refund',
+        classifyProviderError(error),
+        (error as { headers?: Headers }).headers,
+      );
       // A refund the provider refuses is not a payment failure: keep retrying and make it visible.
       return classified.kind === 'declined' || classified.kind === 'rejected'
         ? { kind: 'retry', reason: `${classified.code}: ${classified.reason}` }

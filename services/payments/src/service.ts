@@ -1,6 +1,6 @@
 import { faultsFromEnv, type Faults } from '@idem/faults';
 import { createInbox } from '@idem/inbox';
-import { consumer, createLogger, runService, type RunningService } from '@idem/runtime';
+import { consumer, createLogger, journalFor, runService, type RunningService } from '@idem/runtime';
 import type { PaymentsConfig } from './config.js';
 import { handleOrderCancelled } from './consumers/order-cancelled.js';
 import { handleStockReserved } from './consumers/stock-reserved.js';
@@ -17,6 +17,7 @@ export async function startPayments(
   const log = createLogger('payments', config.LOG_LEVEL);
   const db = connectDatabase(config.DATABASE_URL, config.DATABASE_POOL_MAX);
   const stripe = createStripeClient({ apiKey: config.STRIPE_API_KEY, apiBase: config.STRIPE_API_BASE });
+  const journal = journalFor(config); // deliveries and the worker's provider calls
   log.info(
     { provider: config.PAYMENT_PROVIDER, apiBase: config.STRIPE_API_BASE ?? 'https://api.stripe.com' },
     'payment provider',
@@ -29,6 +30,7 @@ export async function startPayments(
     faults,
     inbox: createInbox({ db, faults, now }),
     publishes: true,
+    journal,
     consumers: [
       consumer('payments.stock-reserved.v1', handleStockReserved({ now })),
       consumer('payments.order-cancelled.v1', handleOrderCancelled({ now })),
@@ -40,6 +42,7 @@ export async function startPayments(
         log,
         now,
         faults,
+        journal,
         leaseMs: config.PAYMENT_WORKER_LEASE_MS,
         pollIntervalMs: config.PAYMENT_WORKER_POLL_MS,
         retryDelayMs: config.PAYMENT_RETRY_DELAY_MS,

@@ -1,0 +1,113 @@
+/**
+ * The teaching console in a real browser, the way a student uses it: switch a fault on, place
+ * an order from the form, and watch the order's timeline fill in live.
+ */
+import type { RunningSystem } from '@idem/native-run';
+import type { Browser, Page } from 'playwright-core';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { launchChromium, screenshotPath } from './browser.js';
+import { startIsolatedSystem } from './support.js';
+
+const ADMIN_TOKEN = 'console-e2e-admin-token-0123';
+let system: RunningSystem;
+let browser: Browser;
+let page: Page;
+
+beforeAll(async () => {
+  system = await startIsolatedSystem({
+    console: true,
+    restartOnExit: true,
+    env: { IDEM_FAULTS_ENABLED: '1', ADMIN_TOKEN },
+  });
+  browser = await launchChromium();
+  page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+}, 120_000);
+// Every test starts with every switch off.
+afterEach(async () => {
+  for (const process of ['orders', 'inventory', 'payments', 'notifications']) await switchAllOff(process);
+});
+afterAll(async () => {
+  await browser?.close();
+  await system?.stop();
+});
+
+/** On the fault switches page: switches one on for a process, as a person fills the form. */
+async function switchOn(process: string, name: string, target: string, count?: number) {
+  await page.goto(`${system.urls.console}/faults`);
+  const row = page.locator(`tr[data-process="${process}"]`);
+  await row.locator('select[name="name"]').selectOption(name);
+  await row.locator('input[name="target"]').fill(target);
+  if (count) await row.locator('input[name="count"]').fill(String(count));
+  await row.getByRole('button', { name: 'switch on' }).click();
+  await expect.poll(() => row.locator('[data-rule]').allTextContents()).toContainEqual(expect.stringContaining(name));
+}
+
+async function switchAllOff(process: string) {
+  await page.goto(`${system.urls.console}/faults`);
+  const button = page.locator(`tr[data-process="${process}"]`).getByRole('button', { name: 'switch all off' });
+  if (await button.count()) await button.click();
+}
+
+/** Places an order from the console's form; returns once the browser shows its timeline. */
+async function placeOrder(scenario: string) {
+  await page.goto(system.urls.console);
+  await page.locator(`input[name="scenario"][value="${scenario}"]`).check();
+  await page.getByRole('button', { name: 'Place order' }).click();
+  await page.waitForURL(/\/orders\/[0-9a-f-]{36}$/);
+}
+
+const outcomesOf = (consumer: string) => page.locator(`[data-consumer="${consumer}"] [data-outcome]`).allTextContents();
+
+describe('the console', () => {
+  it('shows, live, each consumer of orders.order-placed.v1 processing one copy and suppressing the other under publish-twice', async () => {
+    await switchOn('orders', 'publish-twice', 'publisher');
+    await placeOrder('paid');
+    // No reload from here on: the timeline fills in through the live view.
+    for (const consumer of ['inventory.order-placed.v1', 'notifications.order-placed.v1']) {
+      await expect
+        .poll(() => outcomesOf(consumer), { timeout: 30_000 })
+        .toEqual(expect.arrayContaining(['processed', 'duplicate']));
+      expect((await outcomesOf(consumer)).sort()).toEqual(['duplicate', 'processed']);
+    }
+    await expect.poll(() => page.locator('#status').textContent(), { timeout: 30_000 }).toBe('PAID');
+    await expect
+      .poll(() => page.locator('[data-effect="email"][data-kind="receipt"]').textContent(), { timeout: 30_000 })
+      .toContain('sent 1×');
+    // One business effect each: one reservation, one PaymentIntent, one receipt.
+    expect(await page.locator('[data-effect="reservation"]').count()).toBe(1);
+    expect(await page.locator('[data-effect="payment-intent"]').count()).toBe(1);
+    expect(await page.locator('[data-effect="email"][data-kind="receipt"]').count()).toBe(1);
+    await page.screenshot({ path: await screenshotPath('publish-twice-timeline'), fullPage: true });
+  }, 90_000);
+
+  it('shows a consumer killed after its commit restarting, and its redelivery ending as duplicate', async () => {
+    await page.goto(`${system.urls.console}/faults`);
+    const inventory = page.locator('tr[data-process="inventory"]');
+    const pidBefore = await inventory.locator('[data-pid]').textContent();
+    await switchOn('inventory', 'crash-after-commit', 'inventory.order-placed.v1', 1);
+    await placeOrder('paid');
+    const timeline = page.url();
+
+    await expect.poll(() => outcomesOf('inventory.order-placed.v1'), { timeout: 60_000 }).toEqual(['duplicate']);
+    expect(await page.locator('[data-consumer="inventory.order-placed.v1"]').textContent()).toContain(
+      'the delivery that committed it never settled',
+    );
+    await expect.poll(() => page.locator('#status').textContent(), { timeout: 30_000 }).toBe('PAID');
+    await page.screenshot({ path: await screenshotPath('crash-after-commit-timeline'), fullPage: true });
+
+    // The fault switches page shows the process that died and was started again.
+    await page.goto(`${system.urls.console}/faults`);
+    const pidAfter = await page.locator('tr[data-process="inventory"] [data-pid]').textContent();
+    expect(pidAfter).not.toBe(pidBefore);
+    expect(await page.locator('tr[data-process="inventory"] [data-rule]').count()).toBe(0); // started afresh
+    await page.goto(timeline);
+    expect(await page.locator('[data-effect="reservation"]').count()).toBe(1);
+  }, 120_000);
+
+  it('runs the exactly-once checker against the running system', async () => {
+    await page.goto(`${system.urls.console}/checker`);
+    expect(await page.locator('#verdict').textContent()).toContain('OK');
+    expect(await page.locator('table').last().textContent()).toContain('inventory.order-placed.v1');
+    await page.screenshot({ path: await screenshotPath('checker'), fullPage: true });
+  }, 60_000);
+});

@@ -1,0 +1,256 @@
+import { randomUUID } from 'node:crypto';
+import type { Server } from 'node:http';
+import { runChecks, SERVICES, type CheckerOptions } from '@idem/checker';
+import { subscriptions } from '@idem/contracts';
+import { FAULT_NAMES, type FaultRule } from '@idem/faults';
+import express, { type Request, type Response } from 'express';
+import { Redis } from 'ioredis';
+import { connectDatabases, latestOrders, newEntries, orderTimeline, type Sources } from './reads.js';
+import {
+  checkerPage,
+  escape,
+  faultsPage,
+  ordersPage,
+  page,
+  SCENARIOS,
+  timelineFragment,
+  timelinePage,
+  type ProcessFaults,
+  type Scenario,
+} from './views.js';
+
+export interface ConsoleOptions {
+  /** Each service's database, read in read-only transactions (in compose, as a read-only role). */
+  readonly databaseUrls: CheckerOptions['databaseUrls'];
+  readonly redisUrl: string;
+  /** The system's queue prefix: its delivery journal is `<prefix>:journal`. */
+  readonly queuePrefix: string;
+  /** Where orders are placed, as any client places them. */
+  readonly ordersApi: string;
+  readonly mailApi?: string;
+  /** The payment provider, for the checker (read-only list endpoints). */
+  readonly stripe: CheckerOptions['stripe'];
+  /** The operator token, for the processes' fault switches; without it they stay out of reach. */
+  readonly adminToken?: string;
+  /** Every service process whose fault switches the console may set: name → base URL. */
+  readonly processes: Record<string, string>;
+  /** How often the live view looks for new journal entries. @defaultValue 300 */
+  readonly livePollMs?: number;
+}
+
+/**
+ * The teaching console: one order's every message and delivery, live; fault switches per
+ * process; the checker. It reads what the system records and writes no business data; the
+ * only things it changes are fault switches (through each process, with the operator token)
+ * and orders it places through the orders API like any client.
+ */
+export function createConsole(options: ConsoleOptions) {
+  const redis = new Redis(options.redisUrl, { maxRetriesPerRequest: 1 });
+  redis.on('error', () => {}); // the pages say when Redis cannot be read
+  const sources: Sources = {
+    databases: connectDatabases(options.databaseUrls),
+    redis,
+    prefix: options.queuePrefix,
+    ...(options.mailApi ? { mailApi: options.mailApi } : {}),
+  };
+  const app = express();
+  app.disable('x-powered-by');
+  app.use(express.urlencoded({ extended: false, limit: '16kb' }));
+
+  app.get('/health', (_req, res) => void res.json({ status: 'ok' }));
+
+  app.get('/', async (req, res) => {
+    const notice = typeof req.query.notice === 'string' ? req.query.notice : undefined;
+    res.type('html').send(ordersPage(await latestOrders(sources), notice));
+  });
+
+  app.post('/orders', async (req, res) => {
+    const scenario = String((req.body as { scenario?: string }).scenario ?? '') as Scenario;
+    if (!(scenario in SCENARIOS))
+      return void res.status(400).type('html').send(page('bad request', '<p>Unknown scenario.</p>'));
+    const placed = await placeOrder(options.ordersApi, scenario);
+    if (!placed.ok) return void res.redirect(303, `/?notice=${encodeURIComponent(placed.problem)}`);
+    if (scenario === 'cancel-after-payment') void cancelOncePaid(options.ordersApi, placed.orderId);
+    res.redirect(303, `/orders/${placed.orderId}`);
+  });
+
+  app.get('/orders/:id', async (req, res) => {
+    const timeline = /^[0-9a-f-]{36}$/.test(req.params.id) ? await orderTimeline(sources, req.params.id) : undefined;
+    if (!timeline) return void res.status(404).type('html').send(page('not found', '<p>No such order.</p>'));
+    res.type('html').send(req.query.fragment ? timelineFragment(timeline) : timelinePage(timeline));
+  });
+
+  // Live: the timeline is sent again whenever it changed — at once when the journal records
+  // something of this order, and every two seconds for what only the databases show (an email sent).
+  app.get('/orders/:id/live', async (req, res) => {
+    const orderId = req.params.id;
+    const first = /^[0-9a-f-]{36}$/.test(orderId) ? await orderTimeline(sources, orderId) : undefined;
+    if (!first) return void res.status(404).end();
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store', connection: 'keep-alive' });
+    res.write(': live\n\n');
+    let shown = timelineFragment(first);
+    let after = first.journalId;
+    let closed = false;
+    req.on('close', () => (closed = true));
+    for (let tick = 1; !closed; tick++) {
+      await new Promise((resolve) => setTimeout(resolve, options.livePollMs ?? 500));
+      try {
+        const fresh = await newEntries(sources, first.correlationId, after);
+        after = fresh.last;
+        if (fresh.entries.length === 0 && tick % 4 !== 0) continue;
+        const timeline = await orderTimeline(sources, orderId);
+        const html = timeline ? timelineFragment(timeline) : shown;
+        if (html === shown) continue;
+        shown = html;
+        res.write(`event: change\ndata: ${JSON.stringify(html)}\n\n`);
+      } catch {
+        // Redis or a database is away for a moment: try again on the next tick.
+      }
+    }
+  });
+
+  app.get('/faults', async (_req, res) => {
+    const processes = await Promise.all(
+      Object.entries(options.processes).map(([name, url]) => processFaults(name, url, options.adminToken)),
+    );
+    const targets = [
+      ...Object.values(subscriptions).flat(),
+      'publisher',
+      ...SERVICES.map((s) => `${s}.relay`),
+      'payments.worker',
+      'notifications.dispatcher',
+    ];
+    res.type('html').send(faultsPage(processes, targets, Boolean(options.adminToken)));
+  });
+
+  app.post('/faults/:process', async (req, res) => {
+    const url = options.processes[req.params.process];
+    if (!url) return void res.status(404).type('html').send(page('not found', '<p>No such process.</p>'));
+    const body = req.body as Record<string, string | undefined>;
+    if (!FAULT_NAMES.includes(body.name as FaultRule['name'])) return void res.status(400).send('unknown switch');
+    const rule: FaultRule = {
+      name: body.name as FaultRule['name'],
+      probability: body.probability ? Number(body.probability) : 1,
+      ...(body.target ? { target: body.target } : {}),
+      ...(body.count ? { count: Number(body.count) } : {}),
+    };
+    const current = await processFaults(req.params.process, url, options.adminToken);
+    await setRules(url, options.adminToken, [...(current.state?.rules ?? []), rule], res);
+  });
+
+  app.post('/faults/:process/clear', async (req, res) => {
+    const url = options.processes[req.params.process];
+    if (!url) return void res.status(404).type('html').send(page('not found', '<p>No such process.</p>'));
+    await setRules(url, options.adminToken, [], res);
+  });
+
+  app.get('/checker', async (_req, res) => {
+    try {
+      const report = await runChecks({
+        databaseUrls: options.databaseUrls,
+        stripe: options.stripe,
+        ...(options.mailApi ? { mailApi: options.mailApi } : {}),
+        settleWindowMs: 30_000,
+        stuckAfterMs: 120_000,
+      });
+      res.type('html').send(checkerPage(report));
+    } catch (error) {
+      res
+        .type('html')
+        .send(checkerPage(undefined, `The checker could not read the system: ${(error as Error).message}`));
+    }
+  });
+
+  app.use((error: unknown, _req: Request, res: Response, _next: () => void) => {
+    res
+      .status(503)
+      .type('html')
+      .send(
+        page(
+          'unavailable',
+          `<p class="warn">The console could not read the system: ${escape((error as Error).message)}</p>`,
+        ),
+      );
+  });
+
+  return {
+    app,
+    listen(port: number, host = '127.0.0.1'): Promise<Server> {
+      return new Promise((resolve, reject) => {
+        const server = app.listen(port, host, (error?: Error) => (error ? reject(error) : resolve(server)));
+      });
+    },
+    async close() {
+      redis.disconnect();
+      await Promise.all(Object.values(sources.databases).map((pool) => pool.end()));
+    },
+  };
+}
+
+async function processFaults(name: string, url: string, adminToken: string | undefined): Promise<ProcessFaults> {
+  if (!adminToken) return { name, url, problem: 'the console has no operator token' };
+  try {
+    const res = await fetch(`${url}/faults`, { headers: { authorization: `Bearer ${adminToken}` } });
+    if (res.status === 404) return { name, url, problem: 'started without IDEM_FAULTS_ENABLED=1' };
+    if (!res.ok) return { name, url, problem: `it answered ${res.status} (is its ADMIN_TOKEN the console's?)` };
+    return { name, url, state: (await res.json()) as NonNullable<ProcessFaults['state']> };
+  } catch {
+    return { name, url, problem: 'not reachable (restarting?)' };
+  }
+}
+
+async function setRules(url: string, adminToken: string | undefined, rules: FaultRule[], res: Response) {
+  const answer = await fetch(`${url}/faults`, {
+    method: 'PUT',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${adminToken ?? ''}` },
+    body: JSON.stringify({ rules }),
+  }).catch(() => undefined);
+  if (!answer?.ok) return void res.redirect(303, `/faults`);
+  res.redirect(303, '/faults');
+}
+
+const ORDERS: Record<Scenario, { sku: string; paymentMethod: string }> = {
+  paid: { sku: 'keyboard', paymentMethod: 'pm_card_visa' },
+  'out-of-stock': { sku: 'sold-out', paymentMethod: 'pm_card_visa' },
+  declined: { sku: 'keyboard', paymentMethod: 'pm_card_chargeDeclined' },
+  'cancel-after-payment': { sku: 'keyboard', paymentMethod: 'pm_card_visa' },
+};
+
+async function placeOrder(ordersApi: string, scenario: Scenario) {
+  const { sku, paymentMethod } = ORDERS[scenario];
+  try {
+    const res = await fetch(`${ordersApi}/orders`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'idempotency-key': randomUUID() },
+      body: JSON.stringify({
+        customerEmail: 'student@example.com',
+        currency: 'eur',
+        paymentMethod,
+        lines: [{ sku, quantity: 1, unitPriceCents: 4999 }],
+      }),
+    });
+    if (res.status !== 201)
+      return { ok: false as const, problem: `the orders API answered ${res.status}: ${await res.text()}` };
+    return { ok: true as const, orderId: ((await res.json()) as { orderId: string }).orderId };
+  } catch (error) {
+    return { ok: false as const, problem: `the orders API is not reachable: ${(error as Error).message}` };
+  }
+}
+
+/** The cancel-after-payment scenario: waits for PAID (up to a minute), then cancels. */
+async function cancelOncePaid(ordersApi: string, orderId: string): Promise<void> {
+  for (let i = 0; i < 120; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const res = await fetch(`${ordersApi}/orders/${orderId}`).catch(() => undefined);
+    const status = res?.ok ? ((await res.json()) as { status: string }).status : undefined;
+    if (status === 'PAID') {
+      await fetch(`${ordersApi}/orders/${orderId}/cancel`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: '{}',
+      }).catch(() => undefined);
+      return;
+    }
+    if (status && status !== 'PENDING' && status !== 'RESERVED') return;
+  }
+}

@@ -1,0 +1,36 @@
+// The teaching console (`pnpm start` runs it on 3000; compose as `console`). Reads:
+// ORDERS_/INVENTORY_/PAYMENTS_/NOTIFICATIONS_DATABASE_URL (or POSTGRES_URL), REDIS_URL,
+// IDEM_QUEUE_PREFIX, ORDERS_API, MAIL_API, STRIPE_API_BASE, STRIPE_API_KEY, ADMIN_TOKEN,
+// CONSOLE_PROCESSES (name=url,…), PORT, CONSOLE_HOST.
+import { SERVICES } from '@idem/checker';
+import { createConsole } from './console.js';
+
+const env = process.env;
+const server = (env.POSTGRES_URL ?? 'postgresql://postgres@127.0.0.1:5432').replace(/\/$/, '');
+const processes = Object.fromEntries(
+  (env.CONSOLE_PROCESSES ?? SERVICES.map((s, i) => `${s}=http://127.0.0.1:${3001 + i}`).join(','))
+    .split(',')
+    .filter(Boolean)
+    .map((pair) => pair.split('=', 2) as [string, string]),
+);
+const console_ = createConsole({
+  databaseUrls: Object.fromEntries(
+    SERVICES.map((s) => [s, env[`${s.toUpperCase()}_DATABASE_URL`] ?? `${server}/${s}`]),
+  ) as Record<(typeof SERVICES)[number], string>,
+  redisUrl: env.REDIS_URL ?? 'redis://127.0.0.1:6379',
+  queuePrefix: env.IDEM_QUEUE_PREFIX ?? 'idem',
+  ordersApi: env.ORDERS_API ?? 'http://127.0.0.1:3001',
+  mailApi: env.MAIL_API ?? 'http://127.0.0.1:8025',
+  stripe: {
+    apiBase: env.STRIPE_API_BASE ?? 'http://127.0.0.1:12111',
+    apiKey: env.STRIPE_API_KEY ?? 'sk_test_idem_simulator',
+  },
+  ...(env.ADMIN_TOKEN ? { adminToken: env.ADMIN_TOKEN } : {}),
+  processes,
+});
+const port = Number(env.PORT ?? 3000);
+const listening = await console_.listen(port, env.CONSOLE_HOST ?? '127.0.0.1');
+console.log(JSON.stringify({ service: 'console', msg: `console on http://127.0.0.1:${port}` }));
+const stop = () => listening.close(() => void console_.close().then(() => process.exit(0)));
+process.once('SIGTERM', stop);
+process.once('SIGINT', stop);

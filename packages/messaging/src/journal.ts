@@ -1,0 +1,182 @@
+import type { Envelope } from '@idem/contracts';
+import type { Redis } from 'ioredis';
+import type { DeliveryReport } from './consumer.js';
+
+/**
+ * What the system did with each message, for people to look at (the teaching console): every
+ * delivery attempt with its outcome — duplicates included, which leave no database row — and
+ * every call to an external provider. A capped Redis stream per system (`<prefix>:journal`).
+ *
+ * It is lossy by design and can never affect the guarantee: entries are written after the
+ * broker settled the delivery, in the background, batched, never awaited by the consumer, and
+ * dropped when Redis is slow or down. Nothing reads it to decide anything.
+ */
+export type JournalEntry = PublicationEntry | DeliveryEntry | ProviderCallEntry;
+
+/** A message the relay handed to the broker (again, after a crash; twice, under publish-twice). */
+export interface PublicationEntry {
+  readonly kind: 'publication';
+  readonly at: string;
+  readonly process: string;
+  readonly messageId: string;
+  readonly contract: string;
+  readonly producer: string;
+  readonly correlationId: string;
+  /** Copies of it that went out in this publication (2 under the publish-twice fault). */
+  readonly copies: number;
+}
+
+export interface DeliveryEntry {
+  readonly kind: 'delivery';
+  readonly at: string;
+  readonly process: string;
+  readonly consumer: string;
+  readonly messageId: string;
+  readonly contract?: string;
+  readonly producer?: string;
+  readonly correlationId?: string;
+  readonly causationId?: string | null;
+  readonly attempt: number;
+  readonly durationMs: number;
+  /** processed, duplicate, stale, conflicting_duplicate, transient_failure or permanent_failure. */
+  readonly outcome: string;
+  readonly code?: string;
+  readonly reason?: string;
+  readonly deadLettered: boolean;
+}
+
+export interface ProviderCallEntry {
+  readonly kind: 'provider-call';
+  readonly at: string;
+  readonly process: string;
+  readonly correlationId: string;
+  readonly orderId: string;
+  readonly operation: 'charge' | 'refund';
+  /** The persisted idempotency key the call carried. */
+  readonly idempotencyKey: string;
+  /** The PaymentIntent or refund id, when the provider answered with one. */
+  readonly objectId?: string;
+  /** The provider answered `Idempotent-Replayed: true`: an earlier call with this key had already done it. */
+  readonly replayed: boolean;
+  /** succeeded, declined, rejected or retry. */
+  readonly result: string;
+}
+
+/** The journal's stream: one per system (queue prefix). */
+export const journalKey = (prefix: string) => `${prefix}:journal`;
+
+export interface DeliveryJournal {
+  record(entry: JournalEntry): void;
+  /** Writes what is buffered (tests, shutdown). */
+  flush(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface DeliveryJournalOptions {
+  readonly redis: Redis;
+  readonly prefix: string;
+  /** About how many entries the stream keeps (trimmed approximately). @defaultValue 20 000 */
+  readonly maxLength?: number;
+  /** How often the buffer is written. @defaultValue 100 */
+  readonly flushIntervalMs?: number;
+  /** Entries held while Redis is slow; past it the oldest are dropped. @defaultValue 5 000 */
+  readonly maxBuffered?: number;
+}
+
+export function createDeliveryJournal({
+  redis,
+  prefix,
+  maxLength = 20_000,
+  flushIntervalMs = 100,
+  maxBuffered = 5_000,
+}: DeliveryJournalOptions): DeliveryJournal {
+  const key = journalKey(prefix);
+  let buffer: JournalEntry[] = [];
+  let writing: Promise<void> = Promise.resolve();
+
+  const flush = () => {
+    if (buffer.length === 0) return writing;
+    const entries = buffer;
+    buffer = [];
+    const pipeline = redis.pipeline();
+    for (const entry of entries) pipeline.xadd(key, 'MAXLEN', '~', maxLength, '*', 'entry', JSON.stringify(entry));
+    writing = writing.then(() =>
+      pipeline.exec().then(
+        () => undefined,
+        () => undefined, // lossy by design: a journal that cannot be written is skipped
+      ),
+    );
+    return writing;
+  };
+  const timer = setInterval(() => void flush(), flushIntervalMs);
+  timer.unref();
+
+  return {
+    record(entry) {
+      buffer.push(entry);
+      if (buffer.length > maxBuffered) buffer.splice(0, buffer.length - maxBuffered);
+    },
+    flush,
+    async close() {
+      clearInterval(timer);
+      await flush();
+    },
+  };
+}
+
+/** Publications as journal entries. */
+export function publicationEntries(
+  envelopes: readonly Envelope[],
+  copies: number,
+  process: string,
+  at = new Date(),
+): PublicationEntry[] {
+  return envelopes.map((envelope) => ({
+    kind: 'publication',
+    at: at.toISOString(),
+    process,
+    messageId: envelope.messageId,
+    contract: envelope.type,
+    producer: envelope.producer,
+    correlationId: envelope.correlationId,
+    copies,
+  }));
+}
+
+/** A delivery report as a journal entry. */
+export function deliveryEntry(report: DeliveryReport, process: string, at = new Date()): DeliveryEntry {
+  const { outcome } = report;
+  return {
+    kind: 'delivery',
+    at: at.toISOString(),
+    process,
+    consumer: report.consumer,
+    messageId: report.messageId,
+    contract: report.contract,
+    producer: report.producer,
+    correlationId: report.correlationId,
+    causationId: report.causationId,
+    attempt: report.attempt,
+    durationMs: Math.round(report.durationMs * 10) / 10,
+    outcome: outcome.outcome,
+    ...('code' in outcome ? { code: outcome.code } : {}),
+    ...('reason' in outcome ? { reason: outcome.reason } : {}),
+    deadLettered: report.deadLettered,
+  };
+}
+
+/** The stream's entries, oldest first, each with its stream id; `after` a stream id for the newer ones only. */
+export async function readJournal(
+  redis: Redis,
+  prefix: string,
+  { after, count = 20_000 }: { after?: string; count?: number } = {},
+): Promise<{ id: string; entry: JournalEntry }[]> {
+  const rows = await redis.xrange(journalKey(prefix), after ? `(${after}` : '-', '+', 'COUNT', count);
+  return rows.flatMap(([id, fields]) => {
+    try {
+      return [{ id, entry: JSON.parse(fields[1] ?? '') as JournalEntry }];
+    } catch {
+      return [];
+    }
+  });
+}
