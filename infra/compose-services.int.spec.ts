@@ -21,12 +21,15 @@ const SERVICES = ['orders', 'inventory', 'payments', 'notifications'] as const;
 describe('infra/postgres/init.sh on a real PostgreSQL', () => {
   let server: PostgresServer;
   /** A service's DATABASE_URL from compose, pointed at the test server. */
-  const urlOf = (service: string, database = service) => {
-    const url = new URL(services[service]!.environment!.DATABASE_URL!);
+  const onTestServer = (composeUrl: string, database: string) => {
+    const url = new URL(composeUrl);
     url.host = `127.0.0.1:${server.port}`;
     url.pathname = `/${database}`;
     return url.toString();
   };
+  /** A service's DATABASE_URL from compose (its own role), pointed at the test server. */
+  const urlOf = (service: string, database = service) =>
+    onTestServer(services[service]!.environment!.DATABASE_URL!, database);
   const connect = async (url: string) => {
     const client = new pg.Client({ connectionString: url });
     await client.connect();
@@ -78,6 +81,22 @@ describe('infra/postgres/init.sh on a real PostgreSQL', () => {
         migrationsDir: join(root, 'services', service, 'prisma/migrations'),
       });
       expect(applied.length, service).toBeGreaterThan(0);
+    }
+  });
+
+  it("lets the console's role read every service's database and change none", async () => {
+    for (const service of SERVICES) {
+      const console_ = await connect(
+        onTestServer(services.console!.environment![`${service.toUpperCase()}_DATABASE_URL`]!, service),
+      );
+      try {
+        expect((await console_.query('SELECT count(*) FROM processed_messages')).rows, service).toHaveLength(1);
+        await expect(console_.query(`DELETE FROM processed_messages`), service).rejects.toMatchObject({
+          code: '42501',
+        });
+      } finally {
+        await console_.end();
+      }
     }
   });
 

@@ -60,6 +60,7 @@ describe('docker-compose.yml', () => {
         'INVENTORY_DB_PASSWORD',
         'PAYMENTS_DB_PASSWORD',
         'NOTIFICATIONS_DB_PASSWORD',
+        'CONSOLE_DB_PASSWORD',
         'REDIS_PASSWORD',
         'GRAFANA_ADMIN_PASSWORD',
       ].sort(),
@@ -114,6 +115,7 @@ describe('docker-compose.yml', () => {
       'jaeger:16686',
       'prometheus:9090',
       'grafana:3000',
+      'console:3000',
     ])
       expect(published[target], target).toBeDefined();
   });
@@ -150,6 +152,11 @@ describe('docker-compose.yml', () => {
         expect(parsed.pathname, url).toBe(`/${service}`);
         expect(decodeURIComponent(parsed.password), url).toBe(dotEnv[`${service.toUpperCase()}_DB_PASSWORD`]);
       }
+    }
+    // The console reads every database as its read-only role.
+    for (const service of Object.keys(SERVICES)) {
+      const url = new URL(services.console!.environment![`${service.toUpperCase()}_DATABASE_URL`]!);
+      expect([url.username, url.pathname], service).toEqual(['console', `/${service}`]);
     }
     expect(raw).not.toMatch(/postgresql:\/\/(postgres|idem)[:@]/);
     expect(read('infra/postgres/init.sh')).toMatch(/for service in orders inventory payments notifications; do/);

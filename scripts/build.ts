@@ -24,6 +24,7 @@ export const ENTRYPOINTS: Record<string, Record<string, string>> = {
   'services/inventory': service,
   'services/payments': service,
   'services/notifications': service,
+  'infra/console': { main: 'src/main.ts', instrumentation: `../../${INSTRUMENTATION}` },
   'infra/stripe-sim': { main: 'src/main.ts' },
   'infra/smtp-sink': { main: 'src/main.ts' },
 };
