@@ -5,7 +5,13 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { Envelope } from '@idem/contracts';
 import { createInbox, processed } from '@idem/inbox';
-import { defaultDeliveryPolicy, jobOptions, startConsumer } from '@idem/messaging';
+import {
+  createDeliveryJournal,
+  defaultDeliveryPolicy,
+  deliveryEntry,
+  jobOptions,
+  startConsumer,
+} from '@idem/messaging';
 import { deleteQueues, orderPlacedMessage, PrismaClient } from '@idem/testkit';
 import { PrismaPg } from '@prisma/adapter-pg';
 import { Queue, Worker } from 'bullmq';
@@ -22,6 +28,7 @@ import { countdown, forEachConcurrently, sleep } from './stats.js';
  */
 export const CONSUMER_VARIANTS = {
   a: 'idem: BullMQ → @idem/messaging → @idem/inbox → Prisma interactive transaction → settle',
+  j: '(a) with the delivery journal on, as every service runs it: each settled delivery recorded for the console',
   b: 'BullMQ + hand-written node-postgres transaction (INSERT … ON CONFLICT DO NOTHING RETURNING, then UPDATE)',
   c: 'bare Prisma interactive transaction, the same two statements, no broker',
   d: "pgbench running the same transaction (the database's limit)",
@@ -206,7 +213,9 @@ class ConsumerBench {
   private run(variant: ConsumerVariant, mode: DeliveryMode, messages: OrderPlaced[], concurrency: number) {
     switch (variant) {
       case 'a':
-        return this.idem(messages, concurrency);
+        return this.idem(messages, concurrency, false);
+      case 'j':
+        return this.idem(messages, concurrency, true);
       case 'b':
         return this.bullmqPg(messages, concurrency);
       case 'c':
@@ -219,12 +228,14 @@ class ConsumerBench {
     }
   }
 
-  /** (a) The real consumer path, with the handler a service would write. */
-  private async idem(messages: OrderPlaced[], concurrency: number) {
+  /** (a) The real consumer path, with the handler a service would write; (j) the same with its journal. */
+  private async idem(messages: OrderPlaced[], concurrency: number, journaled: boolean) {
     const prisma = await this.prismaClient(concurrency);
+    const redis = journaled ? new Redis(this.options.redisUrl, { maxRetriesPerRequest: 0 }) : undefined;
     try {
       const inbox = createInbox({ db: prisma });
       return await this.throughQueue(messages, (prefix) => {
+        const journal = redis && createDeliveryJournal({ redis, prefix });
         const consumer = startConsumer({
           consumer: CONSUMER,
           inbox,
@@ -235,10 +246,18 @@ class ConsumerBench {
             await tx.$executeRaw`UPDATE stock_items SET available = available - 1 WHERE sku = ${message.body.lines[0]!.sku}`;
             return processed;
           },
+          ...(journal ? { onSettled: (report) => journal.record(deliveryEntry(report, 'bench')) } : {}),
         });
-        return { worker: consumer.worker, close: () => consumer.close() };
+        return {
+          worker: consumer.worker,
+          close: async () => {
+            await consumer.close();
+            await journal?.close();
+          },
+        };
       });
     } finally {
+      redis?.disconnect();
       await prisma.$disconnect();
     }
   }

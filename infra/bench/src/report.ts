@@ -53,6 +53,13 @@ export function evaluateTargets(run: BenchRun): Target[] {
       0.9,
     );
   }
+  for (const c of concurrenciesOf(cost)) {
+    add(
+      `the delivery journal costs ≤ 5%: (j) ≥ 0.95 × (a), first deliveries, concurrency ${c}`,
+      ratio(rate(cost, 'j', 'first', c), rate(cost, 'a', 'first', c)),
+      0.95,
+    );
+  }
   add(
     '(a) ≥ 2 × (e) at concurrency 8, first deliveries',
     ratio(rate(cost, 'a', 'first', 8), rate(cost, 'e', 'first', 8)),

@@ -1,9 +1,8 @@
 // `pnpm demo`: against a running system (pnpm start), tells four stories and how each ended.
 import { runStories } from './stories.js';
+import { systemFromEnv } from './system.js';
 
-const offset = Number(process.env.IDEM_PORT_OFFSET ?? 0);
-const url = (port: number) => `http://127.0.0.1:${port + offset}`;
-const urls = { orders: url(3001), inventory: url(3002), payments: url(3003), notifications: url(3004) };
+const { urls } = systemFromEnv();
 
 try {
   const results = await runStories(urls);

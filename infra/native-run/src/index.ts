@@ -1,6 +1,8 @@
 export { runStories, placeOrder, waitForStatus, getJson, type StoryResult, type SystemUrls } from './stories.js';
 export {
   startSystem,
+  describeSystem,
+  systemFromEnv,
   SERVICES,
   DEFAULT_PORTS,
   type RunningSystem,

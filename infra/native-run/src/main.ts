@@ -1,8 +1,8 @@
 // `pnpm start`: the whole system, natively. Ctrl-C stops everything.
 import { unreachablePrerequisites } from './prerequisites.js';
-import { startSystem } from './system.js';
+import { startSystem, systemFromEnv } from './system.js';
 
-const postgresUrl = process.env.POSTGRES_URL ?? 'postgresql://postgres@127.0.0.1:5432';
+const { postgresUrl, portOffset, name } = systemFromEnv();
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const missing = await unreachablePrerequisites({
   postgres: { url: postgresUrl, variable: 'POSTGRES_URL' },
@@ -16,12 +16,13 @@ if (missing) {
 const system = await startSystem({
   postgresUrl,
   redisUrl,
-  portOffset: Number(process.env.IDEM_PORT_OFFSET ?? 0),
+  portOffset,
+  name,
   restartOnExit: true,
   console: true,
 });
 console.log(`
-idem is running:
+idem is running${name ? ` as system "${name}" (databases *_${name}, queue prefix ${system.queuePrefix})` : ''}:
   console        ${system.urls.console}   (every delivery of an order, fault switches, the checker)
   orders         ${system.urls.orders}   (POST /orders, GET /orders/:id)
   inventory      ${system.urls.inventory}   (GET /stock/:sku)

@@ -65,6 +65,56 @@ export const DEFAULT_PORTS = {
 
 const COLORS = [36, 33, 35, 32, 34, 31, 90];
 
+/**
+ * Where a system's parts are: its ports (the defaults plus `portOffset`), and — for a named
+ * system — databases and a queue prefix of its own (`orders_<name>`, `idem_<name>`), so two
+ * systems on one machine never share a database or a queue.
+ */
+export function describeSystem({
+  postgresUrl = 'postgresql://postgres@127.0.0.1:5432',
+  portOffset = 0,
+  name,
+}: {
+  postgresUrl?: string;
+  portOffset?: number | undefined;
+  name?: string | undefined;
+}) {
+  const suffix = name ? `_${name}` : '';
+  const port = Object.fromEntries(
+    Object.entries(DEFAULT_PORTS).map(([part, value]) => [part, value + portOffset]),
+  ) as Record<keyof typeof DEFAULT_PORTS, number>;
+  const http = (part: keyof typeof DEFAULT_PORTS) => `http://127.0.0.1:${port[part]}`;
+  return {
+    port,
+    queuePrefix: `idem${suffix}`,
+    databaseUrls: Object.fromEntries(
+      SERVICES.map((s) => [s, `${postgresUrl.replace(/\/$/, '')}/${s}${suffix}`]),
+    ) as Record<ServiceName, string>,
+    urls: {
+      orders: http('orders'),
+      inventory: http('inventory'),
+      payments: http('payments'),
+      notifications: http('notifications'),
+      stripe: http('stripe'),
+      smtp: `smtp://127.0.0.1:${port.smtp}`,
+      mail: http('mail'),
+      console: http('console'),
+    },
+  };
+}
+
+/**
+ * The system `pnpm start`, `pnpm demo` and `pnpm check` mean: IDEM_PORT_OFFSET moves every port,
+ * and a system with an offset (or an IDEM_SYSTEM name) also gets databases and a queue prefix of
+ * its own — "a second system beside the first" really is a second system.
+ */
+export function systemFromEnv(env: NodeJS.ProcessEnv = process.env) {
+  const portOffset = Number(env.IDEM_PORT_OFFSET ?? 0);
+  const name = env.IDEM_SYSTEM || (portOffset ? `port${portOffset}` : undefined);
+  const postgresUrl = env.POSTGRES_URL ?? 'postgresql://postgres@127.0.0.1:5432';
+  return { portOffset, name, postgresUrl, ...describeSystem({ postgresUrl, portOffset, name }) };
+}
+
 export async function startSystem(options: SystemOptions = {}): Promise<RunningSystem> {
   const postgresUrl = (
     options.postgresUrl ??
@@ -72,27 +122,12 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
     'postgresql://postgres@127.0.0.1:5432'
   ).replace(/\/$/, '');
   const redisUrl = options.redisUrl ?? process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-  const offset = options.portOffset ?? 0;
-  const suffix = options.name ? `_${options.name}` : '';
-  const queuePrefix = `idem${suffix}`;
+  const { port, urls, databaseUrls, queuePrefix } = describeSystem({
+    postgresUrl,
+    portOffset: options.portOffset,
+    name: options.name,
+  });
   const log = options.log ?? colouredStdout();
-  const port: Record<keyof typeof DEFAULT_PORTS, number> = { ...DEFAULT_PORTS };
-  for (const key of Object.keys(port) as (keyof typeof port)[]) port[key] += offset;
-
-  const databaseUrls = Object.fromEntries(SERVICES.map((s) => [s, `${postgresUrl}/${s}${suffix}`])) as Record<
-    ServiceName,
-    string
-  >;
-  const urls = {
-    orders: `http://127.0.0.1:${port.orders}`,
-    inventory: `http://127.0.0.1:${port.inventory}`,
-    payments: `http://127.0.0.1:${port.payments}`,
-    notifications: `http://127.0.0.1:${port.notifications}`,
-    stripe: `http://127.0.0.1:${port.stripe}`,
-    smtp: `smtp://127.0.0.1:${port.smtp}`,
-    mail: `http://127.0.0.1:${port.mail}`,
-    console: `http://127.0.0.1:${port.console}`,
-  };
 
   const parts: Record<string, { entry: string; instrumented?: true; env: Record<string, string>; health: string }> = {
     'stripe-sim': {

@@ -1,0 +1,32 @@
+import { describe, expect, it } from 'vitest';
+import { systemFromEnv } from './system.js';
+
+describe('which system a command means', () => {
+  it('is the default system with no offset: the plain databases and the idem prefix', () => {
+    const system = systemFromEnv({});
+    expect(system.name).toBeUndefined();
+    expect(system.queuePrefix).toBe('idem');
+    expect(system.databaseUrls.orders).toBe('postgresql://postgres@127.0.0.1:5432/orders');
+    expect(system.urls.orders).toBe('http://127.0.0.1:3001');
+  });
+
+  it('gives a system beside it (IDEM_PORT_OFFSET) its own ports, databases and queue prefix', () => {
+    const first = systemFromEnv({});
+    const second = systemFromEnv({ IDEM_PORT_OFFSET: '100' });
+    expect(second.urls.orders).toBe('http://127.0.0.1:3101');
+    expect(second.urls.console).toBe('http://127.0.0.1:3100');
+    expect(second.queuePrefix).toBe('idem_port100');
+    for (const service of ['orders', 'inventory', 'payments', 'notifications'] as const) {
+      expect(second.databaseUrls[service]).toBe(`postgresql://postgres@127.0.0.1:5432/${service}_port100`);
+      expect(second.databaseUrls[service]).not.toBe(first.databaseUrls[service]);
+    }
+  });
+
+  it('takes a name from IDEM_SYSTEM', () => {
+    expect(systemFromEnv({ IDEM_SYSTEM: 'lab', IDEM_PORT_OFFSET: '200' })).toMatchObject({
+      name: 'lab',
+      queuePrefix: 'idem_lab',
+      databaseUrls: expect.objectContaining({ payments: 'postgresql://postgres@127.0.0.1:5432/payments_lab' }),
+    });
+  });
+});
