@@ -104,6 +104,15 @@ describe('the console', () => {
     expect(await page.locator('[data-effect="reservation"]').count()).toBe(1);
   }, 120_000);
 
+  it('lists the lessons and runs one both ways', async () => {
+    await page.goto(`${system.urls.console}/lessons`);
+    expect(await page.locator('tr[data-lesson]').count()).toBe(4);
+    await page.locator('tr[data-lesson="no-inbox"]').getByRole('button', { name: 'run it both ways' }).click();
+    expect(await page.locator('pre[data-way="wrong"]').textContent()).toContain('DOUBLED');
+    expect(await page.locator('pre[data-way="right"]').textContent()).toContain('EXACTLY ONCE');
+    await page.screenshot({ path: await screenshotPath('lesson'), fullPage: true });
+  }, 60_000);
+
   it('runs the exactly-once checker against the running system', async () => {
     await page.goto(`${system.urls.console}/checker`);
     expect(await page.locator('#verdict').textContent()).toContain('OK');

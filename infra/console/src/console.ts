@@ -9,6 +9,7 @@ import { connectDatabases, latestOrders, newEntries, orderTimeline, type Sources
 import {
   checkerPage,
   escape,
+  lessonsPage,
   faultsPage,
   ordersPage,
   page,
@@ -34,8 +35,13 @@ export interface ConsoleOptions {
   readonly adminToken?: string;
   /** Every service process whose fault switches the console may set: name → base URL. */
   readonly processes: Record<string, string>;
-  /** How often the live view looks for new journal entries. @defaultValue 300 */
+  /** How often the live view looks for new journal entries. @defaultValue 500 */
   readonly livePollMs?: number;
+  /**
+   * Run the lessons here (`pnpm lesson` in-process: they create databases of their own and
+   * start a consumer process with tsx, so only in a checkout, as the native run is). @defaultValue false
+   */
+  readonly lessons?: boolean;
 }
 
 /**
@@ -142,6 +148,20 @@ export function createConsole(options: ConsoleOptions) {
     const url = options.processes[req.params.process];
     if (!url) return void res.status(404).type('html').send(page('not found', '<p>No such process.</p>'));
     await setRules(url, options.adminToken, [], res);
+  });
+
+  app.get('/lessons', async (_req, res) => {
+    const lessons = options.lessons ? (await import('@idem/lessons')).LESSONS : undefined;
+    res.type('html').send(lessonsPage(lessons));
+  });
+
+  app.post('/lessons/:name', async (req, res) => {
+    if (!options.lessons) return void res.status(404).type('html').send(lessonsPage(undefined));
+    const { LESSONS, runLesson } = await import('@idem/lessons');
+    const name = req.params.name as keyof typeof LESSONS;
+    if (!(name in LESSONS)) return void res.status(404).type('html').send(page('not found', '<p>No such lesson.</p>'));
+    const runs = [await runLesson(name, 'wrong'), await runLesson(name, 'right')];
+    res.type('html').send(lessonsPage(LESSONS, { name, runs }));
   });
 
   app.get('/checker', async (_req, res) => {

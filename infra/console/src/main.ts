@@ -27,6 +27,7 @@ const console_ = createConsole({
   },
   ...(env.ADMIN_TOKEN ? { adminToken: env.ADMIN_TOKEN } : {}),
   processes,
+  lessons: env.CONSOLE_LESSONS === '1',
 });
 const port = Number(env.PORT ?? 3000);
 const listening = await console_.listen(port, env.CONSOLE_HOST ?? '127.0.0.1');

@@ -1,5 +1,6 @@
 import type { Report } from '@idem/checker';
 import type { FaultRule } from '@idem/faults';
+import type { Lesson, LessonRun } from '@idem/lessons';
 import type { MessageView, OrderRow, Timeline } from './reads.js';
 
 /** Server-rendered pages: plain HTML, one small script for the live view and the forms. */
@@ -35,7 +36,7 @@ export function page(title: string, body: string, script = ''): string {
   fieldset { border: 1px solid #c9cfdb; background: #fff; margin: 0 0 1rem; } button { cursor: pointer; }
   .warn { background: #fff3c4; border: 1px solid #e6cf6e; padding: .5rem .8rem; }
 </style></head>
-<body><header><strong>idem console</strong><a href="/">orders</a><a href="/faults">fault switches</a><a href="/checker">checker</a></header>
+<body><header><strong>idem console</strong><a href="/">orders</a><a href="/faults">fault switches</a><a href="/lessons">lessons</a><a href="/checker">checker</a></header>
 <main>${body}</main>${script ? `<script>${script}</script>` : ''}</body></html>`;
 }
 
@@ -214,5 +215,42 @@ export function checkerPage(report: Report | undefined, error?: string): string 
 <h2>Findings</h2>${findings ? `<table><thead><tr><th>check</th><th>subject</th><th>count</th><th>examples</th></tr></thead><tbody>${findings}</tbody></table>` : '<p>none: lost none, duplicated none, stuck none</p>'}
 <h2>Per consumer and contract</h2>
 <table><thead><tr><th>consumer</th><th>contract</th><th>published</th><th>processed</th><th>dead-lettered</th></tr></thead><tbody>${rows}</tbody></table>`,
+  );
+}
+
+export function lessonsPage(
+  lessons: Record<string, Lesson> | undefined,
+  result?: { name: string; runs: LessonRun[] },
+): string {
+  if (!lessons) {
+    return page(
+      'lessons',
+      `<h1>Lessons</h1><p class="warn">Lessons run from a checkout of idem: <code>pnpm lesson</code> lists them,
+<code>pnpm lesson &lt;name&gt;</code> runs one (the console of <code>pnpm start</code> runs them too).</p>`,
+    );
+  }
+  const rows = Object.entries(lessons)
+    .map(
+      ([name, l]) =>
+        `<tr data-lesson="${escape(name)}"><td><b>${escape(l.mistake)}</b><br><span class="note">${escape(name)} · window: ${escape(l.fault)}</span></td>
+<td>the wrong way ends <span class="outcome ${l.expect === 'lost' ? 'dead' : 'duplicate'}">${escape(l.expect)}</span></td>
+<td class="note">${escape(l.code)}</td>
+<td><form method="post" action="/lessons/${escape(name)}"><button>run it both ways</button></form></td></tr>`,
+    )
+    .join('\n');
+  const output = result
+    ? `<h2>${escape(result.name)}</h2>${result.runs
+        .map((run) => `<pre data-way="${run.way}">${escape(run.narrative.join('\n'))}</pre>`)
+        .join('')}`
+    : '';
+  return page(
+    'lessons',
+    `<h1>Lessons: the article's common mistakes, made on purpose</h1>
+<p class="note">Each lesson switches one mistake on (a wrong-way switch), opens the failure window that exposes it, and
+counts how many times the business change was applied to one message; then it does the same the right way, under
+the same fault. It runs in a database and queue prefix of its own, never in this system. One more lesson lives with
+the payments tests (a new provider key per try charges twice): <code>pnpm test services/payments -t lesson</code>.</p>
+${output}
+<table><thead><tr><th>mistake</th><th>expect</th><th>where in the code</th><th></th></tr></thead><tbody>${rows}</tbody></table>`,
   );
 }

@@ -175,6 +175,9 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
         MAIL_API: urls.mail,
         STRIPE_API_BASE: urls.stripe,
         CONSOLE_PROCESSES: SERVICES.map((s) => `${s}=${urls[s]}`).join(','),
+        // The lessons make databases and queues of their own on the same servers.
+        CONSOLE_LESSONS: '1',
+        TEST_POSTGRES_URL: postgresUrl,
         ...(options.env?.ADMIN_TOKEN ? { ADMIN_TOKEN: options.env.ADMIN_TOKEN } : {}),
       },
       health: `${urls.console}/health`,

@@ -4,6 +4,7 @@ import { noFaults, type Faults } from '@idem/faults';
 import { bodyHash } from './body-hash.js';
 import { classifyFailure, isProcessedMessageConflict } from './database-errors.js';
 import { createDeadLetters, type DeadLetters } from './dead-letters.js';
+import { consumeTheWrongWay, INBOX_MISTAKES } from './mistakes.js';
 import type { DeliveryOutcome, HandlerResult } from './outcomes.js';
 import type { SqlClient, TransactionalClient, TransactionOptions } from '@idem/database';
 
@@ -67,6 +68,13 @@ export function createInbox<Tx extends SqlClient>(options: InboxOptions<Tx>): In
     handler: MessageHandler<Tx, M>,
   ): Promise<DeliveryOutcome> {
     const hash = bodyHash(message.body);
+    const mistake = INBOX_MISTAKES.find((name) => faults.fires(name, consumer));
+    if (mistake) {
+      const record = (tx: SqlClient) => tx.$executeRaw`
+        INSERT INTO processed_messages (consumer, message_id, body_hash, processed_at)
+        VALUES (${consumer}, ${message.messageId}::uuid, ${hash}, ${now()}) ON CONFLICT DO NOTHING`;
+      return consumeTheWrongWay(mistake, { db, faults, transaction, consumer, message, handler, record });
+    }
     try {
       // While duplicates are arriving, a primary-key read answers each one without opening a
       // transaction or writing anything. It is only a shortcut: two deliveries at the same

@@ -120,6 +120,7 @@ export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(opti
     onError = () => {},
   } = options;
   const unsettled = new WeakMap<Job, DeliveryReport>();
+  const acknowledgedFirst = new WeakMap<Job, MessageOf<C>>();
   const { redisUrl, prefix } = resolveBroker(options);
   const contract = consumers[consumer];
 
@@ -146,6 +147,12 @@ export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(opti
     const lastAttempt = attempt >= (job.opts.attempts ?? 1);
     const parsed = parseEnvelope(job.data, contract);
     const envelope = parsed.ok ? (parsed.envelope as MessageOf<C>) : undefined;
+    if (envelope && faults.fires('mistake-ack-before-commit', consumer)) {
+      // WRONG WAY (a lesson's switch): settle now, do the work once the broker has forgotten
+      // the job. A crash in between loses the message: nothing will ever deliver it again.
+      acknowledgedFirst.set(job, envelope);
+      return 'acknowledged before commit';
+    }
     const span = startProcess(consumer, job, envelope);
 
     const outcome: DeliveryOutcome = await context.with(trace.setSpan(context.active(), span), () =>
@@ -202,6 +209,13 @@ export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(opti
     maxStalledCount,
   });
   worker.on('error', onError);
+  worker.on('completed', (job) => {
+    const envelope = acknowledgedFirst.get(job);
+    if (!envelope) return;
+    acknowledgedFirst.delete(job);
+    faults.crashIf('crash-after-commit', consumer); // the window: settled, not yet committed
+    handle(envelope, undefined).catch(onError);
+  });
   if (onSettled) {
     const settled = (job: Job | undefined) => {
       const report = job && unsettled.get(job);

@@ -84,7 +84,12 @@ export function createPaymentWorker(options: PaymentWorkerOptions): BackgroundWo
           metadata: { order_id: attempt.orderId, payment_attempt_id: attempt.id },
         },
         // The key was persisted with the attempt before the first call; every call reuses it.
-        { idempotencyKey: attempt.idempotencyKey },
+        // (The wrong-way switch of a lesson makes a new key per try: a retry charges again.)
+        {
+          idempotencyKey: faults.fires('mistake-new-provider-key-per-try', 'payments.worker')
+            ? `charge-${randomUUID()}`
+            : attempt.idempotencyKey,
+        },
       );
       const result: ProviderResult =
         intent.status === 'succeeded'

@@ -5,7 +5,7 @@ import type { Envelope } from '@idem/contracts';
 import { createInbox } from '@idem/inbox';
 import { createLogger } from '@idem/runtime';
 import { createStripeSimulator } from '@idem/stripe-sim';
-import { noFaults } from '@idem/faults';
+import { createFaults, noFaults, parseFaultRules } from '@idem/faults';
 import {
   createMigratedDatabase,
   deleteQueues,
@@ -194,6 +194,40 @@ describe('payment worker', () => {
     await waitFor(async () => (await worker().runOnce()) === 1);
     expect(await attemptOf(message.body.orderId)).toMatchObject({ status: 'captured', providerCalls: 2 });
     expect(intentsFor(message.body.orderId)).toHaveLength(1);
+  });
+
+  describe('lesson: a new provider key per try', () => {
+    // Stripe created the charge, then the answer was lost (a 500 after the create, the
+    // simulator's fault): the worker cannot tell whether it charged, and tries again later.
+    // (A dropped connection would not show it: stripe-node retries that once itself, with
+    // the key it was given.)
+    const chargeAcrossALostAnswer = async (faults: string) => {
+      const message = stockReserved();
+      await reserve(message);
+      const retrying = createPaymentWorker({
+        db,
+        stripe: createStripeClient({ apiKey: SIMULATOR_API_KEY, apiBase }),
+        log: createLogger('payments', 'silent'),
+        faults: createFaults(parseFaultRules(faults)),
+        retryDelayMs: 1,
+      });
+      simulator.setFaults({ errorAfterCreate: 1 });
+      await retrying.runOnce();
+      simulator.setFaults({ errorAfterCreate: 0 });
+      await waitFor(async () => {
+        await retrying.runOnce();
+        return (await attemptOf(message.body.orderId)).status === 'captured';
+      });
+      return intentsFor(message.body.orderId);
+    };
+
+    it('the wrong way (mistake-new-provider-key-per-try) charges the customer twice', async () => {
+      expect(await chargeAcrossALostAnswer('mistake-new-provider-key-per-try')).toHaveLength(2);
+    });
+
+    it('the right way, the persisted key, charges once under the same fault', async () => {
+      expect(await chargeAcrossALostAnswer('')).toHaveLength(1);
+    });
   });
 
   it('charges once when the worker is SIGKILLed after the provider answered and before recording', async () => {

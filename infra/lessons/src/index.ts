@@ -1,0 +1,1 @@
+export { LESSONS, runLesson, type Lesson, type LessonName, type LessonRun, type Verdict } from './lessons.js';
