@@ -2,7 +2,7 @@
  * The teaching console in a real browser, the way a student uses it: switch a fault on, place
  * an order from the form, and watch the order's timeline fill in live.
  */
-import type { RunningSystem } from '@idem/native-run';
+import { duplicateStory, type RunningSystem } from '@idem/native-run';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { launchChromium, screenshotPath } from './browser.js';
@@ -111,6 +111,20 @@ describe('the console', () => {
     expect(await page.locator('pre[data-way="wrong"]').textContent()).toContain('DOUBLED');
     expect(await page.locator('pre[data-way="right"]').textContent()).toContain('EXACTLY ONCE');
     await page.screenshot({ path: await screenshotPath('lesson'), fullPage: true });
+  }, 60_000);
+
+  it("pnpm demo's story with a duplicate counts, per consumer, one processed and one suppressed delivery", async () => {
+    const story = await duplicateStory(system.urls, {
+      adminToken: ADMIN_TOKEN,
+      redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
+      queuePrefix: system.queuePrefix,
+    });
+    expect(story.ran && story.status).toBe('PAID');
+    if (!story.ran) return;
+    for (const consumer of ['inventory.order-placed.v1', 'notifications.order-placed.v1']) {
+      expect(story.consumers).toContainEqual({ consumer, processed: 1, suppressed: 1 });
+    }
+    expect(story.consumers.every((c) => c.processed === 1)).toBe(true);
   }, 60_000);
 
   it('runs the exactly-once checker against the running system', async () => {

@@ -10,3 +10,4 @@ export {
   type SystemOptions,
 } from './system.js';
 export { unreachablePrerequisites, type Prerequisites } from './prerequisites.js';
+export { duplicateStory, type DuplicateStory, type ConsumerCount } from './duplicate-story.js';

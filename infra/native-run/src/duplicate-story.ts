@@ -1,0 +1,81 @@
+import { randomUUID } from 'node:crypto';
+import { readJournal, type DeliveryEntry } from '@idem/messaging';
+import { Redis } from 'ioredis';
+import { waitForStatus, type SystemUrls } from './stories.js';
+
+export type DuplicateStory =
+  | { readonly ran: true; readonly orderId: string; readonly status: string; readonly consumers: ConsumerCount[] }
+  | { readonly ran: false; readonly why: string };
+
+export interface ConsumerCount {
+  readonly consumer: string;
+  readonly processed: number;
+  readonly suppressed: number;
+}
+
+/**
+ * The fifth story: one order placed while the orders process publishes every message twice
+ * (`publish-twice`, switched on for this order only, through the process's fault switches),
+ * then, from the delivery journal, how many deliveries each consumer processed and how many
+ * it suppressed as duplicates. Needs a system started with IDEM_FAULTS_ENABLED=1 and the same
+ * ADMIN_TOKEN as this command.
+ */
+export async function duplicateStory(
+  urls: SystemUrls,
+  { adminToken, redisUrl, queuePrefix }: { adminToken: string | undefined; redisUrl: string; queuePrefix: string },
+): Promise<DuplicateStory> {
+  if (!adminToken) return { ran: false, why: 'set ADMIN_TOKEN (the system’s operator token) to run it' };
+  const switches = (rules: unknown[]) =>
+    fetch(`${urls.orders}/faults`, {
+      method: 'PUT',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${adminToken}` },
+      body: JSON.stringify({ rules }),
+    });
+  const on = await switches([{ name: 'publish-twice', target: 'publisher' }]);
+  if (!on.ok) {
+    return {
+      ran: false,
+      why: `the orders process refused its fault switches (${on.status}): start it with IDEM_FAULTS_ENABLED=1 and this ADMIN_TOKEN`,
+    };
+  }
+  const correlationId = randomUUID();
+  let orderId: string;
+  try {
+    const res = await fetch(`${urls.orders}/orders`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        'idempotency-key': randomUUID(),
+        'x-correlation-id': correlationId,
+      },
+      body: JSON.stringify({
+        customerEmail: 'ada@example.com',
+        currency: 'eur',
+        paymentMethod: 'pm_card_visa',
+        lines: [{ sku: 'keyboard', quantity: 1, unitPriceCents: 4999 }],
+      }),
+    });
+    if (res.status !== 201) throw new Error(`POST /orders answered ${res.status}: ${await res.text()}`);
+    orderId = ((await res.json()) as { orderId: string }).orderId;
+    await waitForStatus(urls, orderId, new Set(['PAID']));
+  } finally {
+    await switches([]);
+  }
+  const { status } = await waitForStatus(urls, orderId, new Set(['PAID']));
+  // The journal is written after settlement and flushed every 100 ms: give the last ones a moment.
+  await new Promise((resolve) => setTimeout(resolve, 1_000));
+  const redis = new Redis(redisUrl);
+  try {
+    const deliveries = (await readJournal(redis, queuePrefix))
+      .map((e) => e.entry)
+      .filter((e): e is DeliveryEntry => e.kind === 'delivery' && e.correlationId === correlationId);
+    const consumers = [...new Set(deliveries.map((d) => d.consumer))].sort().map((consumer) => ({
+      consumer,
+      processed: deliveries.filter((d) => d.consumer === consumer && d.outcome === 'processed').length,
+      suppressed: deliveries.filter((d) => d.consumer === consumer && d.outcome === 'duplicate').length,
+    }));
+    return { ran: true, orderId, status, consumers };
+  } finally {
+    redis.disconnect();
+  }
+}
