@@ -6,6 +6,7 @@ export { resolveBroker, type BrokerOptions } from './redis.js';
 export {
   createDeliveryJournal,
   deliveryEntry,
+  deliveryFields,
   journalKey,
   publicationEntries,
   readJournal,

@@ -26,24 +26,10 @@ export interface PublicationEntry {
   readonly copies: number;
 }
 
-export interface DeliveryEntry {
-  readonly kind: 'delivery';
-  readonly at: string;
-  readonly process: string;
-  readonly consumer: string;
-  readonly messageId: string;
-  readonly contract?: string;
-  readonly producer?: string;
-  readonly correlationId?: string;
-  readonly causationId?: string | null;
-  readonly attempt: number;
-  readonly durationMs: number;
-  /** processed, duplicate, stale, conflicting_duplicate, transient_failure or permanent_failure. */
-  readonly outcome: string;
-  readonly code?: string;
-  readonly reason?: string;
-  readonly deadLettered: boolean;
-}
+/** A delivery as the journal keeps it: the ids a person needs to follow it, and how it ended. */
+export type DeliveryEntry = { readonly kind: 'delivery'; readonly at: string; readonly process: string } & ReturnType<
+  typeof deliveryFields
+> & { readonly deadLettered: boolean };
 
 export interface ProviderCallEntry {
   readonly kind: 'provider-call';
@@ -143,24 +129,35 @@ export function publicationEntries(
   }));
 }
 
-/** A delivery report as a journal entry. */
-export function deliveryEntry(report: DeliveryReport, process: string, at = new Date()): DeliveryEntry {
+/**
+ * A delivery's fields for people: the ids to follow it through the system and how it ended
+ * (the journal's entries and the delivery log lines are both made of them).
+ */
+export function deliveryFields(report: DeliveryReport) {
   const { outcome } = report;
   return {
-    kind: 'delivery',
-    at: at.toISOString(),
-    process,
     consumer: report.consumer,
-    messageId: report.messageId,
     contract: report.contract,
     producer: report.producer,
+    messageId: report.messageId,
     correlationId: report.correlationId,
     causationId: report.causationId,
     attempt: report.attempt,
     durationMs: Math.round(report.durationMs * 10) / 10,
+    /** processed, duplicate, stale, conflicting_duplicate, transient_failure or permanent_failure. */
     outcome: outcome.outcome,
     ...('code' in outcome ? { code: outcome.code } : {}),
     ...('reason' in outcome ? { reason: outcome.reason } : {}),
+  };
+}
+
+/** A delivery report as a journal entry. */
+export function deliveryEntry(report: DeliveryReport, process: string, at = new Date()): DeliveryEntry {
+  return {
+    kind: 'delivery',
+    at: at.toISOString(),
+    process,
+    ...deliveryFields(report),
     deadLettered: report.deadLettered,
   };
 }

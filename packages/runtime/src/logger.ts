@@ -1,5 +1,5 @@
 import { pino, type Logger } from 'pino';
-import type { DeliveryReport } from '@idem/messaging';
+import { deliveryFields, type DeliveryReport } from '@idem/messaging';
 
 export type { Logger };
 
@@ -16,20 +16,7 @@ export function createLogger(service: string, level: string): Logger {
 /** One line per delivery, with the ids a person needs to follow a message through the system. */
 export function logDelivery(log: Logger, report: DeliveryReport): void {
   const { outcome } = report;
-  const fields = {
-    consumer: report.consumer,
-    contract: report.contract,
-    producer: report.producer,
-    messageId: report.messageId,
-    correlationId: report.correlationId,
-    causationId: report.causationId,
-    attempt: report.attempt,
-    durationMs: Math.round(report.durationMs * 10) / 10,
-    outcome: outcome.outcome,
-    ...('code' in outcome ? { code: outcome.code } : {}),
-    ...('reason' in outcome ? { reason: outcome.reason } : {}),
-    ...(report.deadLettered ? { deadLettered: true } : {}),
-  };
+  const fields = { ...deliveryFields(report), ...(report.deadLettered ? { deadLettered: true } : {}) };
   if (outcome.outcome === 'conflicting_duplicate')
     log.error(fields, 'producer reused a message id with a different body');
   else if (report.deadLettered) log.error(fields, 'delivery dead-lettered');
