@@ -78,6 +78,15 @@ export function classifyFailure(error: unknown): FailureClassification {
       reason: boundReason(`constraint ${constraint ?? '(unknown)'} violated (SQLSTATE ${state}): ${message}`),
     };
   }
+  // Class 22 (data exception: text PostgreSQL cannot store, a number out of range, …) fails the
+  // same way every time: retrying it for minutes helps nothing.
+  if (state?.startsWith('22')) {
+    return {
+      outcome: 'permanent_failure',
+      code: 'invalid_data',
+      reason: boundReason(`data PostgreSQL refuses (SQLSTATE ${state}): ${message}`),
+    };
+  }
   if (state === '40001' || state === '40P01') return transient('transaction_conflict', message);
   if (state?.startsWith('08') || state?.startsWith('53') || state?.startsWith('57P')) {
     return transient('database_unavailable', message);

@@ -43,6 +43,8 @@ describe('classifyFailure', () => {
       'unique_violation',
     ],
     ['a foreign key violation', prismaError('P2003', '23503', 'x_fkey'), 'permanent_failure', 'constraint_violation'],
+    ['a NUL character in text (class 22)', prismaError('P2010', '22021'), 'permanent_failure', 'invalid_data'],
+    ['a number out of range (class 22)', prismaError('P2010', '22003'), 'permanent_failure', 'invalid_data'],
     [
       'an expired transaction',
       Object.assign(new Error('expired'), { code: 'P2028' }),

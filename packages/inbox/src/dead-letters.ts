@@ -47,7 +47,7 @@ export function createDeadLetters(db: SqlClient, now: () => Date): DeadLetters {
     async record({ consumer, messageId, payload, code, reason, attempts }) {
       await db.$executeRaw`
         INSERT INTO dead_letters (consumer, message_id, payload, code, reason, attempts, dead_lettered_at)
-        VALUES (${consumer}, ${messageId}, ${JSON.stringify(payload ?? null)}::jsonb, ${code}, ${boundReason(reason)},
+        VALUES (${consumer}, ${boundMessageId(messageId)}, ${JSON.stringify(storable(payload))}::jsonb, ${code}, ${storableText(boundReason(reason))},
                 ${attempts}, ${now()})
         ON CONFLICT (consumer, message_id) DO UPDATE
           SET payload = EXCLUDED.payload, code = EXCLUDED.code, reason = EXCLUDED.reason,
@@ -63,7 +63,7 @@ export function createDeadLetters(db: SqlClient, now: () => Date): DeadLetters {
       return rows.map((row) => ({
         consumer: row.consumer,
         messageId: row.message_id,
-        payload: row.payload,
+        payload: original(row.payload),
         code: row.code,
         reason: row.reason,
         attempts: row.attempts,
@@ -80,4 +80,47 @@ export function createDeadLetters(db: SqlClient, now: () => Date): DeadLetters {
          WHERE consumer = ${consumer} AND message_id = ${messageId}`;
     },
   };
+}
+
+/**
+ * jsonb refuses some text JSON allows — a NUL character, a lone UTF-16 surrogate — so a payload
+ * holding one is kept as its JSON text inside a wrapper, which jsonb stores as plain escapes;
+ * {@link original} gives back exactly what was delivered, for replay. Bad input loses nothing.
+ */
+const WRAPPED = '$idem_json_text';
+
+function storable(payload: unknown): unknown {
+  const text = JSON.stringify(payload ?? null) ?? 'null';
+  return jsonbRefuses(payload) ? { [WRAPPED]: text } : (payload ?? null);
+}
+
+function original(stored: unknown): unknown {
+  if (stored && typeof stored === 'object' && !Array.isArray(stored)) {
+    const wrapped = (stored as Record<string, unknown>)[WRAPPED];
+    if (typeof wrapped === 'string' && Object.keys(stored).length === 1) return JSON.parse(wrapped) as unknown;
+  }
+  return stored;
+}
+
+/** A NUL, or a surrogate that is not half of a pair, anywhere in a string or a key. */
+const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+function jsonbRefuses(value: unknown): boolean {
+  if (typeof value === 'string') return UNSTORABLE.test(value);
+  if (Array.isArray(value)) return value.some(jsonbRefuses);
+  if (value && typeof value === 'object') {
+    return Object.entries(value).some(([key, item]) => UNSTORABLE.test(key) || jsonbRefuses(item));
+  }
+  return false;
+}
+
+/** Text for a text column: what PostgreSQL refuses becomes U+FFFD (a reason quotes the bad input). */
+function storableText(text: string): string {
+  return text.replace(new RegExp(UNSTORABLE.source, 'g'), '\uFFFD');
+}
+
+/** A broker job id can be anything a producer chose; the key column keeps a bounded, storable form. */
+function boundMessageId(messageId: string): string {
+  const clean = storableText(messageId);
+  return clean.length > 200 ? `${clean.slice(0, 200)}…` : clean;
 }

@@ -93,6 +93,23 @@ export interface ConsumerOptions<Tx extends SqlClient, C extends ConsumerName> e
   readonly onError?: (error: unknown) => void;
 }
 
+/** A dead letter that could not be stored: its delivery stays a failed job in BullMQ. */
+export class DeadLetterWriteError extends Error {
+  readonly code = 'dead_letter_write_failed';
+  constructor(
+    readonly consumer: string,
+    readonly messageId: string,
+    cause: unknown,
+  ) {
+    super(
+      `${consumer}: the dead letter of ${messageId} could not be stored: ${(cause as Error)?.message ?? String(cause)}`,
+      {
+        cause,
+      },
+    );
+  }
+}
+
 export interface Consumer {
   readonly worker: Worker;
   /** Stops taking deliveries; waits up to `timeoutMs` for in-flight ones, then abandons them to redelivery. */
@@ -159,8 +176,24 @@ export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(opti
       handle(envelope, parsed.ok ? undefined : parsed.error),
     );
 
-    const deadLettered =
+    let deadLettered =
       outcome.outcome === 'permanent_failure' || (outcome.outcome === 'transient_failure' && lastAttempt);
+    const [code, reason] =
+      outcome.outcome === 'transient_failure'
+        ? ['retries_exhausted', `still failing after ${attempt} attempts: ${outcome.code}: ${outcome.reason}`]
+        : 'code' in outcome
+          ? [outcome.code, outcome.reason]
+          : ['', ''];
+    if (deadLettered) {
+      // Stored first, then counted and logged: a dead letter that could not be written is not
+      // one. The job then fails as it is, and BullMQ keeps it (failed jobs are kept for days).
+      try {
+        await deadLetter(job, code, reason, attempt);
+      } catch (error) {
+        deadLettered = false;
+        onError(new DeadLetterWriteError(consumer, job.id ?? 'unknown', error));
+      }
+    }
     span.setAttribute('idem.outcome', outcome.outcome);
     if (!isSettled(outcome))
       span.setStatus({ code: SpanStatusCode.ERROR, message: `${outcome.code}: ${outcome.reason}` });
@@ -189,15 +222,8 @@ export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(opti
       if (outcome.outcome === 'processed') faults.crashIf('crash-after-commit', consumer);
       return outcome.outcome;
     }
-    if (outcome.outcome === 'transient_failure' && !lastAttempt) {
-      throw new Error(`${outcome.code}: ${outcome.reason}`); // BullMQ retries with backoff
-    }
-    const [code, reason] =
-      outcome.outcome === 'transient_failure'
-        ? ['retries_exhausted', `still failing after ${attempt} attempts: ${outcome.code}: ${outcome.reason}`]
-        : [outcome.code, outcome.reason];
-    await deadLetter(job, code, reason, attempt);
-    throw new UnrecoverableError(`${code}: ${reason}`);
+    if (deadLettered) throw new UnrecoverableError(`${code}: ${reason}`);
+    throw new Error(`${outcome.code}: ${outcome.reason}`); // BullMQ retries with backoff (or keeps it failed)
   }
 
   const worker = new Worker(consumer, processDelivery, {

@@ -1,5 +1,12 @@
 export { createPublisher, type Publisher, type PublisherOptions } from './publisher.js';
-export { startConsumer, type Consumer, type ConsumerOptions, type DeliveryReport, type MessageOf } from './consumer.js';
+export {
+  DeadLetterWriteError,
+  startConsumer,
+  type Consumer,
+  type ConsumerOptions,
+  type DeliveryReport,
+  type MessageOf,
+} from './consumer.js';
 export { replayDeadLetters } from './replay.js';
 export { defaultDeliveryPolicy, jobOptions, maxRetrySpanMs, type DeliveryPolicy } from './delivery-policy.js';
 export { resolveBroker, type BrokerOptions } from './redis.js';

@@ -10,6 +10,7 @@ export interface Metrics {
   readonly deliveries: Counter<'consumer' | 'contract' | 'producer' | 'outcome'>;
   readonly processingSeconds: Histogram<'consumer' | 'contract'>;
   readonly deadLetters: Counter<'consumer' | 'code'>;
+  readonly deadLetterWriteFailures: Counter<'consumer'>;
   readonly relayPublished: Counter;
   readonly relayFailures: Counter;
   readonly retentionDeleted: Counter<'table'>;
@@ -48,6 +49,12 @@ export function createMetrics(service: string): Metrics {
       name: 'idem_dead_letters_total',
       help: 'Deliveries that ended as dead letters, by consumer and reason code.',
       labelNames: ['consumer', 'code'],
+      registers,
+    }),
+    deadLetterWriteFailures: new Counter({
+      name: 'idem_dead_letter_write_failures_total',
+      help: 'Dead letters that could not be stored (their jobs stay failed in BullMQ): needs a person.',
+      labelNames: ['consumer'],
       registers,
     }),
     relayPublished: new Counter({

@@ -6,6 +6,7 @@ import { classifyFailure, createInboxRetention, type Inbox, type MessageHandler 
 import {
   createDeliveryJournal,
   createPublisher,
+  DeadLetterWriteError,
   defaultDeliveryPolicy,
   deliveryEntry,
   publicationEntries,
@@ -162,7 +163,12 @@ export async function runService<Tx extends SqlClient>(service: ServiceDefinitio
             countDelivery(metrics, report);
           },
           onSettled: (report) => journal.record(deliveryEntry(report, me)),
-          onError: (error) => log.error({ err: error, consumer: spec.consumer }, 'consumer error'),
+          onError: (error) => {
+            if (error instanceof DeadLetterWriteError) {
+              metrics.deadLetterWriteFailures.inc({ consumer: error.consumer });
+              log.error({ err: error, consumer: error.consumer, messageId: error.messageId }, 'dead letter not stored');
+            } else log.error({ err: error, consumer: spec.consumer }, 'consumer error');
+          },
         }),
       )
     : [];

@@ -1,0 +1,160 @@
+/**
+ * Fuzzing a real queue with poison: a few hundred malformed jobs of many kinds — not an
+ * envelope at all, wrong types, unknown contracts, NUL characters and lone UTF-16 surrogates in
+ * any field or key, oversized strings, and messages valid for the contract whose data
+ * PostgreSQL cannot store. Bad input loses nothing: each is stored once as a dead letter with a
+ * bounded reason and its payload recoverable, counted once, never recorded as processed, and
+ * the worker keeps serving.
+ */
+import type { Envelope } from '@idem/contracts';
+import { createInbox, processed, type MessageHandler } from '@idem/inbox';
+import {
+  createTestDatabase,
+  deleteQueues,
+  orderPlacedMessage,
+  redisUrl,
+  uniqueName,
+  waitFor,
+  type TestDatabase,
+} from '@idem/testkit';
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Tx } from '../test/fixtures.js';
+import { startConsumer, type Consumer, type DeliveryReport } from './consumer.js';
+import { defaultDeliveryPolicy, jobOptions } from './delivery-policy.js';
+
+const CONSUMER = 'inventory.order-placed.v1';
+const SKU = 'sku-ok';
+
+/** Takes one unit of the ordered SKU: the message's own text reaches PostgreSQL, as in a real handler. */
+const takeTheOrderedUnit: MessageHandler<Tx, Envelope<'orders.order-placed.v1'>> = async (message, tx) => {
+  await tx.$executeRaw`UPDATE stock_items SET available = available - 1 WHERE sku = ${message.body.lines[0]!.sku}`;
+  return processed;
+};
+const prefix = uniqueName('idem_test_poison');
+let db: TestDatabase;
+let queue: Queue;
+let consumer: Consumer;
+const reports: DeliveryReport[] = [];
+
+beforeAll(async () => {
+  db = await createTestDatabase('poison');
+  await db.prisma.stockItem.create({ data: { sku: SKU, available: 1000 } });
+  queue = new Queue(CONSUMER, { connection: new Redis(redisUrl, { maxRetriesPerRequest: null }), prefix });
+  consumer = startConsumer({
+    consumer: CONSUMER,
+    inbox: createInbox({ db: db.prisma }),
+    handler: takeTheOrderedUnit,
+    prefix,
+    concurrency: 8,
+    onDelivery: (report) => reports.push(report),
+  });
+});
+afterAll(async () => {
+  await consumer.close(1000);
+  await queue.close();
+  await deleteQueues(prefix);
+  await db.drop();
+});
+
+/** A small deterministic generator, so a failing case can be found again. */
+function random(seed: number) {
+  return () => {
+    seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31;
+    return seed / 2 ** 31;
+  };
+}
+
+const BAD_TEXT = ['\u0000', 'a\u0000b', '\ud800', 'x\udc00y', '\udbff\u0000', `${'z'.repeat(20_000)}\u0000`];
+
+/** Puts `bad` somewhere in a copy of `value`: in a string field, or as a key. */
+function poisonSomewhere(value: unknown, bad: string, next: () => number): unknown {
+  if (Array.isArray(value)) return value.map((item, i) => (i === 0 ? poisonSomewhere(item, bad, next) : item));
+  if (value && typeof value === 'object') {
+    const entries = Object.entries(value);
+    const pick = Math.floor(next() * (entries.length + 1));
+    if (pick === entries.length) return { ...value, [`key${bad}`]: 'value' };
+    return Object.fromEntries(
+      entries.map(([key, item], i) => [key, i === pick ? poisonSomewhere(item, bad, next) : item]),
+    );
+  }
+  return typeof value === 'string' ? `${value.slice(0, 4)}${bad}${value.slice(4)}` : bad;
+}
+
+function poisonJobs(count: number): { id: string; data: unknown }[] {
+  const next = random(20261130);
+  const kinds: ((i: number) => unknown)[] = [
+    () => null,
+    (i) => i,
+    () => 'just a string \u0000',
+    () => [1, '\ud800', { '\u0000': true }],
+    () => ({ hello: 'world' }),
+    () => ({ ...orderPlacedMessage({}, SKU), type: 'orders.order-placed.v9' }),
+    () => ({ ...orderPlacedMessage(), type: 'nobody.knows-this.v1' }),
+    () => ({ ...orderPlacedMessage(), aggregateVersion: 'three' }),
+    () => {
+      const message = orderPlacedMessage();
+      return { ...message, body: { ...message.body, lines: [] } };
+    },
+    () => ({ ...orderPlacedMessage(), messageId: `not-a-uuid-${'\u0000'}` }),
+    () => ({ ...orderPlacedMessage(), producer: 'p'.repeat(100_000) }),
+    () => poisonSomewhere(orderPlacedMessage({}, SKU), BAD_TEXT[Math.floor(next() * BAD_TEXT.length)]!, next),
+    // Valid for the contract; the business change fails in PostgreSQL (a NUL in the SKU).
+    () => orderPlacedMessage({}, `${SKU}\u0000`),
+  ];
+  return Array.from({ length: count }, (_, i) => ({ id: `poison-${i}`, data: kinds[i % kinds.length]!(i) }));
+}
+
+describe('poison messages on a real queue', () => {
+  it('ends every one once — a dead letter stored once and counted once, or processed once — and keeps serving', async () => {
+    const jobs = poisonJobs(260);
+    for (const job of jobs) {
+      await queue.add('poison', job.data, { ...jobOptions(defaultDeliveryPolicy, job.id), attempts: 3 });
+    }
+    // A report names the job by its message id when the envelope parsed, by the job id otherwise.
+    const idsOf = (job: { id: string; data: unknown }) => [
+      job.id,
+      (job.data as { messageId?: unknown } | null)?.messageId,
+    ];
+    const ended = () =>
+      new Set(reports.filter((r) => r.deadLettered || r.outcome.outcome === 'processed').map((r) => r.messageId));
+    await waitFor(() => jobs.every((job) => idsOf(job).some((id) => ended().has(id as string))), {
+      timeoutMs: 60_000,
+      what: `all ${jobs.length} jobs to end`,
+    });
+
+    const deadLettered = reports.filter((r) => r.deadLettered);
+    const processedOnes = reports.filter((r) => r.outcome.outcome === 'processed');
+    // Each job ends exactly once; nothing ends both ways; a dead letter is counted once, when stored.
+    expect(deadLettered.length + processedOnes.length).toBe(jobs.length);
+    expect(new Set([...deadLettered, ...processedOnes].map((r) => r.messageId)).size).toBe(jobs.length);
+    expect(await db.prisma.deadLetter.count()).toBe(deadLettered.length);
+    expect(deadLettered.length).toBeGreaterThan(jobs.length / 2);
+    const rows = await db.prisma.deadLetter.findMany({ select: { reason: true, code: true } });
+    expect(rows.every((row) => row.reason.length > 0 && row.reason.length <= 500)).toBe(true);
+    // Data PostgreSQL refuses (SQLSTATE class 22) is a permanent failure, not retried for minutes.
+    expect(rows.map((row) => row.code)).toContain('invalid_data');
+    expect(deadLettered.filter((r) => r.outcome.outcome === 'transient_failure')).toEqual([]);
+    // Only what the contract accepted and PostgreSQL could store was processed: one unit each.
+    expect(await db.prisma.processedMessage.count()).toBe(processedOnes.length);
+    const { available } = await db.prisma.stockItem.findUniqueOrThrow({ where: { sku: SKU } });
+    expect(1000 - available).toBe(processedOnes.length);
+
+    // What was delivered can be got back exactly, NUL characters and lone surrogates included.
+    const listed = await createInbox({ db: db.prisma }).deadLetters.list({ limit: 1000 });
+    const byId = new Map(listed.map((d) => [d.messageId, d.payload]));
+    const stored = (job: { id: string; data: unknown }) =>
+      idsOf(job)
+        .map((id) => byId.get(id as string))
+        .find(Boolean);
+    const unstorable = jobs.filter((job) => /\\u0000|\\ud[89a-f]/i.test(JSON.stringify(job.data)) && stored(job));
+    expect(unstorable.length).toBeGreaterThan(20);
+    for (const job of unstorable) expect(stored(job)).toEqual(job.data);
+
+    // The worker is alive: a valid message afterwards is processed.
+    const valid = orderPlacedMessage({}, SKU);
+    await queue.add(valid.type, valid, jobOptions(defaultDeliveryPolicy, valid.messageId));
+    await waitFor(() => reports.some((r) => r.messageId === valid.messageId && r.outcome.outcome === 'processed'));
+  }, 120_000);
+});

@@ -1,0 +1,27 @@
+/**
+ * `pnpm docs:relink`: after code moved, points each code link in docs/ (`[`code`](file#Ln)`)
+ * back at the line that now holds its code. A link whose code is gone is left as it is, for
+ * infra/docs-links.unit.spec.ts to report: the page around it needs a person, not a script.
+ */
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const docs = resolve(dirname(fileURLToPath(import.meta.url)), '../docs');
+for (const page of readdirSync(docs).filter((f) => f.endsWith('.md'))) {
+  const path = join(docs, page);
+  const text = readFileSync(path, 'utf8');
+  const relinked = text.replace(
+    /\[`([^`]+)`\]\(([^)#\s]+)#L(\d+)\)/g,
+    (link, code: string, target: string, line: string) => {
+      const lines = readFileSync(resolve(docs, target), 'utf8').split('\n');
+      if (lines[Number(line) - 1]?.includes(code)) return link;
+      const found = lines.findIndex((l) => l.includes(code));
+      return found < 0 ? link : `[\`${code}\`](${target}#L${found + 1})`;
+    },
+  );
+  if (relinked !== text) {
+    writeFileSync(path, relinked);
+    console.log(`relinked docs/${page}`);
+  }
+}
