@@ -1,6 +1,7 @@
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { inspect } from 'node:util';
 import pg from 'pg';
 import { createPostgresServer } from '@idem/testkit';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -132,5 +133,16 @@ describe('migrate', () => {
       }),
     ).rejects.toMatchObject({ code: 'ECONNREFUSED' });
     expect(Date.now() - started).toBeLessThan(10_000);
+  });
+
+  it('refuses a database URL that does not parse without printing its password', async () => {
+    const refused = migrate({
+      databaseUrl: 'postgresql://orders:s3cret-pw@db host:5432/orders',
+      migrationsDir: migrationsFolder(files),
+    });
+    await expect(refused).rejects.toMatchObject({ code: 'invalid_database_url' });
+    const error = await refused.catch((e: unknown) => e);
+    expect(inspect(error, { depth: 5 })).not.toContain('s3cret-pw');
+    expect((error as Error).message).toContain('postgresql://orders:***@db host:5432/orders');
   });
 });

@@ -25,7 +25,8 @@ const MIGRATION_LOCK_KEY = 72_707_369;
 
 export class MigrationError extends Error {
   constructor(
-    readonly code: 'checksum_mismatch' | 'failed_migration' | 'migration_failed' | 'missing_migrations',
+    readonly code:
+      'checksum_mismatch' | 'failed_migration' | 'migration_failed' | 'missing_migrations' | 'invalid_database_url',
     message: string,
     options?: ErrorOptions,
   ) {
@@ -78,6 +79,7 @@ export async function migrate({
   log = () => {},
   connectTimeoutMs = 60_000,
 }: MigrateOptions): Promise<string[]> {
+  assertDatabaseUrl(databaseUrl);
   const migrations = readMigrations(migrationsDir);
   // A migrate job often starts beside its server (compose, Kubernetes): wait for it, bounded.
   await untilConnected(databaseUrl, connectTimeoutMs, log);
@@ -142,6 +144,16 @@ async function applyMigration(client: pg.Client, migration: MigrationFile): Prom
       { cause: error },
     );
   }
+}
+
+/**
+ * Refuses a database URL that does not parse, with a message that hides its password: Node's
+ * own error would carry the whole URL (`input`) into the log.
+ */
+function assertDatabaseUrl(databaseUrl: string): void {
+  if (URL.canParse(databaseUrl)) return;
+  const redacted = databaseUrl.replace(/\/\/([^:/@]*):[^@]*@/, '//$1:***@');
+  throw new MigrationError('invalid_database_url', `the database URL is not a valid URL: ${redacted}`);
 }
 
 /** Errors that mean the server is not (yet) accepting connections; anything else is final. */

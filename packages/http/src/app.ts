@@ -13,6 +13,8 @@ export interface HttpAppOptions {
   /** Largest accepted JSON body. @defaultValue '64kb' */
   readonly bodyLimit?: string;
   readonly onUnexpectedError?: (error: unknown) => void;
+  /** Told why a health check fails: the answer itself says only which one (errors name hosts and ports). */
+  readonly onUnhealthy?: (check: string, error: unknown) => void;
   /** Turns errors the service recognises into problems (e.g. a database that is out of connections → 503). */
   readonly translateError?: (error: unknown) => HttpError | undefined;
 }
@@ -31,6 +33,7 @@ export function createHttpApp({
   health,
   bodyLimit = '64kb',
   onUnexpectedError = () => {},
+  onUnhealthy = () => {},
   translateError,
 }: HttpAppOptions): Express {
   const app = express();
@@ -43,7 +46,8 @@ export function createHttpApp({
           await withTimeout(check(), 2000);
           return [name, 'ok'] as const;
         } catch (error) {
-          return [name, `failing: ${(error as Error).message ?? String(error)}`] as const;
+          onUnhealthy(name, error);
+          return [name, 'failing'] as const;
         }
       }),
     );

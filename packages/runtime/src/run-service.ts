@@ -227,6 +227,7 @@ export async function runService<Tx extends SqlClient>(service: ServiceDefinitio
       deadLetterRoutes(app, { inbox, publisher, adminToken: config.ADMIN_TOKEN });
     },
     onUnexpectedError: (error) => log.error({ err: error }, 'unexpected error answering a request'),
+    onUnhealthy: (check, error) => log.warn({ err: error, check }, 'health check failing'),
     translateError: (error) => {
       const failure = classifyFailure(error);
       if (failure.code !== 'database_unavailable' && failure.code !== 'transaction_conflict') return undefined;
