@@ -21,8 +21,8 @@ export type NewDeadLetter = Pick<DeadLetter, 'consumer' | 'messageId' | 'payload
 export interface DeadLetters {
   /** Keeps a dead letter; recording the same message again (after a replay) updates it. */
   record(deadLetter: NewDeadLetter): Promise<void>;
-  /** Dead letters not replayed yet, oldest first. */
-  list(filter?: { consumer?: string; limit?: number }): Promise<DeadLetter[]>;
+  /** Dead letters not replayed yet, oldest first; `messageIds` picks some (filtered in the query). */
+  list(filter?: { consumer?: string; messageIds?: readonly string[]; limit?: number }): Promise<DeadLetter[]>;
   /**
    * Counts a replay of a listed dead letter and takes it off the list — unless the replayed
    * message already failed again and was recorded anew since it was listed: then it stays.
@@ -53,11 +53,13 @@ export function createDeadLetters(db: SqlClient, now: () => Date): DeadLetters {
           SET payload = EXCLUDED.payload, code = EXCLUDED.code, reason = EXCLUDED.reason,
               attempts = EXCLUDED.attempts, dead_lettered_at = EXCLUDED.dead_lettered_at, replayed_at = NULL`;
     },
-    async list({ consumer, limit = 100 } = {}) {
+    async list({ consumer, messageIds, limit = 100 } = {}) {
+      const ids = messageIds ? [...messageIds] : null;
       const rows = await db.$queryRaw<DeadLetterRow[]>`
         SELECT consumer, message_id, payload, code, reason, attempts, dead_lettered_at, replayed_at, replay_count
           FROM dead_letters
          WHERE replayed_at IS NULL AND (${consumer ?? null}::text IS NULL OR consumer = ${consumer ?? null})
+           AND (${ids}::text[] IS NULL OR message_id = ANY(${ids}::text[]))
          ORDER BY dead_lettered_at
          LIMIT ${limit}`;
       return rows.map((row) => ({

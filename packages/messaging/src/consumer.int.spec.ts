@@ -22,7 +22,7 @@ import { startConsumer, type Consumer, type ConsumerOptions, type DeliveryReport
 import { defaultDeliveryPolicy } from './delivery-policy.js';
 import { createPublisher, type Publisher } from './publisher.js';
 import { createDeliveryJournal, deliveryEntry, readJournal } from './journal.js';
-import { replayDeadLetters } from './replay.js';
+import { replayDeadLetters, ReplayWindowError } from './replay.js';
 
 const CONSUMER = 'inventory.order-placed.v1';
 const prefix = uniqueName('idem_test_consumer');
@@ -327,5 +327,44 @@ describe('the delivery journal', () => {
     expect(await waitForOutcomes(message.messageId, 1)).toEqual(['processed']);
     await journal.close(); // resolves: the entry is dropped, not retried forever
     broken.disconnect();
+  });
+});
+
+describe('replaying dead letters', () => {
+  const record = (inbox: ReturnType<typeof createInbox>, messageId: string) =>
+    inbox.deadLetters.record({
+      consumer: CONSUMER,
+      messageId,
+      payload: { id: messageId },
+      code: 'x',
+      reason: 'x',
+      attempts: 1,
+    });
+
+  it('replays the message ids asked for wherever they are, not only among the first page', async () => {
+    const inbox = createInbox({ db: db.prisma });
+    const ids = Array.from({ length: 120 }, (_, i) => `replay-page-${String(i).padStart(3, '0')}`);
+    for (const id of ids) await record(inbox, id);
+    const replayed = await replayDeadLetters(inbox.deadLetters, publisher, { messageIds: [ids[110]!] });
+    expect(replayed.map((d) => d.messageId)).toEqual([ids[110]]);
+    expect(await queue.getJob(ids[110]!)).toBeDefined();
+  });
+
+  it('refuses dead letters older than the replay window unless forced with a reason', async () => {
+    let now = new Date();
+    const inbox = createInbox({ db: db.prisma, now: () => now });
+    await record(inbox, 'replay-old-1');
+    now = new Date(now.getTime() + 8 * 24 * 3_600_000); // eight days later; the window is seven
+    const window = { replayWindowMs: 7 * 24 * 3_600_000, now: () => now };
+    const filter = { messageIds: ['replay-old-1'] };
+    await expect(replayDeadLetters(inbox.deadLetters, publisher, filter, window)).rejects.toBeInstanceOf(
+      ReplayWindowError,
+    );
+    expect(await inbox.deadLetters.list(filter)).toHaveLength(1); // nothing replayed
+    const forced = await replayDeadLetters(inbox.deadLetters, publisher, filter, {
+      ...window,
+      force: { reason: 'the record is known to be kept: retention is 30 days here' },
+    });
+    expect(forced.map((d) => d.messageId)).toEqual(['replay-old-1']);
   });
 });

@@ -7,7 +7,7 @@ export {
   type DeliveryReport,
   type MessageOf,
 } from './consumer.js';
-export { replayDeadLetters } from './replay.js';
+export { replayDeadLetters, ReplayWindowError, type ReplayFilter, type ReplayWindow } from './replay.js';
 export { defaultDeliveryPolicy, jobOptions, maxRetrySpanMs, type DeliveryPolicy } from './delivery-policy.js';
 export { resolveBroker, type BrokerOptions } from './redis.js';
 export {

@@ -1,17 +1,51 @@
 import type { DeadLetter, DeadLetters } from '@idem/inbox';
 import type { Publisher } from './publisher.js';
 
+export interface ReplayFilter {
+  readonly consumer?: string;
+  /** Only these (chosen in the query, among every dead letter, not among the first page). */
+  readonly messageIds?: readonly string[];
+  readonly limit?: number;
+}
+
+export interface ReplayWindow {
+  /** How long after the fact a message may still be replayed (REPLAY_WINDOW_MS). */
+  readonly replayWindowMs: number;
+  readonly now?: () => Date;
+  /** Replays older dead letters too, for a reason an operator gives (it is logged). */
+  readonly force?: { readonly reason: string };
+}
+
+/** Dead letters older than the replay window, refused without `force`. */
+export class ReplayWindowError extends Error {
+  readonly code = 'replay_window_passed';
+  constructor(readonly tooOld: readonly Pick<DeadLetter, 'consumer' | 'messageId' | 'deadLetteredAt'>[]) {
+    super(
+      `${tooOld.length} dead letter(s) are older than the replay window: their processed records may have been ` +
+        `purged, so a replay could apply them twice. Force it with a reason if you know it is safe: ` +
+        tooOld.map((d) => `${d.consumer}/${d.messageId}`).join(', '),
+    );
+  }
+}
+
 /**
  * Delivers dead letters again, under their original message ids, and marks them replayed.
- * A message that had in fact been processed is still suppressed by the inbox on replay.
+ * A message that had in fact been processed is still suppressed by the inbox on replay — as
+ * long as its processed record is kept, which retention promises only within the replay
+ * window: older ones are refused unless forced.
  */
 export async function replayDeadLetters(
   deadLetters: DeadLetters,
   publisher: Publisher,
-  filter: { consumer?: string; messageIds?: readonly string[]; limit?: number } = {},
+  filter: ReplayFilter = {},
+  window?: ReplayWindow,
 ): Promise<DeadLetter[]> {
-  const candidates = await deadLetters.list({ consumer: filter.consumer, limit: filter.limit });
-  const chosen = filter.messageIds ? candidates.filter((d) => filter.messageIds!.includes(d.messageId)) : candidates;
+  const chosen = await deadLetters.list(filter);
+  if (window && !window.force) {
+    const oldest = (window.now ?? (() => new Date()))().getTime() - window.replayWindowMs;
+    const tooOld = chosen.filter((d) => d.deadLetteredAt.getTime() < oldest);
+    if (tooOld.length > 0) throw new ReplayWindowError(tooOld);
+  }
   for (const deadLetter of chosen) {
     // Redeliver first, mark second: if this process dies in between, the dead letter is still
     // listed, and replaying it once more delivers the same message id, which is harmless. If

@@ -12,6 +12,7 @@ import {
   publicationEntries,
   maxRetrySpanMs,
   replayDeadLetters,
+  ReplayWindowError,
   startConsumer,
   type Consumer,
   type ConsumerOptions,
@@ -224,7 +225,13 @@ export async function runService<Tx extends SqlClient>(service: ServiceDefinitio
       faultRoutes(app, { faults, adminToken: config.ADMIN_TOKEN, process: me });
       if (!roles.has('http')) return;
       service.routes?.(app);
-      deadLetterRoutes(app, { inbox, publisher, adminToken: config.ADMIN_TOKEN });
+      deadLetterRoutes(app, {
+        inbox,
+        publisher,
+        adminToken: config.ADMIN_TOKEN,
+        replayWindowMs: config.REPLAY_WINDOW_MS,
+        log,
+      });
     },
     onUnexpectedError: (error) => log.error({ err: error }, 'unexpected error answering a request'),
     onUnhealthy: (check, error) => log.warn({ err: error, check }, 'health check failing'),
@@ -322,7 +329,19 @@ function countDelivery(metrics: Metrics, report: DeliveryReport): void {
 
 function deadLetterRoutes(
   app: Express,
-  { inbox, publisher, adminToken }: { inbox: Inbox<SqlClient>; publisher: Publisher; adminToken: string | undefined },
+  {
+    inbox,
+    publisher,
+    adminToken,
+    replayWindowMs,
+    log,
+  }: {
+    inbox: Inbox<SqlClient>;
+    publisher: Publisher;
+    adminToken: string | undefined;
+    replayWindowMs: number;
+    log: Logger;
+  },
 ): void {
   const admin = requireAdmin(adminToken);
   app.get('/dead-letters', admin, async (req, res) => {
@@ -334,12 +353,31 @@ function deadLetterRoutes(
     res.json({ deadLetters: await inbox.deadLetters.list({ consumer, limit }) });
   });
   app.post('/dead-letters/replay', admin, async (req, res) => {
-    const filter = validate(
-      z.object({ consumer: z.string().optional(), messageIds: z.array(z.string()).max(1000).optional() }),
+    const { force, ...filter } = validate(
+      z.object({
+        consumer: z.string().max(200).optional(),
+        messageIds: z.array(z.string().max(200)).max(1000).optional(),
+        // Past the replay window a processed record may be gone: replaying then needs a reason.
+        force: z.object({ reason: z.string().min(10).max(500) }).optional(),
+      }),
       req.body ?? {},
     );
-    const replayed = await replayDeadLetters(inbox.deadLetters, publisher, filter);
-    res.json({ replayed: replayed.map((d) => ({ consumer: d.consumer, messageId: d.messageId })) });
+    if (force) log.warn({ ...filter, reason: force.reason }, 'dead letters replayed past the replay window, forced');
+    try {
+      const replayed = await replayDeadLetters(inbox.deadLetters, publisher, filter, {
+        replayWindowMs,
+        ...(force ? { force } : {}),
+      });
+      res.json({ replayed: replayed.map((d) => ({ consumer: d.consumer, messageId: d.messageId })) });
+    } catch (error) {
+      if (!(error instanceof ReplayWindowError)) throw error;
+      throw new HttpError('conflict', error.message, {
+        errors: error.tooOld.map((d) => ({
+          field: `${d.consumer}/${d.messageId}`,
+          message: 'older than the replay window',
+        })),
+      });
+    }
   });
 }
 
