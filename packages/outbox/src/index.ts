@@ -1,3 +1,10 @@
 export { enqueue, OUTBOX_CHANNEL } from './enqueue.js';
 export { createRelay, type Relay, type RelayBatch, type RelayOptions } from './relay.js';
-export { outboxBacklog, purgePublished, type OutboxBacklog } from './maintenance.js';
+export {
+  listParked,
+  outboxBacklog,
+  purgePublished,
+  retryParked,
+  type OutboxBacklog,
+  type ParkedRow,
+} from './maintenance.js';

@@ -3,7 +3,7 @@ import type { Envelope, EventDraft } from '@idem/contracts';
 import { createTestDatabase, waitFor, type TestDatabase } from '@idem/testkit';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { enqueue } from './enqueue.js';
-import { outboxBacklog, purgePublished } from './maintenance.js';
+import { listParked, outboxBacklog, purgePublished, retryParked } from './maintenance.js';
 import { createRelay } from './relay.js';
 
 let db: TestDatabase;
@@ -95,6 +95,58 @@ describe('relay', () => {
     }
   });
 
+  it('lets one row the broker refuses hold back no other, and parks it after its last attempt, never deleting it', async () => {
+    const written = await db.prisma.$transaction(async (tx) => {
+      const envelopes = [];
+      for (let i = 0; i < 10; i++) envelopes.push(await enqueue(tx, cancelled(), new Date()));
+      return envelopes;
+    });
+    const refused = written[3]!.messageId;
+    const published: string[] = [];
+    let clock = Date.now();
+    const relay = createRelay({
+      db: db.prisma,
+      maxAttempts: 3,
+      now: () => new Date(clock),
+      // The broker refuses this one message (a batch holding it is refused whole, as addBulk is).
+      publish: async (batch) => {
+        if (batch.some((e) => e.messageId === refused)) throw new Error('ERR message refused by the broker');
+        published.push(...batch.map((e) => e.messageId));
+      },
+    });
+
+    expect(await relay.publishBatch()).toMatchObject({ published: 9, error: expect.any(Error) });
+    expect(published.sort()).toEqual(
+      written
+        .map((e) => e.messageId)
+        .filter((id) => id !== refused)
+        .sort(),
+    );
+    const row = () => db.prisma.outboxMessage.findUniqueOrThrow({ where: { messageId: refused } });
+    expect(await row()).toMatchObject({
+      publishedAt: null,
+      attempts: 1,
+      lastError: 'ERR message refused by the broker',
+    });
+
+    // New rows keep flowing while it retries with backoff, then it is parked at its third failure.
+    const later = await db.prisma.$transaction((tx) => enqueue(tx, cancelled(), new Date()));
+    for (let attempt = 2; attempt <= 3; attempt++) {
+      clock += 60_000;
+      await relay.publishBatch();
+    }
+    expect(published).toContain(later.messageId);
+    expect(await row()).toMatchObject({ publishedAt: null, attempts: 3 });
+    expect(await outboxBacklog(db.prisma)).toMatchObject({ pending: 0, parked: 1 });
+    expect((await listParked(db.prisma)).map((r) => r.messageId)).toEqual([refused]);
+    clock += 3_600_000;
+    expect(await relay.publishBatch()).toEqual({ published: 0 }); // parked: never claimed on its own
+
+    // Once the cause is fixed, an operator gives it back to the relay.
+    expect(await retryParked(db.prisma, [refused], new Date(clock))).toBe(1);
+    expect(await outboxBacklog(db.prisma)).toMatchObject({ pending: 1, parked: 0 });
+  });
+
   it('wakes on a committed row through LISTEN/NOTIFY instead of waiting for the next poll', async () => {
     const published: string[] = [];
     const relay = createRelay({
@@ -121,9 +173,9 @@ describe('outbox maintenance', () => {
       await enqueue(tx, cancelled(), new Date(now.getTime() - 5000));
       await enqueue(tx, cancelled(), now);
     });
-    expect(await outboxBacklog(db.prisma, now)).toEqual({ pending: 2, oldestPendingAgeMs: 5000 });
+    expect(await outboxBacklog(db.prisma, now)).toEqual({ pending: 2, oldestPendingAgeMs: 5000, parked: 0 });
     await db.prisma.outboxMessage.updateMany({ data: { publishedAt: now } });
-    expect(await outboxBacklog(db.prisma, now)).toEqual({ pending: 0, oldestPendingAgeMs: 0 });
+    expect(await outboxBacklog(db.prisma, now)).toEqual({ pending: 0, oldestPendingAgeMs: 0, parked: 0 });
   });
 
   it('purges only rows published longer ago than the retention', async () => {

@@ -22,6 +22,12 @@ export interface RelayOptions<Tx extends SqlClient> {
   readonly backoffMaxMs?: number;
   /** A publication that takes longer counts as failed, so row locks are never held long. @defaultValue 10000 */
   readonly publishTimeoutMs?: number;
+  /**
+   * Failed publications after which a row is **parked**: never claimed again on its own, never
+   * deleted, counted in `idem_outbox_parked` and listed for an operator (GET /outbox/parked).
+   * @defaultValue 20
+   */
+  readonly maxAttempts?: number;
   /** Name used by fault switches and logs. @defaultValue 'relay' */
   readonly name?: string;
   readonly faults?: Faults;
@@ -34,6 +40,8 @@ export interface RelayOptions<Tx extends SqlClient> {
 
 export interface RelayBatch {
   readonly published: number;
+  /** Rows parked by this batch (they reached `maxAttempts`). */
+  readonly parked?: number;
   /** Set when the batch could not be published; its rows stay pending with the error and a retry time. */
   readonly error?: unknown;
 }
@@ -52,6 +60,9 @@ interface OutboxRow {
   attempts: number;
 }
 
+/** Publication timeouts one claimed batch may spend, one-by-one retries included (its locks are held meanwhile). */
+const ONE_BY_ONE_BUDGET = 4;
+
 export function createRelay<Tx extends SqlClient>(options: RelayOptions<Tx>): Relay {
   const {
     db,
@@ -62,6 +73,7 @@ export function createRelay<Tx extends SqlClient>(options: RelayOptions<Tx>): Re
     backoffInitialMs = 250,
     backoffMaxMs = 30_000,
     publishTimeoutMs = 10_000,
+    maxAttempts = 20,
     name = 'relay',
     faults = noFaults,
     now = () => new Date(),
@@ -88,29 +100,74 @@ export function createRelay<Tx extends SqlClient>(options: RelayOptions<Tx>): Re
            LIMIT ${batchSize}
            FOR UPDATE SKIP LOCKED`;
         if (rows.length === 0) return { published: 0 };
-        const ids = rows.map((row) => row.message_id);
+        let published = rows.map((row) => row.message_id);
+        let failure: { error: unknown; parked: number } | undefined;
         try {
           await withTimeout(publish(rows.map((row) => row.envelope)), publishTimeoutMs);
         } catch (error) {
-          const failures = Math.max(...rows.map((row) => row.attempts)) + 1;
-          await tx.$executeRaw`
-            UPDATE outbox_messages
-               SET attempts = attempts + 1, last_error = ${boundReason(String((error as Error)?.message ?? error))},
-                   next_attempt_at = ${new Date(now().getTime() + backoff(failures))}
-             WHERE message_id = ANY(${ids}::uuid[])`;
-          return { published: 0, error };
+          // One row the broker refuses must not hold the others back: publish them one by one,
+          // and let each failure count against its own row only.
+          ({ published, failure } = await publishOneByOne(tx, rows, error));
         }
-        // Publish first, mark second. A crash in between publishes these rows again: the
-        // accepted duplicate, which every consumer's inbox suppresses. The reverse order
-        // could lose them.
-        faults.crashIf('crash-after-publish', name);
-        await tx.$executeRaw`
-          UPDATE outbox_messages SET published_at = ${now()}, attempts = attempts + 1, last_error = NULL
-           WHERE message_id = ANY(${ids}::uuid[])`;
-        return { published: rows.length };
+        if (published.length > 0) {
+          // Publish first, mark second. A crash in between publishes these rows again: the
+          // accepted duplicate, which every consumer's inbox suppresses. The reverse order
+          // could lose them.
+          faults.crashIf('crash-after-publish', name);
+          await tx.$executeRaw`
+            UPDATE outbox_messages SET published_at = ${now()}, attempts = attempts + 1, last_error = NULL
+             WHERE message_id = ANY(${published}::uuid[])`;
+        }
+        return failure
+          ? { published: published.length, error: failure.error, ...(failure.parked ? { parked: failure.parked } : {}) }
+          : { published: published.length };
       },
-      { timeout: publishTimeoutMs + 5_000 },
+      { timeout: ONE_BY_ONE_BUDGET * publishTimeoutMs + 5_000 },
     );
+  }
+
+  /**
+   * After a batch failed: each row alone, until the time budget is spent or a few in a row
+   * fail (the broker is down, not one row: the rest keep the batch's error and back off).
+   */
+  async function publishOneByOne(tx: SqlClient, rows: OutboxRow[], batchError: unknown) {
+    const published: string[] = [];
+    const deadline = Date.now() + (ONE_BY_ONE_BUDGET - 1) * publishTimeoutMs;
+    let consecutive = 0;
+    let parked = 0;
+    let error = batchError;
+    for (const [index, row] of rows.entries()) {
+      // A batch of one already failed alone.
+      const giveUp = rows.length === 1 || consecutive >= 3 || Date.now() > deadline;
+      try {
+        if (giveUp) throw error;
+        await withTimeout(publish([row.envelope]), publishTimeoutMs);
+        published.push(row.message_id);
+        consecutive = 0;
+      } catch (rowError) {
+        if (!giveUp) consecutive += 1;
+        error = rowError;
+        parked += (await recordFailure(tx, row, rowError)) ? 1 : 0;
+        if (giveUp) {
+          for (const rest of rows.slice(index + 1)) parked += (await recordFailure(tx, rest, error)) ? 1 : 0;
+          break;
+        }
+      }
+    }
+    return { published, failure: published.length === rows.length ? undefined : { error, parked } };
+  }
+
+  /** One more failed publication for a row: backed off, or parked at `maxAttempts`. Says whether it parked. */
+  async function recordFailure(tx: SqlClient, row: OutboxRow, error: unknown): Promise<boolean> {
+    const failures = row.attempts + 1;
+    const park = failures >= maxAttempts;
+    const retryAt = park ? 'infinity' : new Date(now().getTime() + backoff(failures)).toISOString();
+    await tx.$executeRaw`
+      UPDATE outbox_messages
+         SET attempts = ${failures}, last_error = ${boundReason(String((error as Error)?.message ?? error))},
+             next_attempt_at = ${retryAt}::timestamptz
+       WHERE message_id = ${row.message_id}::uuid`;
+    return park;
   }
 
   let running: Promise<void> | undefined;

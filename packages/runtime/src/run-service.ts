@@ -22,7 +22,15 @@ import {
   type Publisher,
 } from '@idem/messaging';
 import { createMetrics, type Metrics } from '@idem/observability';
-import { createRelay, outboxBacklog, purgePublished, type OutboxBacklog, type Relay } from '@idem/outbox';
+import {
+  createRelay,
+  listParked,
+  outboxBacklog,
+  purgePublished,
+  retryParked,
+  type OutboxBacklog,
+  type Relay,
+} from '@idem/outbox';
 import type { Express } from 'express';
 import { Redis } from 'ioredis';
 import { z } from 'zod';
@@ -134,6 +142,12 @@ export async function runService<Tx extends SqlClient>(service: ServiceDefinitio
       [],
       async () => [{ labels: {}, value: (await readBacklog()).oldestPendingAgeMs / 1000 }],
     );
+    metrics.gauge(
+      'idem_outbox_parked',
+      'Outbox rows the relay parked after failing to publish them too often: an operator must look (GET /outbox/parked).',
+      [],
+      async () => [{ labels: {}, value: (await readBacklog()).parked }],
+    );
   }
 
   let relay: Relay | undefined;
@@ -225,6 +239,7 @@ export async function runService<Tx extends SqlClient>(service: ServiceDefinitio
       faultRoutes(app, { faults, adminToken: config.ADMIN_TOKEN, process: me });
       if (!roles.has('http')) return;
       service.routes?.(app);
+      if (service.publishes) parkedRoutes(app, { db, adminToken: config.ADMIN_TOKEN });
       deadLetterRoutes(app, {
         inbox,
         publisher,
@@ -378,6 +393,16 @@ function deadLetterRoutes(
         })),
       });
     }
+  });
+}
+
+/** The relay's parked rows, for an operator: see them, and give them back to the relay once fixed. */
+function parkedRoutes(app: Express, { db, adminToken }: { db: SqlClient; adminToken: string | undefined }): void {
+  const admin = requireAdmin(adminToken);
+  app.get('/outbox/parked', admin, async (_req, res) => void res.json({ parked: await listParked(db) }));
+  app.post('/outbox/parked/retry', admin, async (req, res) => {
+    const { messageIds } = validate(z.object({ messageIds: z.array(z.uuid()).max(1000).optional() }), req.body ?? {});
+    res.json({ retried: await retryParked(db, messageIds) });
   });
 }
 
