@@ -4,17 +4,19 @@ const shared = {
   resolve: { conditions: ['development'] },
   ssr: { resolve: { conditions: ['development'] } },
 };
+// Projects do not inherit the root's test options: each states its own.
+const timeouts = { testTimeout: 60_000, hookTimeout: 60_000 };
 
 export default defineConfig({
   ...shared,
   test: {
     globalSetup: ['./vitest.global-setup.ts'],
-    testTimeout: 60_000,
-    hookTimeout: 60_000,
+    ...timeouts,
     projects: [
       {
         ...shared,
         test: {
+          ...timeouts,
           name: 'unit+int',
           include: [
             'packages/*/src/**/*.spec.ts',
@@ -32,6 +34,7 @@ export default defineConfig({
         // they run after the other tiers, one file at a time, so two never share the 2 cores
         // and PostgreSQL's connection limit.
         test: {
+          ...timeouts,
           name: 'e2e',
           include: ['e2e/**/*.e2e.spec.ts'],
           fileParallelism: false,
