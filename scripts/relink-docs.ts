@@ -6,6 +6,7 @@
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { format, resolveConfig } from 'prettier';
 
 const docs = resolve(dirname(fileURLToPath(import.meta.url)), '../docs');
 for (const page of readdirSync(docs).filter((f) => f.endsWith('.md'))) {
@@ -21,7 +22,8 @@ for (const page of readdirSync(docs).filter((f) => f.endsWith('.md'))) {
     },
   );
   if (relinked !== text) {
-    writeFileSync(path, relinked);
+    // A longer line number can widen a table: the page is written as Prettier would.
+    writeFileSync(path, await format(relinked, { ...(await resolveConfig(path)), filepath: path }));
     console.log(`relinked docs/${page}`);
   }
 }

@@ -13,7 +13,7 @@ export const envelopeSchema = z.object({
   correlationId: z.uuid(),
   causationId: z.uuid().nullable(),
   aggregateId: z.string().min(1).max(200),
-  aggregateVersion: z.number().int().nonnegative(),
+  aggregateVersion: z.number().int().nonnegative().max(2_147_483_647),
   traceparent: z.string().max(256).optional(),
   body: z.unknown(),
 });

@@ -1,19 +1,30 @@
 import { z } from 'zod';
 
+/** The largest value an `int4` column holds: every amount and count must fit its column. */
+export const INT4_MAX = 2_147_483_647;
+
 const orderId = z.uuid();
-const sku = z.string().min(1).max(64);
+/** Letters, digits, dot, dash, underscore: nothing an email that echoes it could be abused with. */
+export const skuSchema = z
+  .string()
+  .min(1)
+  .max(64)
+  .regex(/^[A-Za-z0-9._-]+$/, 'letters, digits, ".", "-" and "_" only');
+const sku = skuSchema;
 const currency = z.string().regex(/^[a-z]{3}$/, 'expected a lowercase ISO 4217 code such as "eur"');
-const cents = z.number().int().nonnegative();
+const cents = z.number().int().nonnegative().max(INT4_MAX);
+const quantity = z.number().int().positive().max(1_000_000);
+const providerId = z.string().min(1).max(255);
 
 const orderLine = z.object({
   sku,
-  quantity: z.number().int().positive(),
+  quantity,
   unitPriceCents: cents,
 });
 
 export const orderPlacedV1 = z.object({
   orderId,
-  customerEmail: z.email(),
+  customerEmail: z.email().max(254),
   currency,
   paymentMethod: z.string().min(1).max(100),
   lines: z.array(orderLine).min(1).max(100),
@@ -27,19 +38,22 @@ export const orderCancelledV1 = z.object({
 
 export const stockReservedV1 = z.object({
   orderId,
-  lines: z.array(z.object({ sku, quantity: z.number().int().positive() })).min(1),
+  lines: z.array(z.object({ sku, quantity })).min(1).max(100),
   /** What payments needs to charge, carried through so it never reads the orders database. */
   payment: z.object({ amountCents: cents, currency, method: z.string().min(1).max(100) }),
 });
 
 export const stockRejectedV1 = z.object({
   orderId,
-  shortages: z.array(z.object({ sku, requested: z.number().int().positive(), available: z.number().int() })).min(1),
+  shortages: z
+    .array(z.object({ sku, requested: quantity, available: z.number().int().min(-INT4_MAX).max(INT4_MAX) }))
+    .min(1)
+    .max(100),
 });
 
 export const paymentCapturedV1 = z.object({
   orderId,
-  paymentIntentId: z.string().min(1),
+  paymentIntentId: providerId,
   amountCents: cents,
   currency,
 });
@@ -52,7 +66,7 @@ export const paymentFailedV1 = z.object({
 
 export const paymentRefundedV1 = z.object({
   orderId,
-  refundId: z.string().min(1),
+  refundId: providerId,
   amountCents: cents,
   currency,
 });

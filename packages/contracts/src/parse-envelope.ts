@@ -8,7 +8,12 @@ export type Envelope<T extends EventType = EventType> = T extends EventType
   : never;
 
 export type ContractErrorCode =
-  'malformed_envelope' | 'unknown_type' | 'unsupported_version' | 'unexpected_type' | 'invalid_body';
+  | 'payload_too_large'
+  | 'malformed_envelope'
+  | 'unknown_type'
+  | 'unsupported_version'
+  | 'unexpected_type'
+  | 'invalid_body';
 
 /** Why a message can never be processed as it is. Redelivery cannot heal any of these. */
 export interface ContractError {

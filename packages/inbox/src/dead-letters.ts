@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { boundReason } from '@idem/contracts';
 import type { SqlClient } from '@idem/database';
 
@@ -90,9 +91,20 @@ export function createDeadLetters(db: SqlClient, now: () => Date): DeadLetters {
  * {@link original} gives back exactly what was delivered, for replay. Bad input loses nothing.
  */
 const WRAPPED = '$idem_json_text';
+const TRUNCATED = '$idem_truncated_json_text';
+/** The most of a payload a dead letter keeps; a larger one keeps its start, its size and its hash. */
+export const MAX_DEAD_LETTER_PAYLOAD_BYTES = 64 * 1024;
 
 function storable(payload: unknown): unknown {
   const text = JSON.stringify(payload ?? null) ?? 'null';
+  const bytes = Buffer.byteLength(text);
+  if (bytes > MAX_DEAD_LETTER_PAYLOAD_BYTES) {
+    return {
+      [TRUNCATED]: storableText(text.slice(0, MAX_DEAD_LETTER_PAYLOAD_BYTES / 4)),
+      bytes,
+      sha256: createHash('sha256').update(text).digest('hex'),
+    };
+  }
   return jsonbRefuses(payload) ? { [WRAPPED]: text } : (payload ?? null);
 }
 

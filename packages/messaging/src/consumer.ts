@@ -82,6 +82,8 @@ export interface ConsumerOptions<Tx extends SqlClient, C extends ConsumerName> e
   /** Redeliveries after an owner died before the message is dead-lettered. @defaultValue 5 */
   readonly maxStalledCount?: number;
   readonly faults?: Faults;
+  /** A delivery larger than this (as JSON) is dead-lettered unread. @defaultValue 262144 */
+  readonly maxPayloadBytes?: number;
   readonly onDelivery?: (report: DeliveryReport) => void;
   /**
    * Called once the broker has settled a delivery (completed it, scheduled its retry, or
@@ -131,6 +133,7 @@ export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(opti
     lockDurationMs = 30_000,
     stalledIntervalMs = 30_000,
     maxStalledCount = 5,
+    maxPayloadBytes = 256 * 1024,
     faults = noFaults,
     onDelivery = () => {},
     onSettled,
@@ -162,7 +165,15 @@ export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(opti
     const started = performance.now();
     const attempt = job.attemptsMade + 1;
     const lastAttempt = attempt >= (job.opts.attempts ?? 1);
-    const parsed = parseEnvelope(job.data, contract);
+    // The size is checked before any parsing: a huge payload costs no validation work.
+    const bytes = Buffer.byteLength(JSON.stringify(job.data ?? null) ?? '');
+    const parsed: ReturnType<typeof parseEnvelope> =
+      bytes > maxPayloadBytes
+        ? {
+            ok: false,
+            error: { code: 'payload_too_large', reason: `${bytes} bytes, more than the ${maxPayloadBytes} accepted` },
+          }
+        : parseEnvelope(job.data, contract);
     const envelope = parsed.ok ? (parsed.envelope as MessageOf<C>) : undefined;
     if (envelope && faults.fires('mistake-ack-before-commit', consumer)) {
       // WRONG WAY (a lesson's switch): settle now, do the work once the broker has forgotten

@@ -29,7 +29,9 @@ const SKU = 'sku-ok';
 
 /** Takes one unit of the ordered SKU: the message's own text reaches PostgreSQL, as in a real handler. */
 const takeTheOrderedUnit: MessageHandler<Tx, Envelope<'orders.order-placed.v1'>> = async (message, tx) => {
-  await tx.$executeRaw`UPDATE stock_items SET available = available - 1 WHERE sku = ${message.body.lines[0]!.sku}`;
+  const { lines, paymentMethod } = message.body;
+  await tx.$executeRaw`
+    UPDATE stock_items SET available = available - 1 WHERE sku = ${lines[0]!.sku} AND ${paymentMethod}::text <> ''`;
   return processed;
 };
 const prefix = uniqueName('idem_test_poison');
@@ -99,9 +101,13 @@ function poisonJobs(count: number): { id: string; data: unknown }[] {
     },
     () => ({ ...orderPlacedMessage(), messageId: `not-a-uuid-${'\u0000'}` }),
     () => ({ ...orderPlacedMessage(), producer: 'p'.repeat(100_000) }),
+    () => ({ ...orderPlacedMessage(), padding: 'x'.repeat(300_000) }), // over the size accepted: not even parsed
     () => poisonSomewhere(orderPlacedMessage({}, SKU), BAD_TEXT[Math.floor(next() * BAD_TEXT.length)]!, next),
-    // Valid for the contract; the business change fails in PostgreSQL (a NUL in the SKU).
-    () => orderPlacedMessage({}, `${SKU}\u0000`),
+    // Valid for the contract; the business change fails in PostgreSQL (a NUL in the payment method).
+    () => {
+      const message = orderPlacedMessage({}, SKU);
+      return { ...message, body: { ...message.body, paymentMethod: 'pm_card\u0000visa' } };
+    },
   ];
   return Array.from({ length: count }, (_, i) => ({ id: `poison-${i}`, data: kinds[i % kinds.length]!(i) }));
 }
@@ -151,6 +157,15 @@ describe('poison messages on a real queue', () => {
     const unstorable = jobs.filter((job) => /\\u0000|\\ud[89a-f]/i.test(JSON.stringify(job.data)) && stored(job));
     expect(unstorable.length).toBeGreaterThan(20);
     for (const job of unstorable) expect(stored(job)).toEqual(job.data);
+
+    // A payload over the size accepted is kept bounded: its start, its size and its hash.
+    const huge = jobs.find((job) => JSON.stringify(job.data).length > 256 * 1024)!;
+    expect(stored(huge)).toMatchObject({
+      $idem_truncated_json_text: expect.any(String),
+      bytes: JSON.stringify(huge.data).length,
+      sha256: expect.stringMatching(/^[0-9a-f]{64}$/),
+    });
+    expect(rows.map((row) => row.code)).toContain('payload_too_large');
 
     // The worker is alive: a valid message afterwards is processed.
     const valid = orderPlacedMessage({}, SKU);

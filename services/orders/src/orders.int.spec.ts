@@ -96,6 +96,11 @@ describe('POST /orders', () => {
     ],
     ['an unknown currency', { ...validOrder(), currency: 'xyz' }, 'body.currency'],
     [
+      'a SKU that is not a plain name (it is echoed in the order email)',
+      { ...validOrder(), lines: [{ sku: 'Click <a href="http://x">here</a>', quantity: 1, unitPriceCents: 1 }] },
+      'body.lines[0].sku',
+    ],
+    [
       'more than 100 lines',
       { ...validOrder(), lines: Array(101).fill({ sku: 'a', quantity: 1, unitPriceCents: 1 }) },
       'body.lines',

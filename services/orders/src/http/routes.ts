@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { HttpError, validate } from '@idem/http';
+import { skuSchema } from '@idem/contracts';
 import { enqueue } from '@idem/outbox';
 import type { Express, Request } from 'express';
 import { z } from 'zod';
@@ -20,7 +21,7 @@ const newOrderSchema = z
     lines: z
       .array(
         z.object({
-          sku: z.string().min(1).max(64),
+          sku: skuSchema,
           quantity: z.number().int().positive().max(10_000),
           unitPriceCents: z.number().int().nonnegative().max(MAX_TOTAL_CENTS),
         }),
