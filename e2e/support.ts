@@ -32,8 +32,11 @@ export async function startIsolatedSystem(
       CONSUMER_STALLED_INTERVAL_MS: '1000',
       CONSUMER_LOCK_MS: '5000',
       PAYMENT_WORKER_LEASE_MS: '3000',
+      STRIPE_TIMEOUT_MS: '1000',
       DATABASE_POOL_MAX: '4',
-      DISPATCHER_LEASE_MS: '3000',
+      // A lease must outlast a round of SMTP waits (4 sends per connection × 3 × 400 ms).
+      DISPATCHER_LEASE_MS: '6000',
+      SMTP_TIMEOUT_MS: '400',
       ...options.env,
     },
     log: (part, line) => void log.write(`${part.padEnd(13)}| ${line}\n`),

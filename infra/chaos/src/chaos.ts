@@ -51,7 +51,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       CONSUMER_LOCK_MS: '5000',
       CONSUMER_STALLED_INTERVAL_MS: '1000',
       PAYMENT_WORKER_LEASE_MS: '3000',
-      DISPATCHER_LEASE_MS: '3000',
+      STRIPE_TIMEOUT_MS: '1000',
+      DISPATCHER_LEASE_MS: '6000',
+      SMTP_TIMEOUT_MS: '400',
     },
     log: (_part, line) => {
       if (!line.includes(' delivery ')) return;

@@ -48,6 +48,8 @@ export interface SmtpSink {
   messages(): StoredMessage[];
   /** Answers the next `count` messages with a temporary failure (451), to test retries. */
   failNext(count: number): void;
+  /** Greets every new connection only after `ms` (0: at once): a slow server, to test timeouts and leases. */
+  slowGreeting(ms: number): void;
   clear(): void;
   close(): Promise<void>;
 }
@@ -59,11 +61,15 @@ export async function startSmtpSink({
 }: SmtpSinkOptions = {}): Promise<SmtpSink> {
   const stored: StoredMessage[] = [];
   let failures = 0;
+  let greetingDelayMs = 0;
 
   const smtp = new SMTPServer({
     authOptional: true,
     disabledCommands: ['STARTTLS'],
     logger: false,
+    onConnect(_session, callback) {
+      setTimeout(() => callback(), greetingDelayMs);
+    },
     onData(stream, _session, callback) {
       const chunks: Buffer[] = [];
       stream.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -142,6 +148,10 @@ export async function startSmtpSink({
     res.send('ok');
   });
   // Not Mailpit: a switch for tests and demos.
+  app.post('/_sink/slow-greeting', (req, res) => {
+    greetingDelayMs = Number((req.body as { ms?: number }).ms ?? 0);
+    res.json({ greetingMs: greetingDelayMs });
+  });
   app.post('/_sink/fail-next', (req, res) => {
     failures = Number((req.body as { count?: number }).count ?? 1);
     res.json({ failNext: failures });
@@ -156,6 +166,7 @@ export async function startSmtpSink({
     httpPort: (http.address() as AddressInfo).port,
     messages: () => [...stored],
     failNext: (count) => void (failures = count),
+    slowGreeting: (ms) => void (greetingDelayMs = ms),
     clear: () => void (stored.length = 0),
     close: async () => {
       await new Promise<void>((resolve) => smtp.close(() => resolve()));

@@ -7,8 +7,10 @@ export interface DeadLetter {
   readonly consumer: string;
   /** The message id, or the broker's id for a message too malformed to carry one. */
   readonly messageId: string;
-  /** The message exactly as it was delivered. */
+  /** The message exactly as it was delivered (absent when listed without payloads). */
   readonly payload: unknown;
+  /** The size of the stored payload, as JSON. */
+  readonly payloadBytes: number;
   readonly code: string;
   readonly reason: string;
   readonly attempts: number;
@@ -19,11 +21,25 @@ export interface DeadLetter {
 
 export type NewDeadLetter = Pick<DeadLetter, 'consumer' | 'messageId' | 'payload' | 'code' | 'reason' | 'attempts'>;
 
+/** Where a page of dead letters ended: the next page starts after it. */
+export type DeadLetterCursor = Pick<DeadLetter, 'deadLetteredAt' | 'consumer' | 'messageId'>;
+
+export interface DeadLetterFilter {
+  readonly consumer?: string;
+  /** Only these (chosen in the query, among every dead letter). */
+  readonly messageIds?: readonly string[];
+  readonly limit?: number;
+  /** The page after this one. */
+  readonly after?: DeadLetterCursor;
+  /** With their payloads (replay needs them; a listing for people does not). @defaultValue true */
+  readonly payloads?: boolean;
+}
+
 export interface DeadLetters {
   /** Keeps a dead letter; recording the same message again (after a replay) updates it. */
   record(deadLetter: NewDeadLetter): Promise<void>;
-  /** Dead letters not replayed yet, oldest first; `messageIds` picks some (filtered in the query). */
-  list(filter?: { consumer?: string; messageIds?: readonly string[]; limit?: number }): Promise<DeadLetter[]>;
+  /** Dead letters not replayed yet, oldest first. */
+  list(filter?: DeadLetterFilter): Promise<DeadLetter[]>;
   /**
    * Counts a replay of a listed dead letter and takes it off the list — unless the replayed
    * message already failed again and was recorded anew since it was listed: then it stays.
@@ -35,6 +51,7 @@ interface DeadLetterRow {
   consumer: string;
   message_id: string;
   payload: unknown;
+  payload_bytes: number;
   code: string;
   reason: string;
   attempts: number;
@@ -54,19 +71,25 @@ export function createDeadLetters(db: SqlClient, now: () => Date): DeadLetters {
           SET payload = EXCLUDED.payload, code = EXCLUDED.code, reason = EXCLUDED.reason,
               attempts = EXCLUDED.attempts, dead_lettered_at = EXCLUDED.dead_lettered_at, replayed_at = NULL`;
     },
-    async list({ consumer, messageIds, limit = 100 } = {}) {
+    async list({ consumer, messageIds, limit = 100, after, payloads = true } = {}) {
       const ids = messageIds ? [...messageIds] : null;
       const rows = await db.$queryRaw<DeadLetterRow[]>`
-        SELECT consumer, message_id, payload, code, reason, attempts, dead_lettered_at, replayed_at, replay_count
+        SELECT consumer, message_id, CASE WHEN ${payloads} THEN payload END AS payload,
+               octet_length(payload::text)::int AS payload_bytes,
+               code, reason, attempts, dead_lettered_at, replayed_at, replay_count
           FROM dead_letters
          WHERE replayed_at IS NULL AND (${consumer ?? null}::text IS NULL OR consumer = ${consumer ?? null})
            AND (${ids}::text[] IS NULL OR message_id = ANY(${ids}::text[]))
-         ORDER BY dead_lettered_at
+           AND (${after?.deadLetteredAt ?? null}::timestamptz IS NULL
+                OR (dead_lettered_at, consumer, message_id)
+                   > (${after?.deadLetteredAt ?? null}::timestamptz, ${after?.consumer ?? ''}, ${after?.messageId ?? ''}))
+         ORDER BY dead_lettered_at, consumer, message_id
          LIMIT ${limit}`;
       return rows.map((row) => ({
         consumer: row.consumer,
         messageId: row.message_id,
         payload: original(row.payload),
+        payloadBytes: row.payload_bytes,
         code: row.code,
         reason: row.reason,
         attempts: row.attempts,

@@ -7,7 +7,7 @@ export {
   type FailureClassification,
 } from './database-errors.js';
 export { advanceAggregateVersion } from './aggregate-versions.js';
-export type { DeadLetter, DeadLetters, NewDeadLetter } from './dead-letters.js';
+export type { DeadLetter, DeadLetterCursor, DeadLetterFilter, DeadLetters, NewDeadLetter } from './dead-letters.js';
 export {
   createInboxRetention,
   replayHorizonMs,

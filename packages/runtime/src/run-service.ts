@@ -2,7 +2,13 @@ import type { ConsumerName } from '@idem/contracts';
 import type { SqlClient, TransactionalClient } from '@idem/database';
 import { FAULT_NAMES, isSwitchboard, type Faults } from '@idem/faults';
 import { createHttpApp, HttpError, listen, requireAdmin, validate, type RunningServer } from '@idem/http';
-import { classifyFailure, createInboxRetention, type Inbox, type MessageHandler } from '@idem/inbox';
+import {
+  classifyFailure,
+  createInboxRetention,
+  type DeadLetterCursor,
+  type Inbox,
+  type MessageHandler,
+} from '@idem/inbox';
 import {
   createDeliveryJournal,
   createPublisher,
@@ -359,13 +365,38 @@ function deadLetterRoutes(
   },
 ): void {
   const admin = requireAdmin(adminToken);
+  // Pages without payloads (a dead letter may hold up to 64 KiB); one payload at a time below.
   app.get('/dead-letters', admin, async (req, res) => {
-    const { consumer, limit } = validate(
-      z.object({ consumer: z.string().optional(), limit: z.coerce.number().int().min(1).max(1000).default(100) }),
+    const { consumer, limit, after } = validate(
+      z.object({
+        consumer: z.string().max(200).optional(),
+        limit: z.coerce.number().int().min(1).max(1000).default(100),
+        after: z.string().max(1000).optional(),
+      }),
       req.query,
       'query',
     );
-    res.json({ deadLetters: await inbox.deadLetters.list({ consumer, limit }) });
+    const page = await inbox.deadLetters.list({
+      consumer,
+      limit,
+      payloads: false,
+      ...(after ? { after: decodeCursor(after) } : {}),
+    });
+    const last = page.at(-1);
+    res.json({
+      deadLetters: page.map(({ payload: _payload, ...deadLetter }) => deadLetter),
+      next: page.length === limit && last ? encodeCursor(last) : null,
+    });
+  });
+  app.get('/dead-letters/payload', admin, async (req, res) => {
+    const { consumer, messageId } = validate(
+      z.object({ consumer: z.string().max(200), messageId: z.string().max(200) }),
+      req.query,
+      'query',
+    );
+    const [deadLetter] = await inbox.deadLetters.list({ consumer, messageIds: [messageId], limit: 1 });
+    if (!deadLetter) throw new HttpError('not_found', 'no such dead letter waiting for replay');
+    res.json({ consumer, messageId, payload: deadLetter.payload });
   });
   app.post('/dead-letters/replay', admin, async (req, res) => {
     const { force, ...filter } = validate(
@@ -404,6 +435,23 @@ function parkedRoutes(app: Express, { db, adminToken }: { db: SqlClient; adminTo
     const { messageIds } = validate(z.object({ messageIds: z.array(z.uuid()).max(1000).optional() }), req.body ?? {});
     res.json({ retried: await retryParked(db, messageIds) });
   });
+}
+
+const encodeCursor = ({ deadLetteredAt, consumer, messageId }: DeadLetterCursor) =>
+  Buffer.from(JSON.stringify([deadLetteredAt.toISOString(), consumer, messageId])).toString('base64url');
+
+function decodeCursor(cursor: string): DeadLetterCursor {
+  try {
+    const [at, consumer, messageId] = JSON.parse(Buffer.from(cursor, 'base64url').toString()) as string[];
+    const deadLetteredAt = new Date(at ?? '');
+    if (Number.isNaN(deadLetteredAt.getTime()) || typeof consumer !== 'string' || typeof messageId !== 'string')
+      throw new Error('cursor');
+    return { deadLetteredAt, consumer, messageId };
+  } catch {
+    throw new HttpError('invalid_request', 'after: not a cursor this endpoint gave', {
+      errors: [{ field: 'query.after', message: 'not a cursor this endpoint gave' }],
+    });
+  }
 }
 
 const startedAt = new Date().toISOString();

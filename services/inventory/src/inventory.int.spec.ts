@@ -235,6 +235,36 @@ describe('inventory service', () => {
     expect(labelValues.filter((v) => /[0-9a-f]{8}-[0-9a-f]{4}-/.test(v) || v.includes('@'))).toEqual([]);
   });
 
+  it('pages dead letters for an operator without their payloads, and gives one payload on request', async () => {
+    const deadLetters = createInbox({ db }).deadLetters;
+    for (const id of ['dl-a', 'dl-b', 'dl-c']) {
+      await deadLetters.record({
+        consumer: 'inventory.order-placed.v1',
+        messageId: id,
+        payload: { id, padding: 'x'.repeat(1000) },
+        code: 'malformed_envelope',
+        reason: 'test',
+        attempts: 1,
+      });
+    }
+    const get = (path: string) =>
+      fetch(url(path), { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } }).then(
+        (r) => r.json() as Promise<{ deadLetters: Record<string, unknown>[]; next: string | null; payload?: unknown }>,
+      );
+    const first = await get('/dead-letters?limit=2');
+    expect(first.deadLetters.map((d) => d.messageId)).toEqual(['dl-a', 'dl-b']);
+    expect(first.deadLetters.every((d) => !('payload' in d) && (d.payloadBytes as number) > 1000)).toBe(true);
+    const second = await get(`/dead-letters?limit=2&after=${first.next}`);
+    expect(second.deadLetters.map((d) => d.messageId)).toEqual(['dl-c']);
+    expect(second.next).toBeNull();
+    const one = await get('/dead-letters/payload?consumer=inventory.order-placed.v1&messageId=dl-b');
+    expect(one.payload).toEqual({ id: 'dl-b', padding: 'x'.repeat(1000) });
+    expect(
+      (await fetch(url('/dead-letters?after=garbage'), { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).status,
+    ).toBe(400);
+    await db.$executeRaw`TRUNCATE dead_letters`;
+  });
+
   it('sets stock only for an operator and shows it to anyone', async () => {
     const put = (token?: string) =>
       fetch(url('/stock/desk'), {

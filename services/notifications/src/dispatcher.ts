@@ -26,6 +26,29 @@ export interface DispatcherOptions {
   readonly smtpConnections?: number;
   /** First retry delay; doubles per attempt, at most 10 minutes. @defaultValue 1000 */
   readonly retryDelayMs?: number;
+  /** Each of SMTP's waits (connecting, the greeting, any silence after): a send that stalls longer fails. @defaultValue 4000 */
+  readonly smtpTimeoutMs?: number;
+}
+
+/** A lease that a round of sends could outlast: another dispatcher would claim the items and send them again. */
+export class LeaseTooShortError extends Error {
+  readonly code = 'lease_too_short';
+}
+
+/**
+ * The longest a claimed round can take: its items queue over the pooled connections, and each
+ * send may wait out the connection, greeting and socket timeouts.
+ */
+export function longestRoundMs({
+  batchSize,
+  smtpConnections,
+  smtpTimeoutMs,
+}: {
+  batchSize: number;
+  smtpConnections: number;
+  smtpTimeoutMs: number;
+}): number {
+  return Math.ceil(batchSize / smtpConnections) * 3 * smtpTimeoutMs;
 }
 
 /**
@@ -48,10 +71,28 @@ export function createDispatcher(options: DispatcherOptions): BackgroundWorker &
     batchSize = 20,
     smtpConnections = 5,
     retryDelayMs = 1000,
+    smtpTimeoutMs = 4000,
   } = options;
+  // The lease must outlast every send of the round, or a second dispatcher takes an item over
+  // while the first one's send is still under way, and both send it.
+  const roundMs = longestRoundMs({ batchSize, smtpConnections, smtpTimeoutMs });
+  if (leaseMs <= roundMs) {
+    throw new LeaseTooShortError(
+      `DISPATCHER_LEASE_MS (${leaseMs}) must be longer than a round of sends can take: ` +
+        `${Math.ceil(batchSize / smtpConnections)} sends per connection × 3 × SMTP_TIMEOUT_MS (${smtpTimeoutMs}) = ${roundMs} ms`,
+    );
+  }
   const owner = `dispatcher-${randomUUID()}`;
   // Pooled: a few SMTP connections kept open and shared, instead of one connection per email.
-  const transport = nodemailer.createTransport({ url: smtpUrl, pool: true, maxConnections: smtpConnections });
+  // Nodemailer waits minutes by default; these waits are what the lease covers.
+  const transport = nodemailer.createTransport({
+    ...connectionOf(smtpUrl), // nodemailer ignores the options below beside a `url`
+    pool: true,
+    maxConnections: smtpConnections,
+    connectionTimeout: smtpTimeoutMs,
+    greetingTimeout: smtpTimeoutMs,
+    socketTimeout: smtpTimeoutMs,
+  });
 
   async function claim(): Promise<EmailWorkItem[]> {
     return db.$transaction(async (tx) => {
@@ -137,5 +178,19 @@ export function createDispatcher(options: DispatcherOptions): BackgroundWorker &
       await worker.stop();
       transport.close();
     },
+  };
+}
+
+/** smtp://user:password@host:port (smtps:// for TLS from the start) as nodemailer's connection options. */
+function connectionOf(smtpUrl: string) {
+  const url = new URL(smtpUrl);
+  const secure = url.protocol === 'smtps:';
+  return {
+    host: url.hostname,
+    port: Number(url.port || (secure ? 465 : 587)),
+    secure,
+    ...(url.username
+      ? { auth: { user: decodeURIComponent(url.username), pass: decodeURIComponent(url.password) } }
+      : {}),
   };
 }

@@ -18,7 +18,7 @@ import { loadConfig } from './config.js';
 import { handleOrderPlaced } from './consumers/order-placed.js';
 import { handlePaymentCaptured } from './consumers/payment-emails.js';
 import { connectDatabase, type PrismaClient } from './db.js';
-import { createDispatcher } from './dispatcher.js';
+import { createDispatcher, LeaseTooShortError } from './dispatcher.js';
 import { startNotifications } from './service.js';
 
 let database: Awaited<ReturnType<typeof createMigratedDatabase>>;
@@ -47,7 +47,7 @@ beforeEach(async () => {
 
 const inbox = () => createInbox({ db });
 const smtpUrl = () => `smtp://127.0.0.1:${sink.smtpPort}`;
-const dispatcher = (maxAttempts = 8) =>
+const dispatcher = (maxAttempts = 8): ReturnType<typeof createDispatcher> =>
   createDispatcher({
     db,
     smtpUrl: smtpUrl(),
@@ -55,7 +55,8 @@ const dispatcher = (maxAttempts = 8) =>
     log: createLogger('notifications', 'silent'),
     maxAttempts,
     retryDelayMs: 1,
-    leaseMs: 300,
+    leaseMs: 3_000,
+    smtpTimeoutMs: 200,
   });
 const captured = (orderId: string): Envelope<'payments.payment-captured.v1'> => ({
   ...orderPlacedMessage(),
@@ -129,6 +130,45 @@ describe('email dispatcher', () => {
     expect(receipt.Text).toContain('Total: €5.00');
     expect(receipt.HTML).toContain('<table');
     expect(await dispatcher().runOnce()).toBe(0);
+  });
+
+  it('sends once with two dispatchers and a server slower than their timeouts: the lease outlasts every wait', async () => {
+    await inbox().consume('notifications.order-placed.v1', orderPlacedMessage(), handleOrderPlaced({ now }));
+    sink.slowGreeting(1_000); // five times the dispatchers' SMTP timeout
+    const [a, b] = [dispatcher(20), dispatcher(20)];
+    try {
+      const until = Date.now() + 2_500;
+      while (Date.now() < until) await Promise.all([a.runOnce(), b.runOnce()]);
+      expect(await db.emailWorkItem.findFirstOrThrow()).toMatchObject({
+        status: 'pending',
+        lastError: expect.stringMatching(/timeout/i),
+      });
+      sink.slowGreeting(0);
+      await waitFor(async () => {
+        await Promise.all([a.runOnce(), b.runOnce()]);
+        return (await db.emailWorkItem.findFirstOrThrow()).status === 'sent';
+      });
+      // Give a late send from a dispatcher that had outlived its lease every chance to arrive.
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      expect(sink.messages()).toHaveLength(1);
+    } finally {
+      sink.slowGreeting(0);
+      await Promise.all([a.stop(), b.stop()]);
+    }
+  });
+
+  it('refuses to start with a lease not longer than a round of SMTP waits', () => {
+    const tooShort = () =>
+      createDispatcher({
+        db,
+        smtpUrl: smtpUrl(),
+        from: 'shop@idem.local',
+        log: createLogger('notifications', 'silent'),
+        leaseMs: 60_000,
+        smtpTimeoutMs: 10_000,
+      });
+    expect(tooShort).toThrow(LeaseTooShortError);
+    expect(tooShort).toThrow(/DISPATCHER_LEASE_MS \(60000\) must be longer than .* = 120000 ms/);
   });
 
   it('retries a temporary SMTP failure and sends once it passes', async () => {

@@ -40,6 +40,7 @@ export async function startNotifications(
         leaseMs: config.DISPATCHER_LEASE_MS,
         pollIntervalMs: config.DISPATCHER_POLL_MS,
         retryDelayMs: config.EMAIL_RETRY_DELAY_MS,
+        smtpTimeoutMs: config.SMTP_TIMEOUT_MS,
       }),
     ],
     routes: (app) => emailRoutes(app, { db }),

@@ -11,5 +11,9 @@ createDispatcher({
   log: createLogger('notifications', 'silent'),
   faults: faultsFromEnv(),
   pollIntervalMs: 50,
-  leaseMs: 500,
+  // One item at a time, so a short lease still outlasts every SMTP wait (3 × 500 ms).
+  batchSize: 1,
+  smtpConnections: 1,
+  leaseMs: 2000,
+  smtpTimeoutMs: 500,
 }).start();

@@ -17,12 +17,20 @@ export const configSchema = baseConfigSchema('payments', 3003)
     /** Where the provider is: the simulator's URL, or unset for api.stripe.com. */
     STRIPE_API_BASE: z.url().optional(),
     PAYMENT_WORKER_LEASE_MS: z.coerce.number().int().positive().default(60_000),
+    /** How long one Stripe request may take; the worker's lease must outlast two (the SDK retries a dropped connection once). */
+    STRIPE_TIMEOUT_MS: z.coerce.number().int().positive().default(20_000),
     PAYMENT_WORKER_POLL_MS: z.coerce.number().int().positive().default(500),
     PAYMENT_RETRY_DELAY_MS: z.coerce.number().int().positive().default(1000),
   })
   .superRefine((config, context) => {
     const key = config.STRIPE_API_KEY;
     const problem = (path: string, message: string) => context.addIssue({ code: 'custom', path: [path], message });
+    // A lease a provider call can outlast lets a second worker call again while the first still waits.
+    if (config.PAYMENT_WORKER_LEASE_MS <= 2 * config.STRIPE_TIMEOUT_MS)
+      problem(
+        'PAYMENT_WORKER_LEASE_MS',
+        `must be longer than two Stripe requests (2 × STRIPE_TIMEOUT_MS = ${2 * config.STRIPE_TIMEOUT_MS} ms): a call may still be under way when the lease ends`,
+      );
     if (config.PAYMENT_PROVIDER === 'simulator') {
       if (key && key !== SIMULATOR.key)
         problem(

@@ -56,4 +56,11 @@ describe('payments configuration: choosing the payment provider', () => {
       expect.objectContaining({ message: expect.not.stringContaining('SecretValue') }),
     );
   });
+
+  it('refuses a worker lease that a provider call could outlast', () => {
+    expect(() => loadConfig({ PAYMENT_WORKER_LEASE_MS: '30000', STRIPE_TIMEOUT_MS: '20000' })).toThrow(
+      /PAYMENT_WORKER_LEASE_MS: must be longer than two Stripe requests \(2 × STRIPE_TIMEOUT_MS = 40000 ms\)/,
+    );
+    expect(loadConfig({ PAYMENT_WORKER_LEASE_MS: '3000', STRIPE_TIMEOUT_MS: '1000' }).STRIPE_TIMEOUT_MS).toBe(1000);
+  });
 });

@@ -16,7 +16,11 @@ export async function startPayments(
 ): Promise<RunningService & { db: PrismaClient }> {
   const log = createLogger('payments', config.LOG_LEVEL);
   const db = connectDatabase(config.DATABASE_URL, config.DATABASE_POOL_MAX);
-  const stripe = createStripeClient({ apiKey: config.STRIPE_API_KEY, apiBase: config.STRIPE_API_BASE });
+  const stripe = createStripeClient({
+    apiKey: config.STRIPE_API_KEY,
+    apiBase: config.STRIPE_API_BASE,
+    timeoutMs: config.STRIPE_TIMEOUT_MS,
+  });
   const journal = journalFor(config); // deliveries and the worker's provider calls
   log.info(
     { provider: config.PAYMENT_PROVIDER, apiBase: config.STRIPE_API_BASE ?? 'https://api.stripe.com' },

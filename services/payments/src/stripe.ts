@@ -5,11 +5,19 @@ import Stripe from 'stripe';
  * Our worker retries on its own schedule with the persisted key; the SDK's own retries are
  * off (it still retries a closed connection once, with the same key).
  */
-export function createStripeClient({ apiKey, apiBase }: { apiKey: string; apiBase?: string }): Stripe {
+export function createStripeClient({
+  apiKey,
+  apiBase,
+  timeoutMs = 20_000,
+}: {
+  apiKey: string;
+  apiBase?: string;
+  timeoutMs?: number;
+}): Stripe {
   const base = apiBase ? new URL(apiBase) : undefined;
   return new Stripe(apiKey, {
     maxNetworkRetries: 0,
-    timeout: 20_000,
+    timeout: timeoutMs,
     ...(base
       ? {
           host: base.hostname,
