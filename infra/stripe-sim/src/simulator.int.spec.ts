@@ -155,4 +155,13 @@ describe('Stripe simulator, through the official SDK', () => {
       confirm({ automatic_payment_methods: { enabled: true, allow_redirects: 'never' } }, 'r1'),
     ).resolves.toMatchObject({ status: 'succeeded' });
   });
+
+  it("finds PaymentIntents by metadata, as Stripe's search does, and can forget idempotency keys", async () => {
+    const first = await charge('k-search');
+    const found = await stripe.paymentIntents.search({ query: "metadata['order_id']:'o-1'" });
+    expect(found.data.map((p) => p.id)).toEqual([first.id]);
+    simulator.expireIdempotencyKeys(); // as Stripe does after about 24 hours
+    const second = await charge('k-search');
+    expect(second.id).not.toBe(first.id); // the same key charges again: why idem never sends an old key
+  });
 });

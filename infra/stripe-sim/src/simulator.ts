@@ -86,6 +86,8 @@ export interface StripeSimulator {
   readonly paymentIntents: () => PaymentIntent[];
   readonly refunds: () => Refund[];
   setFaults(faults: Partial<SimulatorFaults>): void;
+  /** Forgets every idempotency key, as Stripe does after about 24 hours. */
+  expireIdempotencyKeys(): void;
   reset(): void;
 }
 
@@ -239,6 +241,20 @@ export function createStripeSimulator(options: SimulatorOptions = {}): StripeSim
     }),
   );
 
+  // Stripe's search, for the one query idem makes: metadata['<key>']:'<value>'.
+  app.get('/v1/payment_intents/search', (req, res) => {
+    const query = typeof req.query.query === 'string' ? req.query.query : '';
+    const match = /^metadata\['([\w-]+)'\]:'([^']*)'$/.exec(query.trim());
+    if (!match)
+      return sendError(res, 400, {
+        type: 'invalid_request_error',
+        message: `This simulator searches only metadata['key']:'value', not: ${query}`,
+        param: 'query',
+      });
+    const data = [...intents.values()].filter((intent) => intent.metadata[match[1]!] === match[2]);
+    res.json({ object: 'search_result', url: '/v1/payment_intents/search', has_more: false, data });
+  });
+
   app.get('/v1/payment_intents/:id', (req, res) => {
     const intent = intents.get(req.params.id);
     if (!intent) return sendError(res, 404, missing('payment_intent', req.params.id));
@@ -295,6 +311,11 @@ export function createStripeSimulator(options: SimulatorOptions = {}): StripeSim
     faults = { ...faults, ...(req.body as Partial<SimulatorFaults>) };
     res.json(faults);
   });
+  // Stripe forgets idempotency keys after about 24 hours; this forgets them now.
+  app.post('/_sim/expire-idempotency-keys', (_req, res) => {
+    idempotency.clear();
+    res.status(204).end();
+  });
   app.delete('/_sim/state', (_req, res) => {
     reset();
     res.status(204).end();
@@ -319,6 +340,7 @@ export function createStripeSimulator(options: SimulatorOptions = {}): StripeSim
     paymentIntents: () => [...intents.values()],
     refunds: () => [...refunds.values()],
     setFaults: (next) => void (faults = { ...faults, ...next }),
+    expireIdempotencyKeys: () => idempotency.clear(),
     reset,
   };
 }

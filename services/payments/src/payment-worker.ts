@@ -25,6 +25,14 @@ export interface PaymentWorkerOptions {
   readonly batchSize?: number;
   /** First retry delay after a failed provider call; doubles per call, at most 5 minutes. @defaultValue 1000 */
   readonly retryDelayMs?: number;
+  /**
+   * How long an idempotency key is used. Stripe forgets keys after about 24 hours; a retry
+   * after that could charge again, so an older attempt is first looked up by its id instead.
+   * @defaultValue 12 hours
+   */
+  readonly maxKeyAgeMs?: number;
+  /** How long after the last call the provider's search may still miss its payment. @defaultValue 5 minutes */
+  readonly searchLagMs?: number;
 }
 
 /**
@@ -46,6 +54,8 @@ export function createPaymentWorker(options: PaymentWorkerOptions): BackgroundWo
     pollIntervalMs = 500,
     batchSize = 10,
     retryDelayMs = 1000,
+    maxKeyAgeMs = 12 * 3_600_000,
+    searchLagMs = 5 * 60_000,
   } = options;
   const owner = `payments-worker-${randomUUID()}`;
 
@@ -286,8 +296,70 @@ export function createPaymentWorker(options: PaymentWorkerOptions): BackgroundWo
     });
   }
 
+  /**
+   * An attempt whose key is too old to send again (the provider may have forgotten it): look
+   * its payment up by the attempt id in the metadata, and record what the provider did. Only
+   * when the provider has no payment for it — asked once its search has caught up with the
+   * last call — does the attempt get a new key, persisted before it is ever used.
+   */
+  async function reconcile(attempt: PaymentAttempt): Promise<void> {
+    // No call to create is made here: the count that grew at the claim goes back.
+    const untouched = { providerCalls: { decrement: 1 }, leaseOwner: null, leaseExpiresAt: null };
+    const searchable = attempt.updatedAt.getTime() + searchLagMs;
+    if (now().getTime() < searchable) {
+      await db.paymentAttempt.updateMany({
+        where: { id: attempt.id, status: 'pending' },
+        data: { ...untouched, nextAttemptAt: new Date(searchable) },
+      });
+      return;
+    }
+    let found: Stripe.PaymentIntent[];
+    try {
+      found = (await stripe.paymentIntents.search({ query: `metadata['payment_attempt_id']:'${attempt.id}'` })).data;
+    } catch (error) {
+      return recordRetry(attempt, `reconciliation failed: ${(error as Error)?.message ?? String(error)}`);
+    }
+    const succeeded = found.find((intent) => intent.status === 'succeeded');
+    const declined = found.find((intent) => intent.status === 'requires_payment_method' && intent.last_payment_error);
+    if (succeeded) return recordCharge(attempt, { kind: 'succeeded', id: succeeded.id });
+    if (declined) {
+      const error = declined.last_payment_error!;
+      return recordCharge(attempt, {
+        kind: 'declined',
+        code: error.code ?? 'card_error',
+        reason: error.message ?? 'declined',
+      });
+    }
+    if (found.length > 0) {
+      // Still under way at the provider (processing, or waiting for an action): look again later.
+      await db.paymentAttempt.updateMany({
+        where: { id: attempt.id, status: 'pending' },
+        data: { ...untouched, nextAttemptAt: new Date(now().getTime() + searchLagMs), updatedAt: now() },
+      });
+      return;
+    }
+    await db.paymentAttempt.updateMany({
+      where: { id: attempt.id, status: 'pending' },
+      data: {
+        ...untouched,
+        idempotencyKey: `charge-${randomUUID()}`,
+        idempotencyKeyCreatedAt: now(),
+        nextAttemptAt: now(),
+        lastError: boundReason('no payment at the provider under the old key: a new key is used'),
+        updatedAt: now(),
+      },
+    });
+    log.warn(
+      { orderId: attempt.orderId, paymentAttemptId: attempt.id },
+      'payment attempt reconciled: the provider has no payment for it, a new idempotency key is used',
+    );
+  }
+
   async function handle(attempt: PaymentAttempt): Promise<void> {
-    if (attempt.status === 'pending') {
+    const keyTooOld = now().getTime() - attempt.idempotencyKeyCreatedAt.getTime() > maxKeyAgeMs;
+    if (attempt.status === 'pending' && attempt.providerCalls > 1 && keyTooOld) {
+      await reconcile(attempt);
+    } else if (attempt.status === 'pending') {
       const result = await charge(attempt);
       // The provider has answered and nothing is recorded yet: the window the persisted key covers.
       faults.crashIf('crash-after-provider-call', 'payments.worker');

@@ -196,6 +196,58 @@ describe('payment worker', () => {
     expect(intentsFor(message.body.orderId)).toHaveLength(1);
   });
 
+  describe('a key the provider may have forgotten (about 24 hours)', () => {
+    const HOUR = 3_600_000;
+    const workerAt = (clock: () => number, apiBase_ = apiBase) =>
+      createPaymentWorker({
+        db,
+        stripe: createStripeClient({ apiKey: SIMULATOR_API_KEY, apiBase: apiBase_, timeoutMs: 2_000 }),
+        log: createLogger('payments', 'silent'),
+        now: () => new Date(clock()),
+        retryDelayMs: 1,
+        leaseMs: 10_000,
+      });
+
+    it('is never sent again: the payment the first call made is found by its attempt id and recorded', async () => {
+      let clock = Date.now();
+      const message = stockReserved();
+      await inbox().consume('payments.stock-reserved.v1', message, handleStockReserved({ now: () => new Date(clock) }));
+      simulator.setFaults({ errorAfterCreate: 1 }); // charged, but the answer is lost
+      await workerAt(() => clock).runOnce();
+      simulator.setFaults({ errorAfterCreate: 0 });
+      expect(await attemptOf(message.body.orderId)).toMatchObject({ status: 'pending' });
+
+      clock += 13 * HOUR; // past the key's use; Stripe forgets it after about 24 hours
+      simulator.expireIdempotencyKeys();
+      await workerAt(() => clock).runOnce();
+      const attempt = await attemptOf(message.body.orderId);
+      expect(attempt).toMatchObject({ status: 'captured' });
+      expect(intentsFor(message.body.orderId).map((p) => p.id)).toEqual([attempt.paymentIntentId]);
+    });
+
+    it('gets a new key only when the provider has no payment for it, asked once its search caught up', async () => {
+      let clock = Date.now();
+      const message = stockReserved();
+      await inbox().consume('payments.stock-reserved.v1', message, handleStockReserved({ now: () => new Date(clock) }));
+      const { idempotencyKey } = await attemptOf(message.body.orderId);
+      clock += 12 * HOUR + 58 * 60_000;
+      await workerAt(() => clock, 'http://127.0.0.1:1').runOnce(); // the call reaches nobody
+      clock += 2 * 60_000; // the key is too old now, but the last call was two minutes ago
+      await workerAt(() => clock).runOnce();
+      expect(await attemptOf(message.body.orderId)).toMatchObject({ status: 'pending', idempotencyKey });
+
+      clock += 5 * 60_000;
+      await workerAt(() => clock).runOnce(); // the search finds nothing: a new key
+      const renewed = await attemptOf(message.body.orderId);
+      expect(renewed.idempotencyKey).not.toBe(idempotencyKey);
+      expect(renewed.idempotencyKeyCreatedAt.getTime()).toBe(clock);
+
+      await workerAt(() => clock).runOnce();
+      expect(await attemptOf(message.body.orderId)).toMatchObject({ status: 'captured' });
+      expect(intentsFor(message.body.orderId)).toHaveLength(1);
+    });
+  });
+
   describe('lesson: a new provider key per try', () => {
     // Stripe created the charge, then the answer was lost (a 500 after the create, the
     // simulator's fault): the worker cannot tell whether it charged, and tries again later.

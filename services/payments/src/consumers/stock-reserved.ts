@@ -28,6 +28,7 @@ export function handleStockReserved({
         paymentMethod: payment.method,
         status: 'pending',
         idempotencyKey: `charge-${randomUUID()}`,
+        idempotencyKeyCreatedAt: at,
         nextAttemptAt: at,
         correlationId: message.correlationId,
         causationId: message.messageId,
