@@ -77,6 +77,6 @@ describe('topology', () => {
       'notifications.order-placed.v1',
     ]);
     expect(consumers['payments.stock-reserved.v1']).toBe('inventory.stock-reserved.v1');
-    expect(Object.keys(consumers)).toHaveLength(13);
+    expect(Object.keys(consumers)).toHaveLength(14);
   });
 });

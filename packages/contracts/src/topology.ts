@@ -10,7 +10,11 @@ export const subscriptions = {
   'orders.order-cancelled.v1': ['inventory.order-cancelled.v1', 'payments.order-cancelled.v1'],
   'inventory.stock-reserved.v1': ['payments.stock-reserved.v1', 'orders.stock-reserved.v1'],
   'inventory.stock-rejected.v1': ['orders.stock-rejected.v1'],
-  'payments.payment-captured.v1': ['orders.payment-captured.v1', 'notifications.payment-captured.v1'],
+  'payments.payment-captured.v1': [
+    'orders.payment-captured.v1',
+    'notifications.payment-captured.v1',
+    'inventory.payment-captured.v1',
+  ],
   'payments.payment-failed.v1': ['orders.payment-failed.v1', 'inventory.payment-failed.v1'],
   'payments.payment-refunded.v1': ['orders.payment-refunded.v1', 'notifications.payment-refunded.v1'],
 } as const satisfies Record<EventType, readonly string[]>;

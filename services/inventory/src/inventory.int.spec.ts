@@ -8,6 +8,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig } from './config.js';
 import { handleOrderCancelled } from './consumers/order-cancelled.js';
 import { handleOrderPlaced } from './consumers/order-placed.js';
+import { handlePaymentCaptured } from './consumers/payment-captured.js';
 import { handlePaymentFailed } from './consumers/payment-failed.js';
 import { connectDatabase, type PrismaClient } from './db.js';
 import { seedDemoStock, startInventory } from './service.js';
@@ -161,6 +162,30 @@ describe('inventory consumers', () => {
       handlePaymentFailed({ now }),
     );
     expect(await stock('cable')).toEqual({ available: 10, reserved: 0 });
+  });
+
+  it('commits the stock of a paid order: it leaves reserved and stays sold; a cancel after it gives it back', async () => {
+    const order = placed([{ sku: 'mouse', quantity: 3 }]);
+    await inbox().consume('inventory.order-placed.v1', order, handleOrderPlaced({ now }));
+    expect(await stock('mouse')).toEqual({ available: 7, reserved: 3 });
+    const captured: Envelope<'payments.payment-captured.v1'> = {
+      ...orderPlacedMessage(),
+      type: 'payments.payment-captured.v1',
+      producer: 'payments',
+      body: { orderId: order.body.orderId, paymentIntentId: 'pi_1', amountCents: 300, currency: 'eur' },
+    };
+    const capture = (message: Envelope<'payments.payment-captured.v1'>) =>
+      inbox().consume('inventory.payment-captured.v1', message, handlePaymentCaptured({ now }));
+    expect(await capture(captured)).toMatchObject({ outcome: 'processed' });
+    expect(await capture({ ...captured, messageId: randomUUID() })).toMatchObject({ outcome: 'stale' });
+    expect(await stock('mouse')).toEqual({ available: 7, reserved: 0 });
+
+    await inbox().consume(
+      'inventory.order-cancelled.v1',
+      cancelled(order.body.orderId, 3),
+      handleOrderCancelled({ now }),
+    );
+    expect(await stock('mouse')).toEqual({ available: 10, reserved: 0 });
   });
 });
 

@@ -4,6 +4,7 @@ import { consumer, createLogger, runService, type RunningService } from '@idem/r
 import type { InventoryConfig } from './config.js';
 import { handleOrderCancelled } from './consumers/order-cancelled.js';
 import { handleOrderPlaced } from './consumers/order-placed.js';
+import { handlePaymentCaptured } from './consumers/payment-captured.js';
 import { handlePaymentFailed } from './consumers/payment-failed.js';
 import { connectDatabase, type PrismaClient } from './db.js';
 import { stockRoutes } from './http/routes.js';
@@ -38,6 +39,7 @@ export async function startInventory(
       consumer('inventory.order-placed.v1', handleOrderPlaced({ now })),
       consumer('inventory.order-cancelled.v1', handleOrderCancelled({ now })),
       consumer('inventory.payment-failed.v1', handlePaymentFailed({ now })),
+      consumer('inventory.payment-captured.v1', handlePaymentCaptured({ now })),
     ],
     routes: (app) => stockRoutes(app, { db, adminToken: config.ADMIN_TOKEN, now }),
   });

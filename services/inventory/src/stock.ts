@@ -21,17 +21,44 @@ export async function takeStock(tx: Tx, lines: readonly Line[], now: Date): Prom
   }
 }
 
-/** Gives an order's reserved stock back, once: a released or rejected reservation holds nothing. */
+/**
+ * Gives an order's stock back to `available`, once: what a reservation held (or, if it was paid
+ * and then cancelled, what it sold). A released or rejected reservation holds nothing.
+ */
 export async function releaseReservation(tx: Tx, orderId: string, now: Date): Promise<boolean> {
-  const [reservation] = await tx.$queryRaw<{ status: string; lines: Line[] }[]>`
-    SELECT status, lines FROM reservations WHERE order_id = ${orderId}::uuid FOR UPDATE`;
-  if (reservation?.status !== 'reserved') return false;
-  for (const { sku, quantity } of [...reservation.lines].sort((a, b) => (a.sku < b.sku ? -1 : 1))) {
+  const reservation = await lockReservation(tx, orderId);
+  if (reservation?.status !== 'reserved' && reservation?.status !== 'committed') return false;
+  const held = reservation.status === 'reserved';
+  for (const { sku, quantity } of bySku(reservation.lines)) {
     await tx.stockItem.update({
       where: { sku },
-      data: { available: { increment: quantity }, reserved: { decrement: quantity }, updatedAt: now },
+      data: {
+        available: { increment: quantity },
+        ...(held ? { reserved: { decrement: quantity } } : {}),
+        updatedAt: now,
+      },
     });
   }
   await tx.reservation.update({ where: { orderId }, data: { status: 'released', releasedAt: now } });
   return true;
 }
+
+/** The order was paid: what its reservation held is sold, and leaves `reserved`. Once. */
+export async function commitReservation(tx: Tx, orderId: string, now: Date): Promise<boolean> {
+  const reservation = await lockReservation(tx, orderId);
+  if (reservation?.status !== 'reserved') return false;
+  for (const { sku, quantity } of bySku(reservation.lines)) {
+    await tx.stockItem.update({ where: { sku }, data: { reserved: { decrement: quantity }, updatedAt: now } });
+  }
+  await tx.reservation.update({ where: { orderId }, data: { status: 'committed' } });
+  return true;
+}
+
+async function lockReservation(tx: Tx, orderId: string) {
+  const [reservation] = await tx.$queryRaw<{ status: string; lines: Line[] }[]>`
+    SELECT status, lines FROM reservations WHERE order_id = ${orderId}::uuid FOR UPDATE`;
+  return reservation;
+}
+
+/** Stock rows are always locked in SKU order (see lockStock). */
+const bySku = (lines: readonly Line[]) => [...lines].sort((a, b) => (a.sku < b.sku ? -1 : 1));
