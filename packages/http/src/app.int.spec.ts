@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { requireAdmin } from './admin.js';
@@ -92,5 +93,23 @@ describe('createHttpApp', () => {
     expect(res.status).toBe(503);
     expect(await res.json()).toEqual({ status: 'unavailable', checks: { database: 'failing' } });
     expect(unhealthy).toEqual(['database: connect ECONNREFUSED 10.1.2.3:5432 (user orders)']); // logged instead
+  });
+
+  it('drops a client that sends its headers too slowly, instead of holding the connection for minutes', async () => {
+    const app = createHttpApp({ health: {}, routes: () => {} });
+    const slow = await listen(app, 0, { headersTimeoutMs: 500 });
+    try {
+      const socket = connect(slow.port, '127.0.0.1');
+      await new Promise((resolve) => socket.once('connect', resolve));
+      const started = Date.now();
+      socket.write('GET /health HTTP/1.1\r\nHost: x\r\n'); // and never the blank line that ends the headers
+      let answer = '';
+      socket.on('data', (chunk: Buffer) => (answer += chunk.toString()));
+      await new Promise((resolve) => socket.once('close', resolve));
+      expect(Date.now() - started).toBeLessThan(5_000);
+      expect(answer).toMatch(/^HTTP\/1\.1 408/);
+    } finally {
+      await slow.close();
+    }
   });
 });

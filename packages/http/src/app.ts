@@ -1,4 +1,4 @@
-import type { Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import express, { type Express, type RequestHandler } from 'express';
 import { HttpError } from './errors.js';
 import { notFoundHandler, problemHandler } from './problem.js';
@@ -68,10 +68,36 @@ export interface RunningServer {
 }
 
 /** Listens on `port` (0 = any free port); close() stops accepting and ends idle connections. */
-export function listen(app: Express, port: number): Promise<RunningServer> {
+export interface ListenOptions {
+  /** A client must have sent all its headers within this. @defaultValue 10000 */
+  readonly headersTimeoutMs?: number;
+  /** … and its whole request within this. @defaultValue 30000 */
+  readonly requestTimeoutMs?: number;
+  /** An idle kept-alive connection is closed after this. @defaultValue 5000 */
+  readonly keepAliveTimeoutMs?: number;
+}
+
+/**
+ * Listens with timeouts a slow or silent client cannot outlast (Node's defaults let one hold a
+ * connection for minutes), checked every second.
+ */
+export function listen(
+  app: Express,
+  port: number,
+  { headersTimeoutMs = 10_000, requestTimeoutMs = 30_000, keepAliveTimeoutMs = 5_000 }: ListenOptions = {},
+): Promise<RunningServer> {
+  const server = createServer(
+    {
+      headersTimeout: headersTimeoutMs,
+      requestTimeout: requestTimeoutMs,
+      keepAliveTimeout: keepAliveTimeoutMs,
+      connectionsCheckingInterval: Math.min(1_000, headersTimeoutMs),
+    },
+    app,
+  );
   return new Promise((resolve, reject) => {
-    const server = app.listen(port, '0.0.0.0', (error?: Error) => {
-      if (error) return reject(error);
+    server.once('error', reject);
+    server.listen(port, '0.0.0.0', () => {
       const address = server.address();
       resolve({
         server,

@@ -2,4 +2,11 @@ export { HttpError, STATUS_OF, type ErrorCode, type FieldError } from './errors.
 export { sendProblem, problemHandler, notFoundHandler } from './problem.js';
 export { validate } from './validate.js';
 export { requireAdmin } from './admin.js';
-export { createHttpApp, listen, type HealthCheck, type HttpAppOptions, type RunningServer } from './app.js';
+export {
+  createHttpApp,
+  listen,
+  type HealthCheck,
+  type HttpAppOptions,
+  type ListenOptions,
+  type RunningServer,
+} from './app.js';
