@@ -74,6 +74,12 @@ const crashThenRestart = async (context: LessonContext, faults: string) => {
   await new Promise((resolve) => setTimeout(resolve, 4_000));
 };
 
+/** A lesson whose window is a crash right after the first commit (or, the wrong way, the first "ack"). */
+const crashLesson =
+  (wrongWay: FaultName) =>
+  (context: LessonContext, wrong: boolean): Promise<void> =>
+    crashThenRestart(context, `${wrong ? `${wrongWay}; ` : ''}crash-after-commit count=1`);
+
 export const LESSONS = {
   'ack-before-commit': {
     mistake: 'Acknowledge before commit',
@@ -82,8 +88,7 @@ export const LESSONS = {
     expect: 'lost',
     why: 'the broker forgot the message when it was acknowledged; the process died before the transaction committed, so nothing will ever deliver it again',
     code: 'packages/messaging/src/consumer.ts (mistake-ack-before-commit; the right way: processDelivery settles after inbox.consume returned)',
-    run: (context, wrong) =>
-      crashThenRestart(context, `${wrong ? 'mistake-ack-before-commit; ' : ''}crash-after-commit count=1`),
+    run: crashLesson('mistake-ack-before-commit'),
   },
   'separate-dedupe-transaction': {
     mistake: 'Store the ID in a different transaction',
@@ -92,8 +97,7 @@ export const LESSONS = {
     expect: 'doubled',
     why: 'the business change committed on its own; the process died before the record did, so the redelivery found no record and applied the change again',
     code: 'packages/inbox/src/mistakes.ts (mistake-separate-dedupe-transaction; the right way: inbox.ts, one transaction)',
-    run: (context, wrong) =>
-      crashThenRestart(context, `${wrong ? 'mistake-separate-dedupe-transaction; ' : ''}crash-after-commit count=1`),
+    run: crashLesson('mistake-separate-dedupe-transaction'),
   },
   'read-then-insert': {
     mistake: 'Read before insert',
