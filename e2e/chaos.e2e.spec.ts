@@ -2,10 +2,20 @@ import { formatChaosReport, runChaos } from '@idem/chaos';
 import { describe, expect, it } from 'vitest';
 
 describe('the chaos run (short, as CI runs it)', () => {
-  it('ends every order once while processes are SIGKILLed and every publication is doubled', async () => {
-    const report = await runChaos({ orders: 30, kills: 3, seconds: 15, settleSeconds: 120, log: () => {} });
+  it('ends every order once while processes are SIGKILLed and paused past their lock, PostgreSQL restarts, Redis stalls, and every publication is doubled', async () => {
+    const report = await runChaos({
+      orders: 30,
+      kills: 2,
+      pauses: 1,
+      postgresRestarts: 1,
+      redisStalls: 1,
+      replicas: 2,
+      seconds: 20,
+      settleSeconds: 150,
+      log: () => {},
+    });
     expect(report.ok, formatChaosReport(report)).toBe(true);
     expect(report.duplicatesSuppressed).toBeGreaterThan(0);
-    expect(report.kills).toHaveLength(3);
-  }, 300_000);
+    expect(report.faults.map((f) => f.split(' ')[0]).sort()).toEqual(['kill', 'kill', 'pause', 'postgres', 'stall']);
+  }, 400_000);
 });

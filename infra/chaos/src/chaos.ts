@@ -3,12 +3,17 @@ import { formatReport, runChecks, type Report } from '@idem/checker';
 import { dropDatabase } from '@idem/database';
 import { getJson, SERVICES, startSystem, type RunningSystem } from '@idem/native-run';
 import { SIMULATOR_API_KEY } from '@idem/stripe-sim';
+import { createPostgresServer, postgresBinDir, type PostgresServer } from '@idem/testkit';
+import { startStallProxy, type StallProxy } from './stall-proxy.js';
 
 /**
- * The chaos run: the whole system as processes, every publication sent twice past BullMQ's
- * dedupe, orders placed at a steady rate while service processes are SIGKILLed and restarted
- * at random; then, once quiet, the exactly-once checker. Bounded in count and time, and it
- * only talks to this machine.
+ * The chaos run: the whole system as processes — every consumer twice over (replicas), every
+ * publication sent twice past BullMQ's dedupe — on a PostgreSQL server of its own; orders are
+ * placed at a steady rate while, at random moments, service processes are SIGKILLed and
+ * restarted, consumers are paused (SIGSTOP) longer than their lock so BullMQ hands their jobs to
+ * the other instance while they resume and finish, PostgreSQL is restarted, and one service's
+ * connections to Redis stall. Then, once quiet, the exactly-once checker. Bounded in count and
+ * time, and it only talks to this machine.
  */
 
 export interface ChaosOptions {
@@ -18,6 +23,14 @@ export interface ChaosOptions {
   readonly seconds: number;
   /** How long to wait for every order to end after the chaos. @defaultValue 120 */
   readonly settleSeconds?: number;
+  /** Instances of each service (the extras consume, relay and work). @defaultValue 2 */
+  readonly replicas?: number;
+  /** Consumers paused (SIGSTOP) longer than their lock, then resumed. @defaultValue 1 */
+  readonly pauses?: number;
+  /** PostgreSQL restarts (needs the server binaries; left out, and said, without them). @defaultValue 1 */
+  readonly postgresRestarts?: number;
+  /** Stalls of inventory's Redis connections (3 s each). @defaultValue 1 */
+  readonly redisStalls?: number;
   readonly log?: (line: string) => void;
 }
 
@@ -25,6 +38,8 @@ export interface ChaosReport {
   readonly ordersPlaced: number;
   readonly endedByStatus: Record<string, number>;
   readonly kills: { part: string; at: number }[];
+  /** Every fault, in order: `kill orders@12s`, `pause inventory-2@20s`, `postgres restart@31s`, … */
+  readonly faults: string[];
   readonly deliveries: number;
   /** Deliveries after a failed attempt (a redelivery after a crash keeps its attempt number). */
   readonly retries: number;
@@ -35,6 +50,8 @@ export interface ChaosReport {
 }
 
 const FINAL = new Set(['PAID', 'REJECTED', 'PAYMENT_FAILED']);
+const LOCK_MS = 5_000;
+type Fault = 'kill' | 'pause' | 'postgres' | 'stall';
 const SKUS = ['keyboard', 'mouse', 'monitor', 'cable'];
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -42,41 +59,64 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const log = options.log ?? ((line: string) => console.log(line));
   const counts = { deliveries: 0, retries: 0, duplicates: 0, deadLetters: 0 };
   const name = `chaos_${Date.now().toString(36)}`;
-  const system = await startSystem({
-    name,
-    portOffset: randomInt(8_000, 20_000), // below the ephemeral port range
-    env: {
-      IDEM_FAULTS_ENABLED: '1',
-      IDEM_FAULTS: 'publish-twice',
-      CONSUMER_LOCK_MS: '5000',
-      CONSUMER_STALLED_INTERVAL_MS: '1000',
-      PAYMENT_WORKER_LEASE_MS: '3000',
-      STRIPE_TIMEOUT_MS: '1000',
-      DISPATCHER_LEASE_MS: '6000',
-      SMTP_TIMEOUT_MS: '400',
-    },
-    log: (_part, line) => {
-      if (!line.includes(' delivery ')) return;
-      counts.deliveries += 1;
-      if (!/ attempt=1( |$)/.test(line)) counts.retries += 1;
-      if (/outcome=(duplicate|conflicting_duplicate)/.test(line)) counts.duplicates += 1;
-      if (line.includes('deadLettered=true')) counts.deadLetters += 1;
-    },
-  });
-  log(`chaos: system ${name} up; ${options.orders} orders and ${options.kills} kills over ${options.seconds}s`);
+  // A server of its own, so it can be restarted mid-flow without touching anyone else's.
+  let postgres: PostgresServer | undefined;
+  if ((options.postgresRestarts ?? 1) > 0 && postgresBinDir()) {
+    postgres = await createPostgresServer({ port: randomInt(15_500, 16_400), settings: { max_connections: '300' } });
+    await postgres.start();
+  } else if ((options.postgresRestarts ?? 1) > 0) {
+    log('chaos: no PostgreSQL server binaries here: the PostgreSQL restarts are left out');
+  }
+  const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+  const proxy: StallProxy = await startStallProxy(redisUrl);
+  let system: RunningSystem | undefined;
   try {
-    const started = Date.now();
-    const [orderIds, kills] = await Promise.all([
-      placeSteadily(system, options.orders, options.seconds * 1000),
-      killAtRandom(system, options.kills, options.seconds * 1000, started),
+    system = await startSystem({
+      name,
+      portOffset: randomInt(8_000, 20_000), // below the ephemeral port range
+      replicas: options.replicas ?? 2,
+      ...(postgres ? { postgresUrl: postgres.url } : {}),
+      redisUrl,
+      serviceEnv: { inventory: { REDIS_URL: proxy.url } },
+      env: {
+        IDEM_FAULTS_ENABLED: '1',
+        IDEM_FAULTS: 'publish-twice',
+        CONSUMER_LOCK_MS: String(LOCK_MS),
+        CONSUMER_STALLED_INTERVAL_MS: '1000',
+        PAYMENT_WORKER_LEASE_MS: '3000',
+        STRIPE_TIMEOUT_MS: '1000',
+        DISPATCHER_LEASE_MS: '6000',
+        SMTP_TIMEOUT_MS: '400',
+        DATABASE_POOL_MAX: '4',
+      },
+      log: (_part, line) => {
+        if (!line.includes(' delivery ')) return;
+        counts.deliveries += 1;
+        if (!/ attempt=1( |$)/.test(line)) counts.retries += 1;
+        if (/outcome=(duplicate|conflicting_duplicate)/.test(line)) counts.duplicates += 1;
+        if (line.includes('deadLettered=true')) counts.deadLetters += 1;
+      },
+    });
+    const running = system;
+    const plan: Fault[] = shuffle([
+      ...Array<Fault>(options.kills).fill('kill'),
+      ...Array<Fault>(options.pauses ?? 1).fill('pause'),
+      ...Array<Fault>(postgres ? (options.postgresRestarts ?? 1) : 0).fill('postgres'),
+      ...Array<Fault>(options.redisStalls ?? 1).fill('stall'),
     ]);
-    log(`chaos: ${orderIds.length} orders placed, ${kills.length} kills; waiting for every order to end`);
+    log(`chaos: system ${name} up; ${options.orders} orders over ${options.seconds}s; faults: ${plan.join(', ')}`);
+    const started = Date.now();
+    const [orderIds, faults] = await Promise.all([
+      placeSteadily(running, options.orders, options.seconds * 1000),
+      injectFaults(running, plan, options.seconds * 1000, started, { postgres, proxy }),
+    ]);
+    log(`chaos: ${orderIds.length} orders placed, ${faults.length} faults; waiting for every order to end`);
 
     const deadline = Date.now() + (options.settleSeconds ?? 120) * 1000;
     let statuses: string[] = [];
     do {
       statuses = await Promise.all(
-        orderIds.map(async (id) => (await getJson<{ status: string }>(`${system.urls.orders}/orders/${id}`)).status),
+        orderIds.map(async (id) => (await getJson<{ status: string }>(`${running.urls.orders}/orders/${id}`)).status),
       );
       if (statuses.every((s) => FINAL.has(s))) break;
       await sleep(1000);
@@ -85,9 +125,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     // after the orders do (a dispatcher killed mid-batch leaves a backlog to drain).
     const check = () =>
       runChecks({
-        databaseUrls: system.databaseUrls,
-        stripe: { apiBase: system.urls.stripe, apiKey: SIMULATOR_API_KEY },
-        mailApi: system.urls.mail,
+        databaseUrls: running.databaseUrls,
+        stripe: { apiBase: running.urls.stripe, apiKey: SIMULATOR_API_KEY },
+        mailApi: running.urls.mail,
         settleWindowMs: 5000,
         stuckAfterMs: 10_000,
       });
@@ -101,7 +141,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     return {
       ordersPlaced: orderIds.length,
       endedByStatus,
-      kills,
+      kills: faults.filter((f) => f.kind === 'kill').map(({ part, at }) => ({ part, at })),
+      faults: faults.map((f) => `${f.kind} ${f.part}@${f.at}s`),
       deliveries: counts.deliveries,
       retries: counts.retries,
       duplicatesSuppressed: counts.duplicates,
@@ -110,8 +151,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       ok: checker.ok && orderIds.length === options.orders && statuses.every((s) => FINAL.has(s)),
     };
   } finally {
-    await system.stop();
-    await Promise.all(SERVICES.map((service) => dropDatabase(system.databaseUrls[service])));
+    await system?.stop();
+    await proxy.close();
+    if (postgres) await postgres.destroy();
+    else if (system) await Promise.all(SERVICES.map((service) => dropDatabase(system!.databaseUrls[service])));
   }
 }
 
@@ -148,26 +191,58 @@ async function placeWithRetries(system: RunningSystem, sku: string, key: string)
   }
 }
 
-/** SIGKILLs a random service process `count` times across the window and restarts it. */
-async function killAtRandom(
+/** Spreads the planned faults across the window; each one is over (restarted, resumed) before the next. */
+async function injectFaults(
   system: RunningSystem,
-  count: number,
+  plan: readonly Fault[],
   windowMs: number,
   started: number,
-): Promise<{ part: string; at: number }[]> {
-  const kills: { part: string; at: number }[] = [];
-  for (let i = 0; i < count; i++) {
-    await sleep(Math.max(0, started + ((i + 0.5) * windowMs) / count - Date.now()));
-    const part = SERVICES[randomInt(SERVICES.length)]!;
-    const child = system.processes.get(part)!;
-    const exited = new Promise((resolve) => child.once('exit', resolve));
-    child.kill('SIGKILL');
-    await exited;
-    kills.push({ part, at: Math.round((Date.now() - started) / 1000) });
-    await sleep(randomInt(200, 1500));
-    await system.restart(part);
+  { postgres, proxy }: { postgres: PostgresServer | undefined; proxy: StallProxy },
+): Promise<{ kind: Fault; part: string; at: number }[]> {
+  const done: { kind: Fault; part: string; at: number }[] = [];
+  const at = () => Math.round((Date.now() - started) / 1000);
+  for (const [i, kind] of plan.entries()) {
+    await sleep(Math.max(0, started + ((i + 0.5) * windowMs) / plan.length - Date.now()));
+    if (kind === 'kill') {
+      const part = SERVICES[randomInt(SERVICES.length)]!;
+      const child = system.processes.get(part)!;
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGKILL');
+      await exited;
+      done.push({ kind, part, at: at() });
+      await sleep(randomInt(200, 1500));
+      await system.restart(part);
+    } else if (kind === 'pause') {
+      // Longer than its lock: its jobs are stalled and handed to the other instance, while it
+      // resumes and finishes them too. Both settle; the inbox keeps one effect.
+      const parts = [...system.processes.keys()].filter((p) =>
+        /^(orders|inventory|payments|notifications)(-\d+)?$/.test(p),
+      );
+      const part = parts[randomInt(parts.length)]!;
+      const child = system.processes.get(part)!;
+      child.kill('SIGSTOP');
+      done.push({ kind, part, at: at() });
+      await sleep(LOCK_MS + 2_000);
+      child.kill('SIGCONT');
+    } else if (kind === 'postgres') {
+      done.push({ kind, part: 'postgres', at: at() });
+      await postgres!.stop('fast');
+      await sleep(1_000);
+      await postgres!.start();
+    } else {
+      done.push({ kind, part: 'inventory↔redis', at: at() });
+      await proxy.stall(3_000);
+    }
   }
-  return kills;
+  return done;
+}
+
+function shuffle<T>(items: T[]): T[] {
+  for (let i = items.length - 1; i > 0; i--) {
+    const j = randomInt(i + 1);
+    [items[i], items[j]] = [items[j]!, items[i]!];
+  }
+  return items;
 }
 
 export function formatChaosReport(report: ChaosReport): string {
@@ -176,7 +251,8 @@ export function formatChaosReport(report: ChaosReport): string {
     `ended                  ${Object.entries(report.endedByStatus)
       .map(([s, n]) => `${s} ${n}`)
       .join(', ')}`,
-    `processes SIGKILLed    ${report.kills.length} (${report.kills.map((k) => `${k.part}@${k.at}s`).join(' ')})`,
+    `processes SIGKILLed    ${report.kills.length}`,
+    `faults                 ${report.faults.join(', ')}`,
     `deliveries             ${report.deliveries}`,
     `retried deliveries     ${report.retries}`,
     `duplicates suppressed  ${report.duplicatesSuppressed}`,

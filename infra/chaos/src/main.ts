@@ -8,6 +8,10 @@ const { values } = parseArgs({
     kills: { type: 'string', default: '10' },
     seconds: { type: 'string', default: '60' },
     settle: { type: 'string', default: '120' },
+    replicas: { type: 'string', default: '2' },
+    pauses: { type: 'string', default: '2' },
+    'postgres-restarts': { type: 'string', default: '1' },
+    'redis-stalls': { type: 'string', default: '2' },
   },
 });
 const report = await runChaos({
@@ -15,6 +19,10 @@ const report = await runChaos({
   kills: Number(values.kills),
   seconds: Number(values.seconds),
   settleSeconds: Number(values.settle),
+  replicas: Number(values.replicas),
+  pauses: Number(values.pauses),
+  postgresRestarts: Number(values['postgres-restarts']),
+  redisStalls: Number(values['redis-stalls']),
 });
 console.log(formatChaosReport(report));
 process.exit(report.ok ? 0 : 1);
