@@ -24,6 +24,8 @@ export interface SimulatorOptions {
   readonly faults?: Partial<SimulatorFaults>;
   /** Extra time each create takes, so a concurrent request with the same key sees it in flight. @defaultValue 0 */
   readonly latencyMs?: number;
+  /** How long a `pm_usBankAccount` payment stays `processing`. @defaultValue 500 */
+  readonly processingMs?: number;
   readonly random?: () => number;
 }
 
@@ -33,7 +35,7 @@ interface PaymentIntent {
   amount: number;
   amount_received: number;
   currency: string;
-  status: 'succeeded' | 'requires_payment_method';
+  status: 'succeeded' | 'requires_payment_method' | 'processing';
   payment_method: string;
   confirmation_method: 'automatic';
   capture_method: 'automatic';
@@ -74,7 +76,9 @@ interface StoredResult {
 }
 
 /** Stripe's test payment methods that this simulator knows, and how each ends. */
-const PAYMENT_METHODS: Record<string, 'succeeds' | 'declines'> = {
+const PAYMENT_METHODS: Record<string, 'succeeds' | 'declines' | 'processes'> = {
+  /** A bank debit: `processing` at first, `succeeded` once `processingMs` have passed (read it again). */
+  pm_usBankAccount: 'processes',
   pm_card_visa: 'succeeds',
   pm_card_mastercard: 'succeeds',
   pm_card_chargeDeclined: 'declines',
@@ -106,6 +110,7 @@ export function createStripeSimulator(options: SimulatorOptions = {}): StripeSim
   const intents = new Map<string, PaymentIntent>();
   const refunds = new Map<string, Refund>();
   const idempotency = new Map<string, StoredResult>();
+  const processingUntil = new Map<string, number>();
 
   const app = express();
   app.disable('x-powered-by');
@@ -236,6 +241,11 @@ export function createStripeSimulator(options: SimulatorOptions = {}): StripeSim
         intent.last_payment_error = error;
         throw new StripeFailure(402, { ...error, payment_intent: intent });
       }
+      if (outcome === 'processes') {
+        intent.status = 'processing';
+        processingUntil.set(intent.id, Date.now() + (options.processingMs ?? 500));
+        return { status: 200, body: { ...intent } };
+      }
       Object.assign(intent, { status: 'succeeded', amount_received: amount });
       return { status: 200, body: intent };
     }),
@@ -258,6 +268,9 @@ export function createStripeSimulator(options: SimulatorOptions = {}): StripeSim
   app.get('/v1/payment_intents/:id', (req, res) => {
     const intent = intents.get(req.params.id);
     if (!intent) return sendError(res, 404, missing('payment_intent', req.params.id));
+    if (intent.status === 'processing' && Date.now() >= (processingUntil.get(intent.id) ?? 0)) {
+      Object.assign(intent, { status: 'succeeded', amount_received: intent.amount });
+    }
     res.json(intent);
   });
 

@@ -101,13 +101,21 @@ export function createPaymentWorker(options: PaymentWorkerOptions): BackgroundWo
             : attempt.idempotencyKey,
         },
       );
-      const result: ProviderResult =
-        intent.status === 'succeeded'
-          ? { kind: 'succeeded', id: intent.id }
-          : { kind: 'retry', reason: `PaymentIntent ${intent.id} is ${intent.status}` };
-      return recordCall(attempt, 'charge', result, intent.lastResponse?.headers, intent.id);
+      return recordCall(attempt, 'charge', resultOf(intent), intent.lastResponse?.headers, intent.id);
     } catch (error) {
       return recordCall(attempt, 'charge', classifyProviderError(error), (error as { headers?: Headers }).headers);
+    }
+  }
+
+  /**
+   * A payment the provider is still processing (a bank debit) is never created again: the
+   * worker reads it by its id until it ends.
+   */
+  async function poll(attempt: PaymentAttempt): Promise<ProviderResult> {
+    try {
+      return resultOf(await stripe.paymentIntents.retrieve(attempt.paymentIntentId!));
+    } catch (error) {
+      return classifyProviderError(error);
     }
   }
 
@@ -201,6 +209,14 @@ export function createPaymentWorker(options: PaymentWorkerOptions): BackgroundWo
 
   async function recordCharge(attempt: PaymentAttempt, result: ProviderResult): Promise<void> {
     if (result.kind === 'retry') return recordRetry(attempt, result.reason);
+    if (result.kind === 'processing') {
+      // Its id is kept, so the next rounds read this payment instead of creating one.
+      await db.paymentAttempt.updateMany({
+        where: { id: attempt.id, status: 'pending' },
+        data: { paymentIntentId: result.id },
+      });
+      return recordRetry(attempt, `PaymentIntent ${result.id} is processing`);
+    }
     if (result.kind === 'rejected') return recordNeedsAttention(attempt, result.code, result.reason);
     await db.$transaction(async (tx) => {
       const at = now();
@@ -261,6 +277,7 @@ export function createPaymentWorker(options: PaymentWorkerOptions): BackgroundWo
   }
 
   async function recordRefund(attempt: PaymentAttempt, result: ProviderResult): Promise<void> {
+    if (result.kind === 'processing') return recordRetry(attempt, `refund ${result.id} is processing`);
     if (result.kind !== 'succeeded') return recordRetry(attempt, result.reason);
     await db.$transaction(async (tx) => {
       const at = now();
@@ -357,7 +374,9 @@ export function createPaymentWorker(options: PaymentWorkerOptions): BackgroundWo
 
   async function handle(attempt: PaymentAttempt): Promise<void> {
     const keyTooOld = now().getTime() - attempt.idempotencyKeyCreatedAt.getTime() > maxKeyAgeMs;
-    if (attempt.status === 'pending' && attempt.providerCalls > 1 && keyTooOld) {
+    if (attempt.status === 'pending' && attempt.paymentIntentId) {
+      await recordCharge(attempt, await poll(attempt));
+    } else if (attempt.status === 'pending' && attempt.providerCalls > 1 && keyTooOld) {
       await reconcile(attempt);
     } else if (attempt.status === 'pending') {
       const result = await charge(attempt);
@@ -387,4 +406,15 @@ export function createPaymentWorker(options: PaymentWorkerOptions): BackgroundWo
   }
 
   return pollingWorker('payment worker', runOnce, { idleMs: pollIntervalMs, log });
+}
+
+/** What a PaymentIntent's status means for the attempt. */
+function resultOf(intent: Stripe.PaymentIntent): ProviderResult {
+  if (intent.status === 'succeeded') return { kind: 'succeeded', id: intent.id };
+  if (intent.status === 'processing') return { kind: 'processing', id: intent.id };
+  if (intent.status === 'requires_payment_method' && intent.last_payment_error) {
+    const error = intent.last_payment_error;
+    return { kind: 'declined', code: error.code ?? 'card_error', reason: error.message ?? 'declined' };
+  }
+  return { kind: 'retry', reason: `PaymentIntent ${intent.id} is ${intent.status}` };
 }

@@ -196,6 +196,24 @@ describe('payment worker', () => {
     expect(intentsFor(message.body.orderId)).toHaveLength(1);
   });
 
+  it('reads a payment that is processing (a bank debit) by its id until it ends, never creating another', async () => {
+    const message = stockReserved(randomUUID(), 'pm_usBankAccount');
+    await reserve(message);
+    await worker().runOnce();
+    const processing = await attemptOf(message.body.orderId);
+    expect(processing).toMatchObject({ status: 'pending', lastError: expect.stringContaining('processing') });
+    expect(processing.paymentIntentId).toMatch(/^pi_/);
+    expect(await eventsOf()).toEqual([]);
+
+    await waitFor(async () => {
+      await worker().runOnce();
+      return (await attemptOf(message.body.orderId)).status === 'captured';
+    });
+    expect(await attemptOf(message.body.orderId)).toMatchObject({ paymentIntentId: processing.paymentIntentId });
+    expect(intentsFor(message.body.orderId)).toHaveLength(1);
+    expect((await eventsOf()).map((e) => e.type)).toEqual(['payments.payment-captured.v1']);
+  });
+
   describe('a key the provider may have forgotten (about 24 hours)', () => {
     const HOUR = 3_600_000;
     const workerAt = (clock: () => number, apiBase_ = apiBase) =>

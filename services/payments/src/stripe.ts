@@ -30,6 +30,8 @@ export function createStripeClient({
 
 export type ProviderResult =
   | { readonly kind: 'succeeded'; readonly id: string }
+  /** Accepted and under way at the provider (bank debits): read it again by its id later. */
+  | { readonly kind: 'processing'; readonly id: string }
   | { readonly kind: 'declined'; readonly code: string; readonly reason: string }
   | { readonly kind: 'rejected'; readonly code: string; readonly reason: string }
   | { readonly kind: 'retry'; readonly reason: string };
