@@ -57,7 +57,6 @@ export interface Relay {
 interface OutboxRow {
   message_id: string;
   envelope: Envelope;
-  attempts: number;
 }
 
 /** Publication timeouts one claimed batch may spend, one-by-one retries included (its locks are held meanwhile). */
@@ -94,7 +93,7 @@ export function createRelay<Tx extends SqlClient>(options: RelayOptions<Tx>): Re
         // SKIP LOCKED: relays running side by side each claim different rows; the locks are
         // held until this transaction ends, so no row is published by two relays at once.
         const rows = await tx.$queryRaw<OutboxRow[]>`
-          SELECT message_id::text, envelope, attempts FROM outbox_messages
+          SELECT message_id::text, envelope FROM outbox_messages
            WHERE published_at IS NULL AND next_attempt_at <= ${now()}
            ORDER BY position
            LIMIT ${batchSize}
@@ -128,46 +127,48 @@ export function createRelay<Tx extends SqlClient>(options: RelayOptions<Tx>): Re
 
   /**
    * After a batch failed: each row alone, until the time budget is spent or a few in a row
-   * fail (the broker is down, not one row: the rest keep the batch's error and back off).
+   * fail (the broker is down, not one row: the rest keep the last error and back off).
    */
   async function publishOneByOne(tx: SqlClient, rows: OutboxRow[], batchError: unknown) {
     const published: string[] = [];
     const deadline = Date.now() + (ONE_BY_ONE_BUDGET - 1) * publishTimeoutMs;
+    let error = batchError;
     let consecutive = 0;
     let parked = 0;
-    let error = batchError;
-    for (const [index, row] of rows.entries()) {
-      // A batch of one already failed alone.
-      const giveUp = rows.length === 1 || consecutive >= 3 || Date.now() > deadline;
+    let next = rows.length === 1 ? 1 : 0; // a batch of one already failed alone
+    for (; next < rows.length && consecutive < 3 && Date.now() <= deadline; next++) {
+      const row = rows[next]!;
       try {
-        if (giveUp) throw error;
         await withTimeout(publish([row.envelope]), publishTimeoutMs);
         published.push(row.message_id);
         consecutive = 0;
       } catch (rowError) {
-        if (!giveUp) consecutive += 1;
         error = rowError;
-        parked += (await recordFailure(tx, row, rowError)) ? 1 : 0;
-        if (giveUp) {
-          for (const rest of rows.slice(index + 1)) parked += (await recordFailure(tx, rest, error)) ? 1 : 0;
-          break;
-        }
+        consecutive += 1;
+        parked += await recordFailures(tx, [row], rowError);
       }
     }
+    parked += await recordFailures(tx, rows.length === 1 ? rows : rows.slice(next), error);
     return { published, failure: published.length === rows.length ? undefined : { error, parked } };
   }
 
-  /** One more failed publication for a row: backed off, or parked at `maxAttempts`. Says whether it parked. */
-  async function recordFailure(tx: SqlClient, row: OutboxRow, error: unknown): Promise<boolean> {
-    const failures = row.attempts + 1;
-    const park = failures >= maxAttempts;
-    const retryAt = park ? 'infinity' : new Date(now().getTime() + backoff(failures)).toISOString();
-    await tx.$executeRaw`
+  /**
+   * One more failed publication for each row: backed off by its own count of failures, or
+   * parked at `maxAttempts`. One statement for all of them; says how many it parked.
+   */
+  async function recordFailures(tx: SqlClient, rows: readonly OutboxRow[], error: unknown): Promise<number> {
+    if (rows.length === 0) return 0;
+    const updated = await tx.$queryRaw<{ parked: boolean }[]>`
       UPDATE outbox_messages
-         SET attempts = ${failures}, last_error = ${boundReason(String((error as Error)?.message ?? error))},
-             next_attempt_at = ${retryAt}::timestamptz
-       WHERE message_id = ${row.message_id}::uuid`;
-    return park;
+         SET attempts = attempts + 1, last_error = ${boundReason(String((error as Error)?.message ?? error))},
+             next_attempt_at = CASE
+               WHEN attempts + 1 >= ${maxAttempts} THEN 'infinity'::timestamptz
+               ELSE ${now()}::timestamptz
+                    + least(${backoffMaxMs}, ${backoffInitialMs} * power(2, attempts)) * interval '1 millisecond'
+             END
+       WHERE message_id = ANY(${rows.map((row) => row.message_id)}::uuid[])
+       RETURNING next_attempt_at = 'infinity' AS parked`;
+    return updated.filter((row) => row.parked).length;
   }
 
   let running: Promise<void> | undefined;
