@@ -65,7 +65,7 @@ export function createDeadLetters(db: SqlClient, now: () => Date): DeadLetters {
     async record({ consumer, messageId, payload, code, reason, attempts }) {
       await db.$executeRaw`
         INSERT INTO dead_letters (consumer, message_id, payload, code, reason, attempts, dead_lettered_at)
-        VALUES (${consumer}, ${boundMessageId(messageId)}, ${JSON.stringify(storable(payload))}::jsonb, ${code}, ${storableText(boundReason(reason))},
+        VALUES (${consumer}, ${boundMessageId(messageId)}, ${storableJson(payload)}::jsonb, ${code}, ${storableText(boundReason(reason))},
                 ${attempts}, ${now()})
         ON CONFLICT (consumer, message_id) DO UPDATE
           SET payload = EXCLUDED.payload, code = EXCLUDED.code, reason = EXCLUDED.reason,
@@ -118,17 +118,18 @@ const TRUNCATED = '$idem_truncated_json_text';
 /** The most of a payload a dead letter keeps; a larger one keeps its start, its size and its hash. */
 export const MAX_DEAD_LETTER_PAYLOAD_BYTES = 64 * 1024;
 
-function storable(payload: unknown): unknown {
+/** The JSON text to store for a payload: as delivered when jsonb takes it, wrapped or bounded when not. */
+function storableJson(payload: unknown): string {
   const text = JSON.stringify(payload ?? null) ?? 'null';
   const bytes = Buffer.byteLength(text);
   if (bytes > MAX_DEAD_LETTER_PAYLOAD_BYTES) {
-    return {
+    return JSON.stringify({
       [TRUNCATED]: storableText(text.slice(0, MAX_DEAD_LETTER_PAYLOAD_BYTES / 4)),
       bytes,
       sha256: createHash('sha256').update(text).digest('hex'),
-    };
+    });
   }
-  return jsonbRefuses(payload) ? { [WRAPPED]: text } : (payload ?? null);
+  return jsonbRefuses(payload) ? JSON.stringify({ [WRAPPED]: text }) : text;
 }
 
 function original(stored: unknown): unknown {
