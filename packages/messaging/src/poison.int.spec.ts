@@ -21,7 +21,7 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Tx } from '../test/fixtures.js';
-import { startConsumer, type Consumer, type DeliveryReport } from './consumer.js';
+import { DeadLetterWriteError, startConsumer, type Consumer, type DeliveryReport } from './consumer.js';
 import { defaultDeliveryPolicy, jobOptions } from './delivery-policy.js';
 
 const CONSUMER = 'inventory.order-placed.v1';
@@ -172,4 +172,41 @@ describe('poison messages on a real queue', () => {
     await queue.add(valid.type, valid, jobOptions(defaultDeliveryPolicy, valid.messageId));
     await waitFor(() => reports.some((r) => r.messageId === valid.messageId && r.outcome.outcome === 'processed'));
   }, 120_000);
+});
+
+describe('a dead letter that cannot be stored', () => {
+  it('is neither counted nor logged as one: the error is its own, and the job stays failed in BullMQ', async () => {
+    const unstorable = await createTestDatabase('poison_unstored');
+    const unstorablePrefix = uniqueName('idem_test_unstored');
+    await unstorable.prisma.$executeRaw`ALTER TABLE dead_letters RENAME TO dead_letters_gone`; // the write fails
+    const errors: unknown[] = [];
+    const seen: DeliveryReport[] = [];
+    const failing = startConsumer({
+      consumer: CONSUMER,
+      inbox: createInbox({ db: unstorable.prisma }),
+      handler: takeTheOrderedUnit,
+      prefix: unstorablePrefix,
+      onDelivery: (report) => seen.push(report),
+      onError: (error) => errors.push(error),
+    });
+    const jobs = new Queue(CONSUMER, {
+      connection: new Redis(redisUrl, { maxRetriesPerRequest: null }),
+      prefix: unstorablePrefix,
+    });
+    try {
+      await jobs.add('poison', { not: 'an envelope' }, { jobId: 'unstored-1', attempts: 2 });
+      await waitFor(async () => (await jobs.getJobState('unstored-1')) === 'failed', { what: 'the job to fail' });
+      expect(seen.map((r) => [r.outcome.outcome, r.deadLettered])).toEqual([
+        ['permanent_failure', false],
+        ['permanent_failure', false],
+      ]);
+      expect(errors).toEqual([expect.any(DeadLetterWriteError), expect.any(DeadLetterWriteError)]);
+      expect(errors[0]).toMatchObject({ consumer: CONSUMER, messageId: 'unstored-1' });
+    } finally {
+      await failing.close(1000);
+      await jobs.close();
+      await deleteQueues(unstorablePrefix);
+      await unstorable.drop();
+    }
+  });
 });
