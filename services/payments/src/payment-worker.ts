@@ -336,19 +336,15 @@ export function createPaymentWorker(options: PaymentWorkerOptions): BackgroundWo
     } catch (error) {
       return recordRetry(attempt, `reconciliation failed: ${(error as Error)?.message ?? String(error)}`);
     }
-    const succeeded = found.find((intent) => intent.status === 'succeeded');
-    const declined = found.find((intent) => intent.status === 'requires_payment_method' && intent.last_payment_error);
-    if (succeeded) return recordCharge(attempt, { kind: 'succeeded', id: succeeded.id });
-    if (declined) {
-      const error = declined.last_payment_error!;
-      return recordCharge(attempt, {
-        kind: 'declined',
-        code: error.code ?? 'card_error',
-        reason: error.message ?? 'declined',
-      });
-    }
+    // What the provider did is recorded as a direct answer would be (a success wins over a
+    // decline); one still processing keeps its id and is read by it from then on.
+    const results = found.map(resultOf);
+    const known = (['succeeded', 'declined', 'processing'] as const)
+      .map((kind) => results.find((result) => result.kind === kind))
+      .find(Boolean);
+    if (known) return recordCharge(attempt, known);
     if (found.length > 0) {
-      // Still under way at the provider (processing, or waiting for an action): look again later.
+      // Waiting at the provider for something else (an action): look again later.
       await db.paymentAttempt.updateMany({
         where: { id: attempt.id, status: 'pending' },
         data: { ...untouched, nextAttemptAt: new Date(now().getTime() + searchLagMs), updatedAt: now() },
