@@ -3,11 +3,11 @@ import { createWriteStream } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runChecks, type CheckerOptions, type Report } from '@idem/checker';
-import { dropDatabase } from '@idem/database';
+import { dropDatabase, readOnly } from '@idem/database';
 import { startSystem, SERVICES, type RunningSystem, type SystemOptions } from '@idem/native-run';
 import { SIMULATOR_API_KEY } from '@idem/stripe-sim';
 import { exited } from '@idem/testkit';
-import pg from 'pg';
+import type pg from 'pg';
 
 /**
  * Starts the whole system as real processes (the native run), isolated from any other run:
@@ -75,19 +75,12 @@ export function restartWithFaults(system: RunningSystem, part: string, faults: s
 }
 
 /** Rows from a service's database, read-only: how the black-box tests look inside. */
-export async function readRows<R extends pg.QueryResultRow>(
+export function readRows<R extends pg.QueryResultRow>(
   databaseUrl: string,
   sql: string,
   params: unknown[] = [],
 ): Promise<R[]> {
-  const client = new pg.Client({ connectionString: databaseUrl });
-  await client.connect();
-  try {
-    await client.query('BEGIN TRANSACTION READ ONLY');
-    return (await client.query<R>(sql, params)).rows;
-  } finally {
-    await client.end();
-  }
+  return readOnly(databaseUrl, (query) => query<R>(sql, params));
 }
 
 /** The system's Stripe simulator, as the checker and the tests read it (it takes any key). */

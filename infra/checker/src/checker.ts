@@ -1,5 +1,5 @@
 import { serviceOf, subscriptions, type EventType } from '@idem/contracts';
-import pg from 'pg';
+import { readOnly } from '@idem/database';
 
 /**
  * The exactly-once checker: reads every service's database (in read-only transactions), the
@@ -43,21 +43,6 @@ export interface Report {
   }[];
   /** Violations make the check fail; repeated SMTP sends are the documented limit, reported but not failing. */
   readonly ok: boolean;
-}
-
-type Query = <R extends pg.QueryResultRow>(sql: string, params?: unknown[]) => Promise<R[]>;
-
-async function readOnly<T>(url: string, work: (query: Query) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    await client.query('BEGIN TRANSACTION READ ONLY');
-    const result = await work(async (sql, params) => (await client.query(sql, params)).rows);
-    await client.query('COMMIT');
-    return result;
-  } finally {
-    await client.end();
-  }
 }
 
 export async function runChecks(options: CheckerOptions): Promise<Report> {

@@ -2,6 +2,7 @@ import { SERVICES, type Service } from '@idem/checker';
 import { isEventType, serviceOf, subscribersOf, type ConsumerName } from '@idem/contracts';
 import { readJournal, type DeliveryEntry, type JournalEntry, type ProviderCallEntry } from '@idem/messaging';
 import type { Redis } from 'ioredis';
+import { readOnly } from '@idem/database';
 import pg from 'pg';
 
 /**
@@ -22,21 +23,6 @@ export function connectDatabases(urls: Record<Service, string>): Record<Service,
   ) as Record<Service, pg.Pool>;
 }
 
-async function readOnly<R extends pg.QueryResultRow>(pool: pg.Pool, sql: string, params: unknown[] = []): Promise<R[]> {
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN TRANSACTION READ ONLY');
-    const { rows } = await client.query<R>(sql, params);
-    await client.query('COMMIT');
-    return rows;
-  } catch (error) {
-    await client.query('ROLLBACK').catch(() => {});
-    throw error;
-  } finally {
-    client.release();
-  }
-}
-
 export interface OrderRow {
   id: string;
   status: string;
@@ -47,10 +33,11 @@ export interface OrderRow {
 }
 
 export function latestOrders(sources: Sources, limit = 30): Promise<OrderRow[]> {
-  return readOnly<OrderRow>(
-    sources.databases.orders,
-    `SELECT id, status, customer_email, total_cents, currency, created_at FROM orders ORDER BY created_at DESC LIMIT $1`,
-    [limit],
+  return readOnly(sources.databases.orders, (query) =>
+    query<OrderRow>(
+      `SELECT id, status, customer_email, total_cents, currency, created_at FROM orders ORDER BY created_at DESC LIMIT $1`,
+      [limit],
+    ),
   );
 }
 
@@ -104,6 +91,20 @@ export interface Timeline {
   readonly journalId: string | undefined;
 }
 
+/** What the order did in each service beyond its inbox: the payment attempt, the reservation, the emails. */
+const EFFECTS: Partial<Record<Service, string>> = {
+  payments: `SELECT status, idempotency_key, payment_intent_id, provider_calls FROM payment_attempts WHERE order_id = $1`,
+  inventory: `SELECT status, created_at, released_at FROM reservations WHERE order_id = $1`,
+  notifications: `SELECT kind, message_id, status, attempts, sent_at FROM email_work_items
+                   WHERE order_id = $1 ORDER BY created_at`,
+};
+
+interface PerService {
+  processed: { consumer: string; message_id: string; processed_at: Date }[];
+  deadLetters: { consumer: string; message_id: string; code: string; reason: string }[];
+  effects: Record<string, unknown>[];
+}
+
 interface OutboxRow {
   message_id: string;
   type: string;
@@ -115,67 +116,81 @@ interface OutboxRow {
 /** One order's whole story: every message of its correlation id in causal order, with each delivery. */
 export async function orderTimeline(sources: Sources, orderId: string): Promise<Timeline | undefined> {
   const { databases } = sources;
-  const [order] = await readOnly<OrderRow>(
-    databases.orders,
-    `SELECT id, status, customer_email, total_cents, currency, created_at FROM orders WHERE id = $1`,
-    [orderId],
-  );
-  if (!order) return undefined;
-  const [lines, history, [placed]] = await Promise.all([
-    readOnly<{ sku: string; quantity: number }>(
-      databases.orders,
+  // The orders database first: the order, and the correlation id its first event carries.
+  const placed = await readOnly(databases.orders, async (query) => {
+    const [order] = await query<OrderRow>(
+      `SELECT id, status, customer_email, total_cents, currency, created_at FROM orders WHERE id = $1`,
+      [orderId],
+    );
+    if (!order) return undefined;
+    const lines = await query<{ sku: string; quantity: number }>(
       `SELECT sku, quantity FROM order_lines WHERE order_id = $1 ORDER BY line_no`,
       [orderId],
-    ),
-    readOnly<Timeline['history'][number]>(
-      databases.orders,
+    );
+    const history = await query<Timeline['history'][number]>(
       `SELECT version, status, causation_id, occurred_at FROM order_status_changes WHERE order_id = $1 ORDER BY version`,
       [orderId],
-    ),
-    readOnly<{ correlation_id: string }>(
-      databases.orders,
+    );
+    const [first] = await query<{ correlation_id: string }>(
       `SELECT envelope->>'correlationId' AS correlation_id FROM outbox_messages
         WHERE type = 'orders.order-placed.v1' AND envelope->>'aggregateId' = $1`,
       [orderId],
-    ),
-  ]);
-  const correlationId = placed?.correlation_id;
+    );
+    return { order, lines, history, correlationId: first?.correlation_id };
+  });
+  if (!placed) return undefined;
+  const { order, lines, history, correlationId } = placed;
 
+  // Then every message of that correlation id, from each producer's outbox …
   const outbox = correlationId
     ? (
         await Promise.all(
           SERVICES.filter((s) => s !== 'notifications').map((service) =>
-            readOnly<OutboxRow>(
-              databases[service],
-              `SELECT message_id, type, envelope, created_at, published_at FROM outbox_messages
-                WHERE envelope->>'correlationId' = $1`,
-              [correlationId],
+            readOnly(databases[service], (query) =>
+              query<OutboxRow>(
+                `SELECT message_id, type, envelope, created_at, published_at FROM outbox_messages
+                  WHERE envelope->>'correlationId' = $1`,
+                [correlationId],
+              ),
             ),
           ),
         )
       ).flat()
     : [];
   const messageIds = outbox.map((row) => row.message_id);
-  const [processed, deadLetters] = await Promise.all([
-    Promise.all(
-      SERVICES.map((service) =>
-        readOnly<{ consumer: string; message_id: string; processed_at: Date }>(
-          databases[service],
-          `SELECT consumer, message_id, processed_at FROM processed_messages WHERE message_id = ANY($1::uuid[])`,
-          [messageIds],
-        ),
-      ),
-    ).then((rows) => rows.flat()),
-    Promise.all(
-      SERVICES.map((service) =>
-        readOnly<{ consumer: string; message_id: string; code: string; reason: string }>(
-          databases[service],
-          `SELECT consumer, message_id, code, reason FROM dead_letters WHERE message_id = ANY($1::text[]) AND replayed_at IS NULL`,
-          [messageIds],
-        ),
-      ),
-    ).then((rows) => rows.flat()),
-  ]);
+  // … and, in one read of each service's database, its inbox records and dead letters for
+  // those messages and the order's effects there.
+  const [orders, inventory, payments, notifications] = (await Promise.all(
+    SERVICES.map((service) =>
+      readOnly(databases[service], async (query) => {
+        const effects = EFFECTS[service];
+        return {
+          processed: await query<PerService['processed'][number]>(
+            `SELECT consumer, message_id, processed_at FROM processed_messages WHERE message_id = ANY($1::uuid[])`,
+            [messageIds],
+          ),
+          deadLetters: await query<PerService['deadLetters'][number]>(
+            `SELECT consumer, message_id, code, reason FROM dead_letters
+              WHERE message_id = ANY($1::text[]) AND replayed_at IS NULL`,
+            [messageIds],
+          ),
+          effects: effects ? await query(effects, [orderId]) : [],
+        };
+      }),
+    ),
+  )) as [PerService, PerService, PerService, PerService];
+  const processed = [orders, inventory, payments, notifications].flatMap((db) => db.processed);
+  const deadLetters = [orders, inventory, payments, notifications].flatMap((db) => db.deadLetters);
+  const payment = payments.effects[0] as Timeline['payment'];
+  const reservation = inventory.effects[0] as Timeline['reservation'];
+  const emails = notifications.effects as {
+    kind: string;
+    message_id: string;
+    status: string;
+    attempts: number;
+    sent_at: Date | null;
+  }[];
+
   const journal = await readJournal(sources.redis, sources.prefix);
   const ours = journal.filter((e) => correlationId !== undefined && e.entry.correlationId === correlationId);
 
@@ -209,23 +224,6 @@ export async function orderTimeline(sources: Sources, orderId: string): Promise<
       }),
     }));
 
-  const [[payment], [reservation], emails] = await Promise.all([
-    readOnly<NonNullable<Timeline['payment']>>(
-      databases.payments,
-      `SELECT status, idempotency_key, payment_intent_id, provider_calls FROM payment_attempts WHERE order_id = $1`,
-      [orderId],
-    ),
-    readOnly<NonNullable<Timeline['reservation']>>(
-      databases.inventory,
-      `SELECT status, created_at, released_at FROM reservations WHERE order_id = $1`,
-      [orderId],
-    ),
-    readOnly<{ kind: string; message_id: string; status: string; attempts: number; sent_at: Date | null }>(
-      databases.notifications,
-      `SELECT kind, message_id, status, attempts, sent_at FROM email_work_items WHERE order_id = $1 ORDER BY created_at`,
-      [orderId],
-    ),
-  ]);
   const sends = await mailSends(sources.mailApi);
   return {
     order: { ...order, lines },
