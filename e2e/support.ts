@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runChecks, type CheckerOptions, type Report } from '@idem/checker';
 import { dropDatabase, readOnly } from '@idem/database';
-import { startSystem, SERVICES, type RunningSystem, type SystemOptions } from '@idem/native-run';
+import { QUICK_TAKEOVER_ENV, startSystem, SERVICES, type RunningSystem, type SystemOptions } from '@idem/native-run';
 import { SIMULATOR_API_KEY } from '@idem/stripe-sim';
 import { exited } from '@idem/testkit';
 import type pg from 'pg';
@@ -28,15 +28,7 @@ export async function startIsolatedSystem(
     portOffset: randomInt(8_000, 20_000),
     env: {
       LOG_LEVEL: 'info',
-      // Short locks and leases, so a killed process's work is taken over in seconds.
-      CONSUMER_STALLED_INTERVAL_MS: '1000',
-      CONSUMER_LOCK_MS: '5000',
-      PAYMENT_WORKER_LEASE_MS: '3000',
-      STRIPE_TIMEOUT_MS: '1000',
-      DATABASE_POOL_MAX: '4',
-      // A lease must outlast a round of SMTP waits (4 sends per connection × 3 × 400 ms).
-      DISPATCHER_LEASE_MS: '6000',
-      SMTP_TIMEOUT_MS: '400',
+      ...QUICK_TAKEOVER_ENV,
       ...options.env,
     },
     log: (part, line) => void log.write(`${part.padEnd(13)}| ${line}\n`),

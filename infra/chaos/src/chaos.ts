@@ -1,7 +1,7 @@
 import { randomInt, randomUUID } from 'node:crypto';
 import { formatReport, runChecks, type Report } from '@idem/checker';
 import { dropDatabase } from '@idem/database';
-import { getJson, SERVICES, startSystem, type RunningSystem } from '@idem/native-run';
+import { getJson, QUICK_TAKEOVER_ENV, SERVICES, startSystem, type RunningSystem } from '@idem/native-run';
 import { SIMULATOR_API_KEY } from '@idem/stripe-sim';
 import { createPostgresServer, postgresBinDir, type PostgresServer } from '@idem/testkit';
 import { startStallProxy, type StallProxy } from './stall-proxy.js';
@@ -50,7 +50,7 @@ export interface ChaosReport {
 }
 
 const FINAL = new Set(['PAID', 'REJECTED', 'PAYMENT_FAILED']);
-const LOCK_MS = 5_000;
+const LOCK_MS = Number(QUICK_TAKEOVER_ENV.CONSUMER_LOCK_MS);
 type Fault = 'kill' | 'pause' | 'postgres' | 'stall';
 const SKUS = ['keyboard', 'mouse', 'monitor', 'cable'];
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -81,13 +81,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       env: {
         IDEM_FAULTS_ENABLED: '1',
         IDEM_FAULTS: 'publish-twice',
-        CONSUMER_LOCK_MS: String(LOCK_MS),
-        CONSUMER_STALLED_INTERVAL_MS: '1000',
-        PAYMENT_WORKER_LEASE_MS: '3000',
-        STRIPE_TIMEOUT_MS: '1000',
-        DISPATCHER_LEASE_MS: '6000',
-        SMTP_TIMEOUT_MS: '400',
-        DATABASE_POOL_MAX: '4',
+        ...QUICK_TAKEOVER_ENV,
       },
       log: (_part, line) => {
         if (!line.includes(' delivery ')) return;

@@ -5,6 +5,7 @@ export {
   systemFromEnv,
   SERVICES,
   DEFAULT_PORTS,
+  QUICK_TAKEOVER_ENV,
   type RunningSystem,
   type ServiceName,
   type SystemOptions,

@@ -51,6 +51,22 @@ export interface RunningSystem {
   stop(): Promise<void>;
 }
 
+/**
+ * Short locks, leases and timeouts, so a killed or paused process's work is taken over in
+ * seconds (the e2e tests and the chaos run). Each lease still outlasts what it covers: the
+ * dispatcher's a round of SMTP waits (4 sends per connection × 3 × 400 ms), the payment
+ * worker's two Stripe requests.
+ */
+export const QUICK_TAKEOVER_ENV = {
+  CONSUMER_LOCK_MS: '5000',
+  CONSUMER_STALLED_INTERVAL_MS: '1000',
+  PAYMENT_WORKER_LEASE_MS: '3000',
+  STRIPE_TIMEOUT_MS: '1000',
+  DISPATCHER_LEASE_MS: '6000',
+  SMTP_TIMEOUT_MS: '400',
+  DATABASE_POOL_MAX: '4',
+} as const;
+
 /** The native run's ports (each plus `portOffset`). */
 export const DEFAULT_PORTS = {
   orders: 3001,
