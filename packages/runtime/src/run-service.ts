@@ -28,15 +28,7 @@ import {
   type Publisher,
 } from '@idem/messaging';
 import { createMetrics, type Metrics } from '@idem/observability';
-import {
-  createRelay,
-  listParked,
-  outboxBacklog,
-  purgePublished,
-  retryParked,
-  type OutboxBacklog,
-  type Relay,
-} from '@idem/outbox';
+import { createRelay, listParked, outboxBacklog, purgePublished, retryParked, type Relay } from '@idem/outbox';
 import type { Express } from 'express';
 import { Redis } from 'ioredis';
 import { z } from 'zod';
@@ -137,8 +129,7 @@ export async function runService<Tx extends SqlClient>(service: ServiceDefinitio
   });
   if (service.publishes) {
     // Prometheus collects both gauges of one scrape at once: they share one backlog query.
-    let inFlight: Promise<OutboxBacklog> | undefined;
-    const readBacklog = () => (inFlight ??= outboxBacklog(db).finally(() => (inFlight = undefined)));
+    const readBacklog = sharedWhileInFlight(() => outboxBacklog(db));
     metrics.gauge('idem_outbox_backlog', 'Outbox rows not yet published.', [], async () => [
       { labels: {}, value: (await readBacklog()).pending },
     ]);
@@ -215,8 +206,7 @@ export async function runService<Tx extends SqlClient>(service: ServiceDefinitio
 
   // Redis holds every queued delivery and evicts nothing (noeviction): when it is full, publishing
   // fails. These gauges let an alert fire before that; one INFO call serves both of a scrape.
-  let memoryInFlight: ReturnType<typeof redisMemory> | undefined;
-  const readMemory = () => (memoryInFlight ??= redisMemory(redis).finally(() => (memoryInFlight = undefined)));
+  const readMemory = sharedWhileInFlight(() => redisMemory(redis));
   metrics.gauge('idem_redis_memory_used_bytes', 'Memory Redis uses (INFO memory used_memory).', [], async () => [
     { labels: {}, value: (await readMemory()).used },
   ]);
@@ -526,4 +516,10 @@ export function stopOnSignal(stop: () => Promise<void>, log: Logger, timeoutMs =
   };
   process.once('SIGTERM', onSignal);
   process.once('SIGINT', onSignal);
+}
+
+/** Calls made while a read is under way share its answer, so the gauges of one scrape cost one read. */
+function sharedWhileInFlight<T>(read: () => Promise<T>): () => Promise<T> {
+  let inFlight: Promise<T> | undefined;
+  return () => (inFlight ??= read().finally(() => (inFlight = undefined)));
 }
