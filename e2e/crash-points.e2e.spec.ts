@@ -3,7 +3,7 @@
  * with a fault switch, dies by SIGKILL exactly there, is restarted plainly, and the order still
  * ends once — checked through HTTP, the provider, the mail server and read-only SQL.
  */
-import { getJson, placeOrder, waitForStatus, type RunningSystem } from '@idem/native-run';
+import { asOperator, getJson, placeOrder, waitForStatus, type RunningSystem } from '@idem/native-run';
 import { listStripe } from '@idem/checker';
 import { waitFor } from '@idem/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -97,6 +97,7 @@ describe('crash points, on real processes', () => {
     }
     const emails = await getJson<{ emails: { kind: string }[] }>(
       `${system.urls.notifications}/emails?orderId=${orderId}`,
+      asOperator(system.adminToken),
     );
     expect(emails.emails.filter((e) => e.kind === 'order-received')).toHaveLength(1);
   }, 120_000);
@@ -123,6 +124,7 @@ describe('crash points, on real processes', () => {
       async () => {
         const { emails } = await getJson<{ emails: { kind: string; status: string; messageId: string }[] }>(
           `${system.urls.notifications}/emails?orderId=${orderId}`,
+          asOperator(system.adminToken),
         );
         const received = emails.find((e) => e.kind === 'order-received');
         return received?.status === 'sent' && received;

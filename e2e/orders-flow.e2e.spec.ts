@@ -1,4 +1,4 @@
-import { getJson, placeOrder, waitForStatus, runStories, type RunningSystem } from '@idem/native-run';
+import { asOperator, getJson, placeOrder, waitForStatus, runStories, type RunningSystem } from '@idem/native-run';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
 import { formatReport, listStripe } from '@idem/checker';
@@ -22,7 +22,7 @@ afterAll(async () => {
 
 describe('the whole system, as native processes', () => {
   it('tells the four demo stories: paid, rejected for stock, declined, refunded after cancel', async () => {
-    const results = await runStories(system.urls);
+    const results = await runStories(system.urls, system.adminToken);
     expect(results.map((r) => [r.story, r.status, r.ok])).toEqual([
       ['paid', 'PAID', true],
       ['rejected for stock', 'REJECTED', true],
@@ -53,7 +53,10 @@ describe('the whole system, as native processes', () => {
       const deadline = Date.now() + 90_000;
       do {
         emails = (
-          await getJson<{ emails: typeof emails }>(`${system.urls.notifications}/emails?orderId=${order.orderId}`)
+          await getJson<{ emails: typeof emails }>(
+            `${system.urls.notifications}/emails?orderId=${order.orderId}`,
+            asOperator(system.adminToken),
+          )
         ).emails;
       } while (
         !emails.some((e) => e.kind === 'receipt' && e.status === 'sent') &&

@@ -1,10 +1,17 @@
-import { randomInt } from 'node:crypto';
+import { randomBytes, randomInt } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runChecks, type CheckerOptions, type Report } from '@idem/checker';
 import { dropDatabase, readOnly } from '@idem/database';
-import { QUICK_TAKEOVER_ENV, startSystem, SERVICES, type RunningSystem, type SystemOptions } from '@idem/native-run';
+import {
+  QUICK_TAKEOVER_ENV,
+  UNLIMITED_ORDERS_ENV,
+  startSystem,
+  SERVICES,
+  type RunningSystem,
+  type SystemOptions,
+} from '@idem/native-run';
 import { SIMULATOR_API_KEY } from '@idem/stripe-sim';
 import { exited } from '@idem/testkit';
 import type pg from 'pg';
@@ -28,7 +35,10 @@ export async function startIsolatedSystem(
     portOffset: randomInt(8_000, 20_000),
     env: {
       LOG_LEVEL: 'info',
+      // An operator token of its own: payments and e-mails are operator reads (system.adminToken).
+      ADMIN_TOKEN: randomBytes(16).toString('hex'),
       ...QUICK_TAKEOVER_ENV,
+      ...UNLIMITED_ORDERS_ENV,
       ...options.env,
     },
     log: (part, line) => void log.write(`${part.padEnd(13)}| ${line}\n`),

@@ -63,6 +63,7 @@ describe('docker-compose.yml', () => {
         'CONSOLE_DB_PASSWORD',
         'REDIS_PASSWORD',
         'GRAFANA_ADMIN_PASSWORD',
+        'JWT_SECRET',
       ].sort(),
     );
     for (const name of secrets) {
@@ -74,7 +75,7 @@ describe('docker-compose.yml', () => {
       ).toEqual([]);
     }
     expect(dotEnv.ADMIN_TOKEN).toMatch(/^[0-9a-f]{48}$/);
-    expect(() => interpolate(raw, {})).toThrow(/required variable \w+_PASSWORD/);
+    expect(() => interpolate(raw, {})).toThrow(/required variable \w+(_PASSWORD|_SECRET)/);
   });
 
   it('documents every other variable in .env.example, with the default compose uses', () => {

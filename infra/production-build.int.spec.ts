@@ -10,6 +10,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { DEFAULT_TOKEN_CLAIMS, mintCustomerToken } from '@idem/http';
 import { createPublisher } from '@idem/messaging';
 import { dropDatabase } from '@idem/database';
 import {
@@ -137,13 +138,19 @@ describe('the production bundle', () => {
   it('exports HTTP, express, PostgreSQL, Redis and linked messaging spans over OTLP, and nothing but traces', async () => {
     const otlp = await startOtlpReceiver();
     const tracing = { OTEL_EXPORTER_OTLP_ENDPOINT: otlp.endpoint, OTEL_BSP_SCHEDULE_DELAY: '200' };
-    const orders = startBundle('orders', port + 1, { ...tracing, OTEL_SERVICE_NAME: 'orders' });
+    const JWT_SECRET = 'production-build-test-key-0123456789abcdef';
+    const token = await mintCustomerToken({ secret: JWT_SECRET, ...DEFAULT_TOKEN_CLAIMS }, 'ada');
+    const orders = startBundle('orders', port + 1, { ...tracing, OTEL_SERVICE_NAME: 'orders', JWT_SECRET });
     const inventory = startBundle('inventory', port + 2, { ...tracing, OTEL_SERVICE_NAME: 'inventory' });
     try {
       await Promise.all([orders.healthy(), inventory.healthy()]);
       const res = await fetch(`${orders.url}/orders`, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', 'idempotency-key': randomUUID() },
+        headers: {
+          'content-type': 'application/json',
+          'idempotency-key': randomUUID(),
+          authorization: `Bearer ${token}`,
+        },
         body: JSON.stringify({
           customerEmail: 'ada@example.com',
           currency: 'eur',
@@ -201,6 +208,8 @@ describe('the production bundle', () => {
       expect(await stop(inventory.child)).toBe(0);
       await otlp.close();
     }
+    // The customer's token reaches no span (the HTTP instrumentation records no Authorization).
+    expect(JSON.stringify(otlp.spans)).not.toContain(token.split('.')[2]);
     // Metrics stay on Prometheus (/metrics), logs on stdout: Jaeger accepts only traces.
     expect(new Set(otlp.paths)).toEqual(new Set(['/v1/traces']));
   }, 120_000);

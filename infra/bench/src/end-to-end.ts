@@ -1,6 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { dropDatabase } from '@idem/database';
-import { placeOrder, SERVICES, startSystem, type RunningSystem } from '@idem/native-run';
+import { placeOrder, SERVICES, startSystem, UNLIMITED_ORDERS_ENV, type RunningSystem } from '@idem/native-run';
 import { cpus } from 'node:os';
 import pg from 'pg';
 import { cpuOfProcess, cpuSnapshot } from './cpu.js';
@@ -64,7 +64,7 @@ export async function runEndToEnd(options: EndToEndOptions): Promise<EndToEndRes
   const system = await startSystem({
     name: `bench_${Date.now().toString(36)}`,
     portOffset: options.portOffset,
-    env: { ADMIN_TOKEN: adminToken },
+    env: { ADMIN_TOKEN: adminToken, ...UNLIMITED_ORDERS_ENV },
     log: (part, line) => {
       if (/^(error|fatal)\b/.test(line)) options.log(`${part}: ${line}`);
     },

@@ -1,7 +1,15 @@
 import { randomInt, randomUUID } from 'node:crypto';
 import { formatReport, runChecks, type Report } from '@idem/checker';
 import { dropDatabase } from '@idem/database';
-import { getJson, QUICK_TAKEOVER_ENV, SERVICES, startSystem, type RunningSystem } from '@idem/native-run';
+import {
+  asCustomer,
+  getJson,
+  QUICK_TAKEOVER_ENV,
+  SERVICES,
+  startSystem,
+  UNLIMITED_ORDERS_ENV,
+  type RunningSystem,
+} from '@idem/native-run';
 import { SIMULATOR_API_KEY } from '@idem/stripe-sim';
 import { createPostgresServer, postgresBinDir, type PostgresServer } from '@idem/testkit';
 import { startStallProxy, type StallProxy } from './stall-proxy.js';
@@ -82,6 +90,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         IDEM_FAULTS_ENABLED: '1',
         IDEM_FAULTS: 'publish-twice',
         ...QUICK_TAKEOVER_ENV,
+        ...UNLIMITED_ORDERS_ENV,
       },
       log: (_part, line) => {
         if (!line.includes(' delivery ')) return;
@@ -108,9 +117,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
 
     const deadline = Date.now() + (options.settleSeconds ?? 120) * 1000;
     let statuses: string[] = [];
+    const customer = await asCustomer(CUSTOMER);
     do {
       statuses = await Promise.all(
-        orderIds.map(async (id) => (await getJson<{ status: string }>(`${running.urls.orders}/orders/${id}`)).status),
+        orderIds.map(
+          async (id) => (await getJson<{ status: string }>(`${running.urls.orders}/orders/${id}`, customer)).status,
+        ),
       );
       if (statuses.every((s) => FINAL.has(s))) break;
       await sleep(1000);
@@ -163,15 +175,18 @@ async function placeSteadily(system: RunningSystem, count: number, windowMs: num
   return Promise.all(placing);
 }
 
+/** Who places the chaos run's orders. */
+const CUSTOMER = 'chaos';
+
 async function placeWithRetries(system: RunningSystem, sku: string, key: string): Promise<string> {
   const deadline = Date.now() + 60_000;
   for (;;) {
     try {
       const res = await fetch(`${system.urls.orders}/orders`, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', 'idempotency-key': key },
+        headers: { 'content-type': 'application/json', 'idempotency-key': key, ...(await asCustomer(CUSTOMER)) },
         body: JSON.stringify({
-          customerEmail: 'chaos@example.com',
+          customerEmail: `${CUSTOMER}@example.com`,
           currency: 'eur',
           lines: [{ sku, quantity: 1, unitPriceCents: 500 }],
         }),

@@ -33,6 +33,8 @@ export interface ConsoleOptions {
   readonly stripe: CheckerOptions['stripe'];
   /** The operator token, for the processes' fault switches; without it they stay out of reach. */
   readonly adminToken?: string;
+  /** Signs the console in as its customer (`console`), to place and cancel orders; without it the orders API refuses them. */
+  readonly customerToken?: () => Promise<string>;
   /** Every service process whose fault switches the console may set: name → base URL. */
   readonly processes: Record<string, string>;
   /** How often the live view looks for new journal entries. @defaultValue 500 */
@@ -74,9 +76,9 @@ export function createConsole(options: ConsoleOptions) {
     const scenario = String((req.body as { scenario?: string }).scenario ?? '') as Scenario;
     if (!(scenario in SCENARIOS))
       return void res.status(400).type('html').send(page('bad request', '<p>Unknown scenario.</p>'));
-    const placed = await placeOrder(options.ordersApi, scenario);
+    const placed = await placeOrder(options, scenario);
     if (!placed.ok) return void res.redirect(303, `/?notice=${encodeURIComponent(placed.problem)}`);
-    if (scenario === 'cancel-after-payment') void cancelOncePaid(options.ordersApi, placed.orderId);
+    if (scenario === 'cancel-after-payment') void cancelOncePaid(options, placed.orderId);
     res.redirect(303, `/orders/${placed.orderId}`);
   });
 
@@ -236,12 +238,17 @@ const ORDERS: Record<Scenario, { sku: string; paymentMethod: string }> = {
   'cancel-after-payment': { sku: 'keyboard', paymentMethod: 'pm_card_visa' },
 };
 
-async function placeOrder(ordersApi: string, scenario: Scenario) {
+/** `Authorization` as the console's customer, when it has a way to sign in. */
+async function asCustomer(options: ConsoleOptions): Promise<{ authorization?: string }> {
+  return options.customerToken ? { authorization: `Bearer ${await options.customerToken()}` } : {};
+}
+
+async function placeOrder(options: ConsoleOptions, scenario: Scenario) {
   const { sku, paymentMethod } = ORDERS[scenario];
   try {
-    const res = await fetch(`${ordersApi}/orders`, {
+    const res = await fetch(`${options.ordersApi}/orders`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', 'idempotency-key': randomUUID() },
+      headers: { 'content-type': 'application/json', 'idempotency-key': randomUUID(), ...(await asCustomer(options)) },
       body: JSON.stringify({
         customerEmail: 'student@example.com',
         currency: 'eur',
@@ -258,15 +265,16 @@ async function placeOrder(ordersApi: string, scenario: Scenario) {
 }
 
 /** The cancel-after-payment scenario: waits for PAID (up to a minute), then cancels. */
-async function cancelOncePaid(ordersApi: string, orderId: string): Promise<void> {
+async function cancelOncePaid(options: ConsoleOptions, orderId: string): Promise<void> {
+  const auth = await asCustomer(options);
   for (let i = 0; i < 120; i++) {
     await new Promise((resolve) => setTimeout(resolve, 500));
-    const res = await fetch(`${ordersApi}/orders/${orderId}`).catch(() => undefined);
+    const res = await fetch(`${options.ordersApi}/orders/${orderId}`, { headers: auth }).catch(() => undefined);
     const status = res?.ok ? ((await res.json()) as { status: string }).status : undefined;
     if (status === 'PAID') {
-      await fetch(`${ordersApi}/orders/${orderId}/cancel`, {
+      await fetch(`${options.ordersApi}/orders/${orderId}/cancel`, {
         method: 'POST',
-        headers: { 'content-type': 'application/json' },
+        headers: { 'content-type': 'application/json', ...auth },
         body: '{}',
       }).catch(() => undefined);
       return;

@@ -1,8 +1,10 @@
 // The teaching console (`pnpm start` runs it on 3000; compose as `console`). Reads:
 // ORDERS_/INVENTORY_/PAYMENTS_/NOTIFICATIONS_DATABASE_URL (or POSTGRES_URL), REDIS_URL,
 // IDEM_QUEUE_PREFIX, ORDERS_API, MAIL_API, STRIPE_API_BASE, STRIPE_API_KEY, ADMIN_TOKEN,
-// CONSOLE_PROCESSES (name=url,…), PORT, CONSOLE_HOST.
+// JWT_SECRET (JWT_ISSUER, JWT_AUDIENCE) to sign in as its customer, CONSOLE_PROCESSES
+// (name=url,…), PORT, CONSOLE_HOST.
 import { SERVICES } from '@idem/checker';
+import { DEFAULT_TOKEN_CLAIMS, mintCustomerToken } from '@idem/http';
 import { createConsole } from './console.js';
 
 const env = process.env;
@@ -26,9 +28,17 @@ const console_ = createConsole({
     apiKey: env.STRIPE_API_KEY ?? 'sk_test_idem_simulator',
   },
   ...(env.ADMIN_TOKEN ? { adminToken: env.ADMIN_TOKEN } : {}),
+  ...(env.JWT_SECRET ? { customerToken: () => mintCustomerToken(tokens(env.JWT_SECRET!), 'console') } : {}),
   processes,
   lessons: env.CONSOLE_LESSONS === '1',
 });
+function tokens(secret: string) {
+  return {
+    secret,
+    issuer: env.JWT_ISSUER || DEFAULT_TOKEN_CLAIMS.issuer,
+    audience: env.JWT_AUDIENCE || DEFAULT_TOKEN_CLAIMS.audience,
+  };
+}
 const port = Number(env.PORT ?? 3000);
 const listening = await console_.listen(port, env.CONSOLE_HOST ?? '127.0.0.1');
 console.log(JSON.stringify({ service: 'console', msg: `console on http://127.0.0.1:${port}` }));

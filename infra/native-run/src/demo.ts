@@ -6,9 +6,17 @@ import { runStories } from './stories.js';
 import { systemFromEnv } from './system.js';
 
 const { urls, queuePrefix } = systemFromEnv();
+const adminToken = process.env.ADMIN_TOKEN;
+if (!adminToken) {
+  console.error(
+    'set ADMIN_TOKEN to the system’s operator token: the demo reads payments and e-mails, which only the operator may\n' +
+      '(start the system with it too: IDEM_FAULTS_ENABLED=1 ADMIN_TOKEN=0123456789abcdef pnpm start)',
+  );
+  process.exit(2);
+}
 
 try {
-  const results = await runStories(urls);
+  const results = await runStories(urls, adminToken);
   console.table(
     results.map((r) => ({
       story: r.story,
@@ -21,7 +29,7 @@ try {
     })),
   );
   const story = await duplicateStory(urls, {
-    adminToken: process.env.ADMIN_TOKEN,
+    adminToken,
     redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
     queuePrefix,
   });

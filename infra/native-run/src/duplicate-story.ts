@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { readJournal, type DeliveryEntry } from '@idem/messaging';
 import { Redis } from 'ioredis';
-import { waitForStatus, type SystemUrls } from './stories.js';
+import { CUSTOMER, waitForStatus, type SystemUrls } from './stories.js';
+import { asCustomer } from './tokens.js';
 
 export type DuplicateStory =
   | { readonly ran: true; readonly orderId: string; readonly status: string; readonly consumers: ConsumerCount[] }
@@ -47,9 +48,10 @@ export async function duplicateStory(
         'content-type': 'application/json',
         'idempotency-key': randomUUID(),
         'x-correlation-id': correlationId,
+        ...(await asCustomer(CUSTOMER)),
       },
       body: JSON.stringify({
-        customerEmail: 'ada@example.com',
+        customerEmail: `${CUSTOMER}@example.com`,
         currency: 'eur',
         paymentMethod: 'pm_card_visa',
         lines: [{ sku: 'keyboard', quantity: 1, unitPriceCents: 4999 }],

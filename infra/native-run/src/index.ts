@@ -1,4 +1,13 @@
-export { runStories, placeOrder, waitForStatus, getJson, type StoryResult, type SystemUrls } from './stories.js';
+export {
+  runStories,
+  placeOrder,
+  waitForStatus,
+  getJson,
+  CUSTOMER,
+  type StoryResult,
+  type SystemUrls,
+} from './stories.js';
+export { asCustomer, asOperator, customerToken, customerTokensOf, DEVELOPMENT_JWT_SECRET } from './tokens.js';
 export {
   startSystem,
   describeSystem,
@@ -6,6 +15,7 @@ export {
   SERVICES,
   DEFAULT_PORTS,
   QUICK_TAKEOVER_ENV,
+  UNLIMITED_ORDERS_ENV,
   type RunningSystem,
   type ServiceName,
   type SystemOptions,

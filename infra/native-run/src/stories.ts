@@ -1,9 +1,14 @@
 import { randomUUID } from 'node:crypto';
+import { asCustomer, asOperator } from './tokens.js';
 
 /**
  * The demo's four stories, driven through the public HTTP APIs only: one order that is paid,
  * one rejected for stock, one whose card is declined, one cancelled after payment (refunded).
+ * The customer `ada` places and reads the orders; the operator reads payments and e-mails.
  */
+
+/** Who places the clients' orders unless told otherwise. */
+export const CUSTOMER = 'ada';
 
 export interface SystemUrls {
   readonly orders: string;
@@ -34,15 +39,17 @@ export async function placeOrder(
   lines: { sku: string; quantity: number; unitPriceCents: number }[],
   paymentMethod = 'pm_card_visa',
   idempotencyKey?: string,
+  customerId = CUSTOMER,
 ): Promise<Order> {
   // Always with an Idempotency-Key: a 503 can come after an ambiguous commit, and the retry
   // below must not place a second order.
   const key = idempotencyKey ?? randomUUID();
+  const auth = await asCustomer(customerId);
   const res = await retryUnavailable(() =>
     fetch(`${urls.orders}/orders`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', 'idempotency-key': key },
-      body: JSON.stringify({ customerEmail: 'ada@example.com', currency: 'eur', paymentMethod, lines }),
+      headers: { 'content-type': 'application/json', 'idempotency-key': key, ...auth },
+      body: JSON.stringify({ customerEmail: `${customerId}@example.com`, currency: 'eur', paymentMethod, lines }),
     }),
   );
   if (res.status !== 201) throw new Error(`POST /orders answered ${res.status}: ${await res.text()}`);
@@ -58,8 +65,9 @@ async function retryUnavailable(request: () => Promise<Response>, attempts = 5):
   }
 }
 
-export async function getJson<T>(url: string): Promise<T> {
-  const res = await fetch(url);
+/** GETs JSON, with `Authorization` when the resource needs a caller (see asCustomer, asOperator). */
+export async function getJson<T>(url: string, auth: { authorization?: string } = {}): Promise<T> {
+  const res = await fetch(url, { headers: auth });
   if (!res.ok) throw new Error(`GET ${url} answered ${res.status}`);
   return (await res.json()) as T;
 }
@@ -70,10 +78,12 @@ export async function waitForStatus(
   orderId: string,
   statuses: ReadonlySet<string>,
   timeoutMs = 30_000,
+  customerId = CUSTOMER,
 ): Promise<Order> {
   const deadline = Date.now() + timeoutMs;
+  const auth = await asCustomer(customerId);
   for (;;) {
-    const order = await getJson<Order>(`${urls.orders}/orders/${orderId}`);
+    const order = await getJson<Order>(`${urls.orders}/orders/${orderId}`, auth);
     if (statuses.has(order.status) || Date.now() > deadline) return order;
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
@@ -81,6 +91,7 @@ export async function waitForStatus(
 
 async function settle(
   urls: SystemUrls,
+  operator: { authorization?: string },
   story: string,
   orderId: string,
   expected: string,
@@ -91,13 +102,17 @@ async function settle(
   let emails: { kind: string; status: string }[] = [];
   while (Date.now() < deadline) {
     emails = (
-      await getJson<{ emails: { kind: string; status: string }[] }>(`${urls.notifications}/emails?orderId=${orderId}`)
+      await getJson<{ emails: { kind: string; status: string }[] }>(
+        `${urls.notifications}/emails?orderId=${orderId}`,
+        operator,
+      )
     ).emails;
     if (wantEmails.every((kind) => emails.some((e) => e.kind === kind && e.status === 'sent'))) break;
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
-  const payments = (await getJson<{ payments: { status: string }[] }>(`${urls.payments}/payments?orderId=${orderId}`))
-    .payments;
+  const payments = (
+    await getJson<{ payments: { status: string }[] }>(`${urls.payments}/payments?orderId=${orderId}`, operator)
+  ).payments;
   const sent = emails.filter((e) => e.status === 'sent').map((e) => e.kind);
   return {
     story,
@@ -110,7 +125,9 @@ async function settle(
   };
 }
 
-export async function runStories(urls: SystemUrls): Promise<StoryResult[]> {
+/** Needs the operator token: payments and e-mails are operator reads. */
+export async function runStories(urls: SystemUrls, adminToken: string | undefined): Promise<StoryResult[]> {
+  const operator = asOperator(adminToken);
   const paid = await placeOrder(urls, [{ sku: 'keyboard', quantity: 1, unitPriceCents: 4999 }]);
   const rejected = await placeOrder(urls, [{ sku: 'sold-out', quantity: 1, unitPriceCents: 999 }]);
   const declined = await placeOrder(
@@ -121,18 +138,18 @@ export async function runStories(urls: SystemUrls): Promise<StoryResult[]> {
   const refunded = await placeOrder(urls, [{ sku: 'monitor', quantity: 1, unitPriceCents: 19999 }]);
 
   const results = await Promise.all([
-    settle(urls, 'paid', paid.orderId, 'PAID', ['order-received', 'receipt']),
-    settle(urls, 'rejected for stock', rejected.orderId, 'REJECTED', ['order-received']),
-    settle(urls, 'card declined', declined.orderId, 'PAYMENT_FAILED', ['order-received']),
+    settle(urls, operator, 'paid', paid.orderId, 'PAID', ['order-received', 'receipt']),
+    settle(urls, operator, 'rejected for stock', rejected.orderId, 'REJECTED', ['order-received']),
+    settle(urls, operator, 'card declined', declined.orderId, 'PAYMENT_FAILED', ['order-received']),
     (async () => {
       await waitForStatus(urls, refunded.orderId, FINAL);
       const cancel = await fetch(`${urls.orders}/orders/${refunded.orderId}/cancel`, {
         method: 'POST',
-        headers: { 'content-type': 'application/json' },
+        headers: { 'content-type': 'application/json', ...(await asCustomer(CUSTOMER)) },
         body: JSON.stringify({ reason: 'changed my mind' }),
       });
       if (!cancel.ok) throw new Error(`cancel answered ${cancel.status}: ${await cancel.text()}`);
-      return settle(urls, 'cancelled after payment', refunded.orderId, 'REFUNDED', [
+      return settle(urls, operator, 'cancelled after payment', refunded.orderId, 'REFUNDED', [
         'order-received',
         'receipt',
         'refund',

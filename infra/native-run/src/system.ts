@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { customerTokensOf } from './tokens.js';
 
 /**
  * The whole system as native processes: every service's database migrated by its own
@@ -42,6 +43,8 @@ export interface SystemOptions {
 
 export interface RunningSystem {
   readonly urls: Record<ServiceName | 'stripe' | 'smtp' | 'mail' | 'console', string>;
+  /** The operator token the services were started with (ADMIN_TOKEN), if any. */
+  readonly adminToken: string | undefined;
   readonly databaseUrls: Record<ServiceName, string>;
   readonly queuePrefix: string;
   /** The running process of each part, e.g. to SIGKILL one. */
@@ -65,6 +68,15 @@ export const QUICK_TAKEOVER_ENV = {
   DISPATCHER_LEASE_MS: '6000',
   SMTP_TIMEOUT_MS: '400',
   DATABASE_POOL_MAX: '4',
+} as const;
+
+/**
+ * Rate limits out of the way, for runs that place orders as fast as they can as one customer
+ * from one address (the bench, the chaos run, the e2e tests).
+ */
+export const UNLIMITED_ORDERS_ENV = {
+  RATE_LIMIT_ORDERS_PER_CUSTOMER: '1000000',
+  RATE_LIMIT_ORDERS_PER_ADDRESS: '1000000',
 } as const;
 
 /** The native run's ports (each plus `portOffset`). */
@@ -144,6 +156,9 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
     name: options.name,
   });
   const log = options.log ?? colouredStdout();
+  const env = { ...process.env, ...options.env };
+  // Customer tokens are checked by orders and minted by the console (and by any client: tokens.ts).
+  const jwtSecret = customerTokensOf(env).secret;
 
   const parts: Record<string, { entry: string; instrumented?: true; env: Record<string, string>; health: string }> = {
     'stripe-sim': {
@@ -170,6 +185,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
             IDEM_QUEUE_PREFIX: queuePrefix,
             STRIPE_API_BASE: urls.stripe,
             SMTP_URL: urls.smtp,
+            ...(service === 'orders' ? { JWT_SECRET: jwtSecret } : {}),
             ...options.env,
             ...options.serviceEnv?.[service],
           },
@@ -195,6 +211,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
         CONSOLE_LESSONS: '1',
         TEST_POSTGRES_URL: postgresUrl,
         ...(options.env?.ADMIN_TOKEN ? { ADMIN_TOKEN: options.env.ADMIN_TOKEN } : {}),
+        JWT_SECRET: jwtSecret,
       },
       health: `${urls.console}/health`,
     };
@@ -268,6 +285,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
 
   return {
     urls,
+    adminToken: env.ADMIN_TOKEN,
     databaseUrls,
     queuePrefix,
     processes,

@@ -8,16 +8,22 @@ import { HttpError } from './errors.js';
  * lengths leak nothing either).
  */
 export function requireAdmin(token: string | undefined): RequestHandler {
-  const expected = token ? digest(token) : undefined;
+  const isOperator = adminTokenMatcher(token);
   return (req, _res, next) => {
-    if (!expected) throw new HttpError('admin_disabled', 'set ADMIN_TOKEN to enable operator endpoints');
+    if (!isOperator) throw new HttpError('admin_disabled', 'set ADMIN_TOKEN to enable operator endpoints');
     const header = req.get('authorization') ?? '';
     const match = /^Bearer (.+)$/.exec(header);
     if (!match) throw new HttpError('unauthorized', 'send Authorization: Bearer <ADMIN_TOKEN>');
-    if (!timingSafeEqual(digest(match[1]!), expected))
-      throw new HttpError('forbidden', 'the operator token is not valid');
+    if (!isOperator(match[1]!)) throw new HttpError('forbidden', 'the operator token is not valid');
     next();
   };
+}
+
+/** Whether a presented token is the operator's; undefined when no ADMIN_TOKEN is configured. */
+export function adminTokenMatcher(token: string | undefined): ((presented: string) => boolean) | undefined {
+  if (!token) return undefined;
+  const expected = digest(token);
+  return (presented) => timingSafeEqual(digest(presented), expected);
 }
 
 function digest(value: string): Buffer {

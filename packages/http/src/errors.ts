@@ -12,6 +12,7 @@ export const STATUS_OF = {
   conflict: 409,
   idempotency_key_in_flight: 409,
   payload_too_large: 413,
+  rate_limited: 429,
   unsupported_media_type: 415,
   idempotency_key_reused: 422,
   internal_error: 500,
@@ -27,13 +28,16 @@ export interface FieldError {
 
 export class HttpError extends Error {
   readonly errors?: readonly FieldError[];
+  /** Response headers the problem needs (`Retry-After`, `WWW-Authenticate`). */
+  readonly headers?: Readonly<Record<string, string>>;
   constructor(
     readonly code: ErrorCode,
     message: string,
-    options: ErrorOptions & { errors?: readonly FieldError[] } = {},
+    options: ErrorOptions & { errors?: readonly FieldError[]; headers?: Record<string, string> } = {},
   ) {
     super(message, options);
     if (options.errors) this.errors = options.errors;
+    if (options.headers) this.headers = options.headers;
   }
 
   get status(): number {

@@ -10,3 +10,13 @@ export {
   type ListenOptions,
   type RunningServer,
 } from './app.js';
+export {
+  authenticate,
+  callerOf,
+  addressOf,
+  mintCustomerToken,
+  DEFAULT_TOKEN_CLAIMS,
+  type Caller,
+  type CustomerTokens,
+} from './callers.js';
+export { rateLimit, type RateLimit } from './rate-limit.js';

@@ -11,6 +11,7 @@ const TITLES: Record<ErrorCode, string> = {
   conflict: 'Conflict with the current state',
   idempotency_key_in_flight: 'A request with this Idempotency-Key is still in progress',
   payload_too_large: 'The request body is too large',
+  rate_limited: 'Too many requests',
   unsupported_media_type: 'The request body must be application/json',
   idempotency_key_reused: 'This Idempotency-Key was used with a different request',
   internal_error: 'Internal error',
@@ -47,6 +48,7 @@ export function problemHandler(
     if (error instanceof HttpError) {
       // A dependency that is only busy or briefly away: tell the client when to retry.
       if (error.code === 'dependency_unavailable') res.set('Retry-After', '1');
+      if (error.headers) res.set(error.headers);
       return sendProblem(res, error.code, error.message, error.errors);
     }
     const bodyError = error as { type?: string; limit?: number };

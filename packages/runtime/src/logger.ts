@@ -9,7 +9,15 @@ export function createLogger(service: string, level: string): Logger {
     name: service,
     level,
     base: { service },
-    redact: ['*.password', '*.token', '*.apiKey', 'config.ADMIN_TOKEN', 'config.STRIPE_API_KEY', 'config.SMTP_URL'],
+    redact: [
+      '*.password',
+      '*.token',
+      '*.apiKey',
+      'config.ADMIN_TOKEN',
+      'config.JWT_SECRET',
+      'config.STRIPE_API_KEY',
+      'config.SMTP_URL',
+    ],
   });
 }
 

@@ -68,7 +68,8 @@ export interface ServiceDefinition<Tx extends SqlClient> {
   /** Whether the service writes an outbox that a relay must publish. */
   readonly publishes: boolean;
   readonly workers?: readonly BackgroundWorker[];
-  readonly routes?: (app: Express) => void;
+  /** Adds the service's API; `redis` is the process's connection (rate limits count there). */
+  readonly routes?: (app: Express, context: { redis: Redis }) => void;
   /** Registers the service's own gauges (work items by status, ...). */
   readonly metrics?: (metrics: Metrics) => void;
   /** Where deliveries (and the service's own provider calls) are recorded for people to see. @defaultValue one of its own ({@link journalFor}) */
@@ -234,7 +235,7 @@ export async function runService<Tx extends SqlClient>(service: ServiceDefinitio
       });
       faultRoutes(app, { faults, adminToken: config.ADMIN_TOKEN, process: me });
       if (!roles.has('http')) return;
-      service.routes?.(app);
+      service.routes?.(app, { redis });
       if (service.publishes) parkedRoutes(app, { db, adminToken: config.ADMIN_TOKEN });
       deadLetterRoutes(app, {
         inbox,

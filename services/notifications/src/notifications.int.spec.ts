@@ -216,7 +216,9 @@ describe('email dispatcher', () => {
 });
 
 describe('GET /emails', () => {
-  it('lists the email work items of an order', async () => {
+  it('lists the email work items of an order, to the operator only', async () => {
+    const ADMIN_TOKEN = 'test-admin-token-0123456789';
+    const operator = { authorization: `Bearer ${ADMIN_TOKEN}` };
     const prefix = uniqueName('idem_test_notifications');
     const service = await startNotifications(
       loadConfig({
@@ -225,18 +227,23 @@ describe('GET /emails', () => {
         PORT: '0',
         LOG_LEVEL: 'silent',
         IDEM_ROLES: 'http',
+        ADMIN_TOKEN,
       }),
     );
+    const emails = (query: string, headers: Record<string, string> = operator) =>
+      fetch(`http://127.0.0.1:${service.http.port}/emails${query}`, { headers });
     try {
       const order = await placeAndCapture();
-      const res = await fetch(`http://127.0.0.1:${service.http.port}/emails?orderId=${order.body.orderId}`);
+      expect((await emails(`?orderId=${order.body.orderId}`, {})).status).toBe(401);
+      expect((await emails(`?orderId=${order.body.orderId}`, { authorization: 'Bearer wrong' })).status).toBe(403);
+      const res = await emails(`?orderId=${order.body.orderId}`);
       const body = (await res.json()) as { emails: { kind: string; status: string }[] };
       expect(body.emails.map((e) => [e.kind, e.status])).toEqual([
         ['order-received', 'pending'],
         ['receipt', 'pending'],
       ]);
-      expect((await fetch(`http://127.0.0.1:${service.http.port}/emails?orderId=${randomUUID()}`)).status).toBe(200);
-      expect((await fetch(`http://127.0.0.1:${service.http.port}/emails`)).status).toBe(400);
+      expect((await emails(`?orderId=${randomUUID()}`)).status).toBe(200);
+      expect((await emails('')).status).toBe(400);
     } finally {
       await service.stop();
       await deleteQueues(prefix);

@@ -43,7 +43,7 @@ export async function startNotifications(
         smtpTimeoutMs: config.SMTP_TIMEOUT_MS,
       }),
     ],
-    routes: (app) => emailRoutes(app, { db }),
+    routes: (app) => emailRoutes(app, { db, adminToken: config.ADMIN_TOKEN }),
     metrics: (metrics) =>
       metrics.gauge(
         'idem_email_work_items',

@@ -1,14 +1,32 @@
+import { DEFAULT_TOKEN_CLAIMS } from '@idem/http';
 import { baseConfigSchema, parseConfig } from '@idem/runtime';
 import { z } from 'zod';
 
-export const configSchema = baseConfigSchema('orders', 3001).extend({
-  /** How long an Idempotency-Key and its stored response are kept. @defaultValue 24 h */
-  IDEMPOTENCY_KEY_RETENTION_MS: z.coerce
-    .number()
-    .int()
-    .positive()
-    .default(24 * 3_600_000),
-});
+const perWindow = z.coerce.number().int().positive();
+
+export const configSchema = baseConfigSchema('orders', 3001)
+  .extend({
+    /** How long an Idempotency-Key and its stored response are kept. @defaultValue 24 h */
+    IDEMPOTENCY_KEY_RETENTION_MS: z.coerce
+      .number()
+      .int()
+      .positive()
+      .default(24 * 3_600_000),
+    /** HS256 key that customer tokens are signed with (`pnpm token` mints one). Or JWT_JWKS_URL. */
+    JWT_SECRET: z.string().min(32, 'use at least 32 characters').optional(),
+    /** An identity provider's key set (RS256, ES256, EdDSA tokens), instead of JWT_SECRET. */
+    JWT_JWKS_URL: z.url().optional(),
+    JWT_ISSUER: z.string().min(1).default(DEFAULT_TOKEN_CLAIMS.issuer),
+    JWT_AUDIENCE: z.string().min(1).default(DEFAULT_TOKEN_CLAIMS.audience),
+    /** `POST /orders` allowed per customer, and per client address, in each RATE_LIMIT_WINDOW_MS. */
+    RATE_LIMIT_ORDERS_PER_CUSTOMER: perWindow.default(30),
+    RATE_LIMIT_ORDERS_PER_ADDRESS: perWindow.default(300),
+    RATE_LIMIT_WINDOW_MS: perWindow.default(60_000),
+  })
+  .refine((config) => !(config.JWT_SECRET && config.JWT_JWKS_URL), {
+    path: ['JWT_JWKS_URL'],
+    message: 'set JWT_SECRET or JWT_JWKS_URL, not both: tokens are checked against one issuer',
+  });
 export type OrdersConfig = ReturnType<typeof loadConfig>;
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env) {

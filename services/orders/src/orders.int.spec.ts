@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import type { Envelope } from '@idem/contracts';
+import { DEFAULT_TOKEN_CLAIMS, mintCustomerToken } from '@idem/http';
 import { createInbox } from '@idem/inbox';
 import { createMigratedDatabase, deleteQueues, orderPlacedMessage, uniqueName } from '@idem/testkit';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -15,20 +16,26 @@ let db: PrismaClient;
 let service: Awaited<ReturnType<typeof startOrders>>;
 const prefix = uniqueName('idem_test_orders');
 const now = () => new Date();
+const JWT_SECRET = 'orders-test-signing-key-0123456789abcdef';
+const ADMIN_TOKEN = 'orders-test-operator-token';
+/** The settings every orders process in this file starts with. */
+const configOf = (env: Record<string, string> = {}) =>
+  loadConfig({
+    DATABASE_URL: database.url,
+    IDEM_QUEUE_PREFIX: prefix,
+    PORT: '0',
+    LOG_LEVEL: 'silent',
+    IDEM_ROLES: 'http',
+    JWT_SECRET,
+    ADMIN_TOKEN,
+    ...env,
+  });
 
 beforeAll(async () => {
   database = await createMigratedDatabase('orders', fileURLToPath(new URL('../prisma/migrations', import.meta.url)));
   db = connectDatabase(database.url);
   // HTTP only: these tests look at what the API writes, the relay would publish it away.
-  service = await startOrders(
-    loadConfig({
-      DATABASE_URL: database.url,
-      IDEM_QUEUE_PREFIX: prefix,
-      PORT: '0',
-      LOG_LEVEL: 'silent',
-      IDEM_ROLES: 'http',
-    }),
-  );
+  service = await startOrders(configOf({ RATE_LIMIT_ORDERS_PER_CUSTOMER: '1000' }));
 });
 afterAll(async () => {
   await service.stop();
@@ -45,6 +52,14 @@ const orderOf = async (res: Response) => (await res.json()) as OrderJson;
 const pageOf = async (res: Response) => (await res.json()) as { orders: OrderView[]; nextCursor: string | null };
 
 const url = (path: string) => `http://127.0.0.1:${service.http.port}${path}`;
+const tokenOf = (customerId: string, claims: Partial<{ secret: string; issuer: string; audience: string }> = {}) =>
+  mintCustomerToken({ secret: JWT_SECRET, ...DEFAULT_TOKEN_CLAIMS, ...claims }, customerId);
+/** `Authorization` as a customer, or as the operator. */
+const as = async (customerId: string) => ({ authorization: `Bearer ${await tokenOf(customerId)}` });
+const operator = { authorization: `Bearer ${ADMIN_TOKEN}` };
+/** GET as a caller (the customer ada unless told otherwise). */
+const get = async (path: string, auth?: Record<string, string>) =>
+  fetch(url(path), { headers: auth ?? (await as('ada')) });
 const validOrder = () => ({
   customerEmail: 'ada@example.com',
   currency: 'EUR',
@@ -54,10 +69,11 @@ const validOrder = () => ({
     { sku: 'mouse', quantity: 1, unitPriceCents: 1999 },
   ],
 });
-const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
+/** POST as a caller (the customer ada unless the headers carry another `authorization`). */
+const post = async (path: string, body: unknown, headers: Record<string, string> = {}) =>
   fetch(url(path), {
     method: 'POST',
-    headers: { 'content-type': 'application/json', ...headers },
+    headers: { 'content-type': 'application/json', ...(await as('ada')), ...headers },
     body: typeof body === 'string' ? body : JSON.stringify(body),
   });
 const nothingWritten = async () => {
@@ -150,7 +166,7 @@ describe('Idempotency-Key', () => {
     let locked!: () => void;
     const isLocked = new Promise<void>((resolve) => (locked = resolve));
     const inFlight = db.$transaction(async (tx) => {
-      await tx.$executeRaw`SELECT pg_advisory_xact_lock(hashtextextended(${'idempotency:key-3'}, 0))`;
+      await tx.$executeRaw`SELECT pg_advisory_xact_lock(hashtextextended(${JSON.stringify(['idempotency', 'ada', 'key-3'])}, 0))`;
       locked();
       await holding;
     });
@@ -169,22 +185,23 @@ describe('reading and cancelling orders', () => {
 
   it('shows an order with its lines and status history', async () => {
     const { orderId } = await place();
-    const res = await fetch(url(`/orders/${orderId}`));
+    const res = await get(`/orders/${orderId}`);
     expect(await orderOf(res)).toMatchObject({
       orderId,
+      customerId: 'ada',
       status: 'PENDING',
       lines: [{ sku: 'keyboard' }, { sku: 'mouse' }],
       history: [{ version: 1, status: 'PENDING', causationId: null }],
     });
-    expect((await fetch(url(`/orders/${randomUUID()}`))).status).toBe(404);
-    expect((await fetch(url('/orders/not-a-uuid'))).status).toBe(400);
+    expect((await get(`/orders/${randomUUID()}`)).status).toBe(404);
+    expect((await get('/orders/not-a-uuid')).status).toBe(400);
   });
 
   it('lists recent orders page by page', async () => {
     const ids = [];
     for (let i = 0; i < 5; i++) ids.push((await place()).orderId);
-    const first = await pageOf(await fetch(url('/orders?limit=3')));
-    const second = await pageOf(await fetch(url(`/orders?limit=3&cursor=${first.nextCursor}`)));
+    const first = await pageOf(await get('/orders?limit=3'));
+    const second = await pageOf(await get(`/orders?limit=3&cursor=${first.nextCursor}`));
     const listed = [...first.orders, ...second.orders].map((o) => o.orderId);
     expect(new Set(listed)).toEqual(new Set(ids));
     expect(second.nextCursor).toBeNull();
@@ -211,6 +228,139 @@ describe('reading and cancelling orders', () => {
     expect(res.status).toBe(409);
   });
 });
+
+describe('callers own what they create', () => {
+  const placeAs = async (customerId: string, headers: Record<string, string> = {}) =>
+    post('/orders', validOrder(), { ...(await as(customerId)), ...headers });
+
+  it.each([
+    ['no Authorization', async () => ({})],
+    [
+      'a token signed with another key',
+      async () => ({ authorization: `Bearer ${await tokenOf('ada', { secret: 'x'.repeat(40) })}` }),
+    ],
+    [
+      'a token for another audience',
+      async () => ({ authorization: `Bearer ${await tokenOf('ada', { audience: 'payments' })}` }),
+    ],
+    [
+      'a token from another issuer',
+      async () => ({ authorization: `Bearer ${await tokenOf('ada', { issuer: 'evil' })}` }),
+    ],
+    [
+      'an expired token',
+      async () => ({
+        authorization: `Bearer ${await mintCustomerToken({ secret: JWT_SECRET, ...DEFAULT_TOKEN_CLAIMS }, 'ada', { expiresIn: '-1m' })}`,
+      }),
+    ],
+    ['an unsigned token', async () => ({ authorization: `Bearer ${unsigned('ada')}` })],
+    ['a wrong operator token', async () => ({ authorization: 'Bearer not-the-operator-token' })],
+  ])('answers 401 with a Bearer challenge to %s, on every route, writing nothing', async (_what, auth) => {
+    const headers = await auth();
+    const { orderId } = await orderOf(await placeAs('ada'));
+    for (const res of [
+      await fetch(url('/orders'), {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...headers },
+        body: JSON.stringify(validOrder()),
+      }),
+      await get('/orders', headers),
+      await get(`/orders/${orderId}`, headers),
+      await fetch(url(`/orders/${orderId}/cancel`), { method: 'POST', headers }),
+    ]) {
+      expect(res.status).toBe(401);
+      expect(res.headers.get('www-authenticate')).toMatch(/^Bearer /);
+      expect(await res.json()).toMatchObject({ code: 'unauthorized' });
+    }
+    expect(await db.order.count()).toBe(1);
+    expect((await db.order.findUniqueOrThrow({ where: { id: orderId } })).status).toBe('PENDING');
+  });
+
+  it("answers 404 for another customer's order, to read it or cancel it, and changes nothing", async () => {
+    const { orderId } = await orderOf(await placeAs('ada'));
+    const bob = await as('bob');
+    expect((await get(`/orders/${orderId}`, bob)).status).toBe(404);
+    const cancel = await fetch(url(`/orders/${orderId}/cancel`), { method: 'POST', headers: bob });
+    expect(cancel.status).toBe(404);
+    expect((await db.order.findUniqueOrThrow({ where: { id: orderId } })).status).toBe('PENDING');
+    expect(await db.outboxMessage.count({ where: { type: 'orders.order-cancelled.v1' } })).toBe(0);
+  });
+
+  it("lists the caller's own orders; the operator lists, reads and cancels every order but places none", async () => {
+    const adas = [(await orderOf(await placeAs('ada'))).orderId, (await orderOf(await placeAs('ada'))).orderId];
+    const bobs = (await orderOf(await placeAs('bob'))).orderId;
+    const idsOf = async (auth: Record<string, string>) =>
+      (await pageOf(await get('/orders', auth))).orders.map((o) => o.orderId).sort();
+    expect(await idsOf(await as('ada'))).toEqual([...adas].sort());
+    expect(await idsOf(await as('bob'))).toEqual([bobs]);
+    expect(await idsOf(await as('carol'))).toEqual([]);
+    expect(await idsOf(operator)).toEqual([...adas, bobs].sort());
+
+    expect(await orderOf(await get(`/orders/${bobs}`, operator))).toMatchObject({ customerId: 'bob' });
+    const cancel = await fetch(url(`/orders/${bobs}/cancel`), { method: 'POST', headers: operator });
+    expect(await cancel.json()).toMatchObject({ status: 'CANCELLED' });
+    const placed = await post('/orders', validOrder(), operator);
+    expect(placed.status).toBe(403);
+    expect(await db.order.count()).toBe(3);
+  });
+
+  it('scopes an Idempotency-Key per customer: the same key and body from two customers are two orders', async () => {
+    const key = { 'idempotency-key': 'shared-key' };
+    const ada = await placeAs('ada', key);
+    const bob = await placeAs('bob', key);
+    expect([ada.status, bob.status]).toEqual([201, 201]);
+    expect(bob.headers.get('idempotent-replayed')).toBeNull();
+    const [first, second] = [await orderOf(ada), await orderOf(bob)];
+    expect(first.orderId).not.toBe(second.orderId);
+    expect(second.customerId).toBe('bob');
+    // ... and each customer's repeat still replays their own.
+    expect((await orderOf(await placeAs('bob', key))).orderId).toBe(second.orderId);
+    expect(await db.order.count()).toBe(2);
+  });
+
+  it('rate-limits POST /orders per customer and per address, counted across instances in Redis, with Retry-After', async () => {
+    // Two instances share the limits through Redis: alternate between them.
+    const limited = {
+      RATE_LIMIT_ORDERS_PER_CUSTOMER: '3',
+      RATE_LIMIT_ORDERS_PER_ADDRESS: '5',
+      RATE_LIMIT_WINDOW_MS: '60000',
+      IDEM_QUEUE_PREFIX: uniqueName('idem_test_limits'),
+    };
+    const instances = [await startOrders(configOf(limited)), await startOrders(configOf(limited))];
+    try {
+      const placeOn = async (i: number, customerId: string) =>
+        fetch(`http://127.0.0.1:${instances[i % 2]!.http.port}/orders`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', ...(await as(customerId)) },
+          body: JSON.stringify(validOrder()),
+        });
+      const dana = [];
+      for (let i = 0; i < 4; i++) dana.push(await placeOn(i, 'dana'));
+      expect(dana.map((r) => r.status)).toEqual([201, 201, 201, 429]);
+      const refused = dana[3]!;
+      expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
+      expect(refused.headers.get('content-type')).toMatch(/application\/problem\+json/);
+      expect(await refused.json()).toMatchObject({ status: 429, code: 'rate_limited' });
+      // Another customer from the same address: two more fit under the address's 5, then 429.
+      const eve = [await placeOn(0, 'eve'), await placeOn(1, 'eve'), await placeOn(0, 'eve')];
+      expect(eve.map((r) => r.status)).toEqual([201, 201, 429]);
+      expect(await db.order.count()).toBe(5);
+      // Reads are not limited.
+      expect(
+        (await fetch(`http://127.0.0.1:${instances[0]!.http.port}/orders`, { headers: await as('dana') })).status,
+      ).toBe(200);
+    } finally {
+      await Promise.all(instances.map((i) => i.stop()));
+    }
+  });
+});
+
+/** A token with `alg: none`: jose refuses it whatever its claims. */
+function unsigned(customerId: string): string {
+  const part = (value: object) => Buffer.from(JSON.stringify(value)).toString('base64url');
+  const { issuer: iss, audience: aud } = DEFAULT_TOKEN_CLAIMS;
+  return `${part({ alg: 'none' })}.${part({ sub: customerId, iss, aud, exp: Math.floor(Date.now() / 1000) + 600 })}.`;
+}
 
 describe('orders consumers', () => {
   const inbox = () => createInbox({ db });
@@ -239,7 +389,7 @@ describe('orders consumers', () => {
     });
     await inbox().consume('orders.payment-captured.v1', captured, transitionOn('payment-captured', { now }));
 
-    const order = await orderOf(await fetch(url(`/orders/${orderId}`)));
+    const order = await orderOf(await get(`/orders/${orderId}`));
     expect(order).toMatchObject({ status: 'PAID', version: 3 });
     expect(order.history.map((h) => [h.status, h.causationId])).toEqual([
       ['PENDING', null],

@@ -3,6 +3,8 @@ import type { Tx, PrismaClient } from './db.js';
 import { nextStatus, type OrderStatus, type OrderTrigger } from './domain/order-status.js';
 
 export interface NewOrder {
+  /** The customer placing it (their token's `sub`): the only caller besides the operator who sees it. */
+  readonly customerId: string;
   readonly customerEmail: string;
   readonly currency: string;
   readonly paymentMethod: string;
@@ -13,6 +15,7 @@ export interface OrderView {
   readonly orderId: string;
   readonly status: OrderStatus;
   readonly version: number;
+  readonly customerId: string;
   readonly customerEmail: string;
   readonly currency: string;
   readonly paymentMethod: string;
@@ -32,6 +35,7 @@ export async function createOrder(tx: Tx, order: NewOrder, now: Date): Promise<O
   const created = await tx.order.create({
     data: {
       id: randomUUID(),
+      customerId: order.customerId,
       customerEmail: order.customerEmail,
       currency: order.currency,
       paymentMethod: order.paymentMethod,
@@ -53,20 +57,24 @@ export type TransitionResult =
   | { readonly kind: 'not_applicable'; readonly status: OrderStatus }
   | { readonly kind: 'unknown_order' };
 
+/** Whose orders a read or a change may touch: one customer's, or (undefined) every order. */
+export type Owner = string | undefined;
+
 /**
  * Moves an order on `trigger` if the state machine allows it from its current status, bumping
  * its version and recording which message (if any) caused the change. The row is locked first,
- * so concurrent events for one order apply one after the other.
+ * so concurrent events for one order apply one after the other. Another owner's order is
+ * `unknown_order`, as if it did not exist.
  */
 export async function applyTransition(
   tx: Tx,
   orderId: string,
   trigger: OrderTrigger,
-  { now, causationId }: { now: Date; causationId: string | null },
+  { now, causationId, owner }: { now: Date; causationId: string | null; owner?: Owner },
 ): Promise<TransitionResult> {
-  const [current] = await tx.$queryRaw<{ status: OrderStatus; version: number }[]>`
-    SELECT status, version FROM orders WHERE id = ${orderId}::uuid FOR UPDATE`;
-  if (!current) return { kind: 'unknown_order' };
+  const [current] = await tx.$queryRaw<{ status: OrderStatus; version: number; customer_id: string }[]>`
+    SELECT status, version, customer_id FROM orders WHERE id = ${orderId}::uuid FOR UPDATE`;
+  if (!current || (owner !== undefined && current.customer_id !== owner)) return { kind: 'unknown_order' };
   const status = nextStatus(current.status, trigger);
   if (!status) return { kind: 'not_applicable', status: current.status };
   const version = current.version + 1;
@@ -78,19 +86,23 @@ export async function applyTransition(
   return { kind: 'changed', order: toView(updated) };
 }
 
-export async function findOrder(db: PrismaClient, orderId: string): Promise<OrderView | undefined> {
-  const order = await db.order.findUnique({ where: { id: orderId }, include: withHistory });
+export async function findOrder(db: PrismaClient, orderId: string, owner?: Owner): Promise<OrderView | undefined> {
+  const order = await db.order.findUnique({ where: { id: orderId, customerId: owner }, include: withHistory });
   return order ? toView(order) : undefined;
 }
 
+/** The owner's orders (every order for undefined), newest first, a page before `before`. */
 export async function listOrders(
   db: PrismaClient,
-  { limit, before }: { limit: number; before?: { createdAt: Date; id: string } },
+  { owner, limit, before }: { owner: Owner; limit: number; before?: { createdAt: Date; id: string } },
 ): Promise<OrderView[]> {
   const orders = await db.order.findMany({
-    where: before
-      ? { OR: [{ createdAt: { lt: before.createdAt } }, { createdAt: before.createdAt, id: { lt: before.id } }] }
-      : {},
+    where: {
+      customerId: owner,
+      ...(before
+        ? { OR: [{ createdAt: { lt: before.createdAt } }, { createdAt: before.createdAt, id: { lt: before.id } }] }
+        : {}),
+    },
     orderBy: [{ createdAt: 'desc' }, { id: 'desc' }],
     take: limit,
     include: withLines,
@@ -108,6 +120,7 @@ function toView(order: OrderRow): OrderView {
     orderId: order.id,
     status: order.status as OrderStatus,
     version: order.version,
+    customerId: order.customerId,
     customerEmail: order.customerEmail,
     currency: order.currency,
     paymentMethod: order.paymentMethod,

@@ -32,7 +32,26 @@ export async function startOrders(
     workers: [
       periodic('idempotency key cleanup', config.MAINTENANCE_INTERVAL_MS, () => purgeExpiredKeys(db, now()), log),
     ],
-    routes: (app) => orderRoutes(app, { db, now, idempotencyKeyRetentionMs: config.IDEMPOTENCY_KEY_RETENTION_MS }),
+    routes: (app, { redis }) =>
+      orderRoutes(app, {
+        db,
+        now,
+        idempotencyKeyRetentionMs: config.IDEMPOTENCY_KEY_RETENTION_MS,
+        tokens: {
+          ...(config.JWT_SECRET ? { secret: config.JWT_SECRET } : {}),
+          ...(config.JWT_JWKS_URL ? { jwksUrl: config.JWT_JWKS_URL } : {}),
+          issuer: config.JWT_ISSUER,
+          audience: config.JWT_AUDIENCE,
+        },
+        adminToken: config.ADMIN_TOKEN,
+        redis,
+        rateLimits: {
+          prefix: config.IDEM_QUEUE_PREFIX,
+          perCustomer: config.RATE_LIMIT_ORDERS_PER_CUSTOMER,
+          perAddress: config.RATE_LIMIT_ORDERS_PER_ADDRESS,
+          windowMs: config.RATE_LIMIT_WINDOW_MS,
+        },
+      }),
   });
   return { ...running, db };
 }

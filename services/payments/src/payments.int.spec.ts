@@ -400,7 +400,10 @@ describe('payments HTTP: an attempt that needs attention', () => {
     const message = stockReserved(randomUUID(), 'pm_card_unknown');
     await reserve(message);
     await worker().runOnce();
-    const { payments } = (await (await fetch(url(`/payments?orderId=${message.body.orderId}`))).json()) as {
+    const lookup = (headers: Record<string, string> = {}) =>
+      fetch(url(`/payments?orderId=${message.body.orderId}`), { headers });
+    expect((await lookup()).status).toBe(401); // payments are an operator read
+    const { payments } = (await (await lookup({ authorization: `Bearer ${ADMIN_TOKEN}` })).json()) as {
       payments: { paymentAttemptId: string; status: string; failureReason: string }[];
     };
     expect(payments).toEqual([

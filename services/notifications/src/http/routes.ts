@@ -1,10 +1,14 @@
-import { validate } from '@idem/http';
+import { requireAdmin, validate } from '@idem/http';
 import type { Express } from 'express';
 import { z } from 'zod';
 import type { PrismaClient } from '../db.js';
 
-export function emailRoutes(app: Express, { db }: { db: PrismaClient }): void {
-  app.get('/emails', async (req, res) => {
+/** E-mails carry customers' addresses and are not tied to a customer here: an operator read. */
+export function emailRoutes(
+  app: Express,
+  { db, adminToken }: { db: PrismaClient; adminToken: string | undefined },
+): void {
+  app.get('/emails', requireAdmin(adminToken), async (req, res) => {
     const { orderId } = validate(z.object({ orderId: z.uuid() }), req.query, 'query');
     const items = await db.emailWorkItem.findMany({ where: { orderId }, orderBy: { createdAt: 'asc' } });
     res.json({

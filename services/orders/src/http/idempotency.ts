@@ -11,7 +11,8 @@ export interface StoredResponse {
 }
 
 /**
- * The Idempotency-Key pattern at the API edge, as Stripe does it. Within one transaction:
+ * The Idempotency-Key pattern at the API edge, as Stripe does it, with keys scoped per customer
+ * (another customer's equal key is another key). Within one transaction:
  * take a lock on the key (a second request while the first is running gets 409), replay the
  * stored response of an earlier request with the same key and body (422 for another body),
  * or run the request and store its response together with its effects, so a crash stores
@@ -19,20 +20,27 @@ export interface StoredResponse {
  */
 export async function idempotent(
   db: PrismaClient,
-  { key, request, now, retentionMs }: { key: string; request: unknown; now: Date; retentionMs: number },
+  {
+    customerId,
+    key,
+    request,
+    now,
+    retentionMs,
+  }: { customerId: string; key: string; request: unknown; now: Date; retentionMs: number },
   run: (tx: Tx) => Promise<StoredResponse>,
 ): Promise<StoredResponse & { replayed: boolean }> {
   const requestHash = bodyHash(request);
   return db.$transaction(async (tx) => {
     const [lock] = await tx.$queryRaw<{ locked: boolean }[]>`
-      SELECT pg_try_advisory_xact_lock(hashtextextended(${`idempotency:${key}`}, 0)) AS locked`;
+      SELECT pg_try_advisory_xact_lock(hashtextextended(${JSON.stringify(['idempotency', customerId, key])}, 0)) AS locked`;
     if (!lock?.locked) {
       throw new HttpError(
         'idempotency_key_in_flight',
         `a request with Idempotency-Key "${key}" is still being processed`,
       );
     }
-    const stored = await tx.idempotencyKey.findUnique({ where: { key } });
+    const id = { customerId, key };
+    const stored = await tx.idempotencyKey.findUnique({ where: { customerId_key: id } });
     if (stored && stored.expiresAt > now) {
       if (stored.requestHash !== requestHash) {
         throw new HttpError(
@@ -50,7 +58,7 @@ export async function idempotent(
       createdAt: now,
       expiresAt: new Date(now.getTime() + retentionMs),
     };
-    await tx.idempotencyKey.upsert({ where: { key }, create: { key, ...record }, update: record });
+    await tx.idempotencyKey.upsert({ where: { customerId_key: id }, create: { ...id, ...record }, update: record });
     return { ...response, replayed: false };
   }, HTTP_TRANSACTION);
 }
@@ -60,8 +68,8 @@ export async function purgeExpiredKeys(db: PrismaClient, now: Date, batchSize = 
   let total = 0;
   for (;;) {
     const deleted = await db.$executeRaw`
-      DELETE FROM idempotency_keys WHERE key IN (
-        SELECT key FROM idempotency_keys WHERE expires_at < ${now} LIMIT ${batchSize})`;
+      DELETE FROM idempotency_keys WHERE (customer_id, key) IN (
+        SELECT customer_id, key FROM idempotency_keys WHERE expires_at < ${now} LIMIT ${batchSize})`;
     total += deleted;
     if (deleted < batchSize) return total;
   }

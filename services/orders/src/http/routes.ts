@@ -1,12 +1,22 @@
 import { randomUUID } from 'node:crypto';
-import { HttpError, validate } from '@idem/http';
+import {
+  addressOf,
+  authenticate,
+  callerOf,
+  HttpError,
+  rateLimit,
+  validate,
+  type Caller,
+  type CustomerTokens,
+} from '@idem/http';
 import { skuSchema } from '@idem/contracts';
 import { enqueue } from '@idem/outbox';
-import type { Express, Request } from 'express';
+import type { Express, Request, Response } from 'express';
+import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import type { PrismaClient, Tx } from '../db.js';
 import { isCancelled } from '../domain/order-status.js';
-import { applyTransition, createOrder, findOrder, listOrders, type OrderView } from '../orders.js';
+import { applyTransition, createOrder, findOrder, listOrders, type OrderView, type Owner } from '../orders.js';
 import { HTTP_TRANSACTION, idempotent } from './idempotency.js';
 
 export const CURRENCIES = ['eur', 'usd', 'gbp', 'chf', 'sek', 'nok', 'dkk', 'pln', 'cad', 'aud'] as const;
@@ -40,11 +50,39 @@ export interface OrderRoutesOptions {
   readonly db: PrismaClient;
   readonly now: () => Date;
   readonly idempotencyKeyRetentionMs: number;
+  /** Who may call: customers with a token, the operator with ADMIN_TOKEN. */
+  readonly tokens: CustomerTokens;
+  readonly adminToken: string | undefined;
+  /** Counts `POST /orders` per customer and per address, across instances. */
+  readonly redis: Redis;
+  readonly rateLimits: { readonly prefix: string; perCustomer: number; perAddress: number; windowMs: number };
 }
 
-export function orderRoutes(app: Express, { db, now, idempotencyKeyRetentionMs }: OrderRoutesOptions): void {
-  app.post('/orders', async (req, res) => {
-    const order = validate(newOrderSchema, req.body);
+/**
+ * The orders API. Every route needs a caller: a customer reaches only their own orders
+ * (another's answers 404, as if it did not exist); the operator reads and cancels any order
+ * but places none, since an order is always some customer's.
+ */
+export function orderRoutes(app: Express, options: OrderRoutesOptions): void {
+  const { db, now, idempotencyKeyRetentionMs, rateLimits } = options;
+  app.use('/orders', authenticate({ tokens: options.tokens, adminToken: options.adminToken }));
+  const limitPlacing = rateLimit({
+    redis: options.redis,
+    prefix: rateLimits.prefix,
+    limits: [
+      {
+        per: 'customer',
+        points: rateLimits.perCustomer,
+        windowMs: rateLimits.windowMs,
+        keyOf: (_req, res) => customerOf(res),
+      },
+      { per: 'address', points: rateLimits.perAddress, windowMs: rateLimits.windowMs, keyOf: addressOf },
+    ],
+  });
+
+  app.post('/orders', limitPlacing, async (req, res) => {
+    const customerId = customerOf(res);
+    const order = { customerId, ...validate(newOrderSchema, req.body) };
     const correlationId = correlationIdOf(req);
     // The order and its order-placed event commit together (transactional outbox).
     const place = async (tx: Tx) => {
@@ -85,6 +123,7 @@ export function orderRoutes(app: Express, { db, now, idempotencyKeyRetentionMs }
     const response = await idempotent(
       db,
       {
+        customerId,
         key,
         request: { method: 'POST', path: '/orders', body: order },
         now: now(),
@@ -98,7 +137,7 @@ export function orderRoutes(app: Express, { db, now, idempotencyKeyRetentionMs }
 
   app.get('/orders/:id', async (req, res) => {
     const { id } = validate(orderIdParam, req.params, 'path');
-    const order = await findOrder(db, id);
+    const order = await findOrder(db, id, ownerOf(callerOf(res)));
     if (!order) throw new HttpError('not_found', `no order ${id}`);
     res.json(order);
   });
@@ -109,7 +148,11 @@ export function orderRoutes(app: Express, { db, now, idempotencyKeyRetentionMs }
       req.query,
       'query',
     );
-    const orders = await listOrders(db, { limit, before: cursor ? decodeCursor(cursor) : undefined });
+    const orders = await listOrders(db, {
+      owner: ownerOf(callerOf(res)),
+      limit,
+      before: cursor ? decodeCursor(cursor) : undefined,
+    });
     const last = orders.at(-1);
     res.json({ orders, nextCursor: orders.length === limit && last ? encodeCursor(last) : null });
   });
@@ -121,12 +164,13 @@ export function orderRoutes(app: Express, { db, now, idempotencyKeyRetentionMs }
       req.body ?? {},
     );
     const correlationId = correlationIdOf(req);
+    const owner = ownerOf(callerOf(res));
     const order = await db.$transaction(async (tx): Promise<OrderView> => {
       const at = now();
-      const result = await applyTransition(tx, id, 'cancel', { now: at, causationId: null });
+      const result = await applyTransition(tx, id, 'cancel', { now: at, causationId: null, owner });
       if (result.kind === 'unknown_order') throw new HttpError('not_found', `no order ${id}`);
       if (result.kind === 'not_applicable') {
-        if (isCancelled(result.status)) return (await findOrder(db, id))!;
+        if (isCancelled(result.status)) return (await findOrder(db, id, owner))!;
         throw new HttpError('conflict', `order ${id} is ${result.status} and can no longer be cancelled`);
       }
       await enqueue(
@@ -145,6 +189,17 @@ export function orderRoutes(app: Express, { db, now, idempotencyKeyRetentionMs }
     }, HTTP_TRANSACTION);
     res.json(order);
   });
+}
+
+/** A customer's orders; the operator's reach is every order. */
+const ownerOf = (caller: Caller): Owner => (caller.kind === 'customer' ? caller.customerId : undefined);
+
+/** The customer calling; the operator places no orders. */
+function customerOf(res: Response): string {
+  const caller = callerOf(res);
+  if (caller.kind !== 'customer')
+    throw new HttpError('forbidden', 'orders are placed by customers, with a customer token');
+  return caller.customerId;
 }
 
 /** The caller's X-Correlation-Id when it is a UUID; a new one otherwise. */

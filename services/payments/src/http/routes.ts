@@ -3,11 +3,12 @@ import type { Express } from 'express';
 import { z } from 'zod';
 import type { PrismaClient } from '../db.js';
 
+/** Payments know orders, not customers: both routes are the operator's. */
 export function paymentRoutes(
   app: Express,
   { db, adminToken, now }: { db: PrismaClient; adminToken: string | undefined; now: () => Date },
 ): void {
-  app.get('/payments', async (req, res) => {
+  app.get('/payments', requireAdmin(adminToken), async (req, res) => {
     const { orderId } = validate(z.object({ orderId: z.uuid() }), req.query, 'query');
     const attempts = await db.paymentAttempt.findMany({ where: { orderId }, orderBy: { createdAt: 'asc' } });
     res.json({

@@ -1,0 +1,98 @@
+import type { Request, RequestHandler, Response } from 'express';
+import { createRemoteJWKSet, errors, jwtVerify, SignJWT, type JWTVerifyResult } from 'jose';
+import { adminTokenMatcher } from './admin.js';
+import { HttpError } from './errors.js';
+
+/** Who sent a request: a customer (the `sub` of a verified JWT), or the operator (ADMIN_TOKEN). */
+export type Caller = { readonly kind: 'customer'; readonly customerId: string } | { readonly kind: 'operator' };
+
+export interface CustomerTokens {
+  /** HS256 key shared with whoever issues customer tokens (`pnpm token` in development). */
+  readonly secret?: string;
+  /** Or an identity provider's key set (RS256, ES256, EdDSA), e.g. `https://issuer/.well-known/jwks.json`. */
+  readonly jwksUrl?: string;
+  readonly issuer: string;
+  readonly audience: string;
+}
+
+/** The issuer and audience customer tokens carry unless JWT_ISSUER and JWT_AUDIENCE say otherwise. */
+export const DEFAULT_TOKEN_CLAIMS = { issuer: 'idem', audience: 'idem-orders' } as const;
+
+const ASYMMETRIC = ['RS256', 'PS256', 'ES256', 'ES384', 'EdDSA'];
+
+/**
+ * Authenticates every request of the routes it guards, as a customer or as the operator, and
+ * keeps the caller for `callerOf`. A customer sends `Authorization: Bearer <JWT>`, verified
+ * (signature, `exp`, issuer, audience) with jose; its `sub` is the customer id. Missing or
+ * invalid credentials answer 401 with a `WWW-Authenticate` challenge; the reason never echoes
+ * the token.
+ */
+export function authenticate({ tokens, adminToken }: { tokens: CustomerTokens; adminToken?: string }): RequestHandler {
+  const isOperator = adminTokenMatcher(adminToken);
+  const verify = verifierOf(tokens);
+  return async (req, res, next) => {
+    const bearer = /^Bearer ([^\s]+)$/.exec(req.get('authorization') ?? '')?.[1];
+    if (!bearer) throw unauthorized('send Authorization: Bearer <token> (a customer JWT, or the operator token)');
+    if (isOperator?.(bearer)) {
+      res.locals.caller = { kind: 'operator' } satisfies Caller;
+      return next();
+    }
+    if (!verify) throw unauthorized('customer tokens are not accepted here: set JWT_SECRET or JWT_JWKS_URL');
+    const customerId = await verify(bearer);
+    if (!customerId) throw unauthorized('the token is not valid (signature, expiry, issuer or audience)');
+    res.locals.caller = { kind: 'customer', customerId } satisfies Caller;
+    next();
+  };
+}
+
+/** The caller `authenticate` let through. */
+export function callerOf(res: Response): Caller {
+  const caller = (res.locals as { caller?: Caller }).caller;
+  if (!caller) throw new Error('callerOf used on a route that authenticate() does not guard');
+  return caller;
+}
+
+/** A request's client address, for limits per address (`req.ip`: the socket's peer unless express trusts a proxy). */
+export const addressOf = (req: Request): string => req.ip ?? req.socket.remoteAddress ?? 'unknown';
+
+/** Signs a customer token, as an identity provider would; for development (`pnpm token`) and tests. */
+export async function mintCustomerToken(
+  { secret, issuer, audience }: Required<Omit<CustomerTokens, 'jwksUrl'>>,
+  customerId: string,
+  { expiresIn = '12h' }: { expiresIn?: string } = {},
+): Promise<string> {
+  return new SignJWT({})
+    .setProtectedHeader({ alg: 'HS256' })
+    .setSubject(customerId)
+    .setIssuer(issuer)
+    .setAudience(audience)
+    .setIssuedAt()
+    .setExpirationTime(expiresIn)
+    .sign(new TextEncoder().encode(secret));
+}
+
+function verifierOf(tokens: CustomerTokens): ((token: string) => Promise<string | undefined>) | undefined {
+  const options = { issuer: tokens.issuer, audience: tokens.audience, requiredClaims: ['sub', 'exp'] };
+  let verify: (token: string) => Promise<JWTVerifyResult>;
+  if (tokens.secret) {
+    const key = new TextEncoder().encode(tokens.secret);
+    verify = (token) => jwtVerify(token, key, { ...options, algorithms: ['HS256'] });
+  } else if (tokens.jwksUrl) {
+    const keySet = createRemoteJWKSet(new URL(tokens.jwksUrl));
+    verify = (token) => jwtVerify(token, keySet, { ...options, algorithms: ASYMMETRIC });
+  } else return undefined;
+  return async (token) => {
+    try {
+      const sub = (await verify(token)).payload.sub!;
+      return sub.length > 0 && sub.length <= 255 ? sub : undefined;
+    } catch (error) {
+      // A token that fails a check is the caller's problem; a key set that cannot be fetched is ours.
+      if (error instanceof errors.JOSEError && !(error instanceof errors.JWKSTimeout)) return undefined;
+      throw new HttpError('dependency_unavailable', "the identity provider's keys cannot be fetched", { cause: error });
+    }
+  };
+}
+
+function unauthorized(message: string): HttpError {
+  return new HttpError('unauthorized', message, { headers: { 'WWW-Authenticate': 'Bearer realm="idem"' } });
+}

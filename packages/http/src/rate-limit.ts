@@ -1,0 +1,57 @@
+import type { Request, RequestHandler, Response } from 'express';
+import type { Redis } from 'ioredis';
+import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
+import { HttpError } from './errors.js';
+
+export interface RateLimit {
+  /** What is limited, e.g. `customer`: part of the Redis key and of the 429's detail. */
+  readonly per: string;
+  /** Requests allowed per window and key. */
+  readonly points: number;
+  readonly windowMs: number;
+  readonly keyOf: (req: Request, res: Response) => string;
+}
+
+/**
+ * Limits requests per key (customer, address, ...) in windows counted in Redis, so every
+ * instance of a service counts together. Past a limit it answers 429 with `Retry-After`.
+ * While Redis is unreachable each instance counts on its own (rate-limiter-flexible's
+ * insurance limiter) rather than refusing every request.
+ */
+export function rateLimit({
+  redis,
+  prefix,
+  limits,
+}: {
+  redis: Redis;
+  prefix: string;
+  limits: readonly RateLimit[];
+}): RequestHandler {
+  const limiters = limits.map((limit) => {
+    const window = { points: limit.points, duration: Math.max(1, Math.ceil(limit.windowMs / 1000)) };
+    return {
+      limit,
+      limiter: new RateLimiterRedis({
+        ...window,
+        storeClient: redis,
+        keyPrefix: `${prefix}:rate-limit:${limit.per}`,
+        insuranceLimiter: new RateLimiterMemory(window),
+      }),
+    };
+  });
+  return async (req, res, next) => {
+    for (const { limit, limiter } of limiters) {
+      try {
+        await limiter.consume(limit.keyOf(req, res));
+      } catch (rejection) {
+        if (!(rejection instanceof RateLimiterRes)) throw rejection;
+        throw new HttpError(
+          'rate_limited',
+          `at most ${limit.points} requests per ${limit.windowMs / 1000} s per ${limit.per}; retry later`,
+          { headers: { 'Retry-After': String(Math.max(1, Math.ceil(rejection.msBeforeNext / 1000))) } },
+        );
+      }
+    }
+    next();
+  };
+}
