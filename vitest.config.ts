@@ -24,6 +24,7 @@ export default defineConfig({
             'services/*/src/**/*.spec.ts',
             'infra/*/src/**/*.spec.ts',
             'infra/*.spec.ts',
+            'deploy/*/*.spec.ts',
           ],
           sequence: { groupOrder: 0 },
         },

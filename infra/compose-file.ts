@@ -68,3 +68,12 @@ export function loadCompose() {
   const compose = parse(interpolate(raw, dotEnv), { merge: true }) as { services: Record<string, ComposeService> };
   return { raw, dotEnv, services: compose.services };
 }
+
+/** infra/Dockerfile's command for the `service` target: the instrumentation entry first, then the service. */
+export const SERVICE_IMAGE_COMMAND = JSON.parse(
+  /FROM runtime AS service[\s\S]*?\nCMD (\[.*\])/.exec(read('infra/Dockerfile'))![1]!,
+) as string[];
+
+/** The bundles a command starts (`dist/….js`), relative to the package. */
+export const bundlesStartedBy = (command: readonly string[]) =>
+  command.filter((arg) => /^(\.\/)?dist\/.*\.js$/.test(arg)).map((arg) => arg.replace(/^\.\//, ''));

@@ -12,16 +12,19 @@ import { SHUTDOWN_TIMEOUT_MS } from '@idem/runtime';
 import { Ajv } from 'ajv';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { configSchema as inventoryConfig, loadConfig as loadInventory } from '../services/inventory/src/config.js';
-import {
-  configSchema as notificationsConfig,
-  loadConfig as loadNotifications,
-} from '../services/notifications/src/config.js';
-import { configSchema as ordersConfig, loadConfig as loadOrders } from '../services/orders/src/config.js';
-import { configSchema as paymentsConfig, loadConfig as loadPayments } from '../services/payments/src/config.js';
 import { DEFAULT_PORTS } from '@idem/native-run';
 
-import { interpolate, loadCompose, parseEnv, read, root } from './compose-file.js';
+import { ENTRYPOINTS } from '../scripts/build.js';
+import {
+  bundlesStartedBy,
+  interpolate,
+  loadCompose,
+  parseEnv,
+  read,
+  root,
+  SERVICE_IMAGE_COMMAND,
+} from './compose-file.js';
+import { SERVICE_CONFIGS as SERVICES, unknownVariables } from './service-configs.js';
 
 const { raw, dotEnv, services } = loadCompose();
 const compose = { services };
@@ -30,15 +33,6 @@ const used = [...raw.matchAll(/\$\{(\w+)(:?[-?])?([^}]*)\}/g)].map(([, name, op,
 const secrets = [...new Set(used.filter((v) => v.op === ':?').map((v) => v.name))];
 /** The idem processes: every service compose builds from infra/Dockerfile's service target. */
 const idemProcesses = Object.entries(services).filter(([, s]) => s.build?.target === 'service');
-
-const SERVICES = {
-  orders: { port: 3001, config: ordersConfig, load: loadOrders },
-  inventory: { port: 3002, config: inventoryConfig, load: loadInventory },
-  payments: { port: 3003, config: paymentsConfig, load: loadPayments },
-  notifications: { port: 3004, config: notificationsConfig, load: loadNotifications },
-} as const;
-/** Read outside the services' config modules: tracing (@idem/observability) and fault switches (@idem/faults). */
-const READ_ELSEWHERE = ['OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_SERVICE_NAME', 'IDEM_FAULTS', 'IDEM_FAULTS_ENABLED'];
 
 describe('docker-compose.yml', () => {
   it('is valid against the Compose Specification', () => {
@@ -206,20 +200,27 @@ describe('docker-compose.yml', () => {
   });
 
   it('gives every service process an environment its configuration accepts, with no unknown variable', () => {
-    for (const [service, { config, load }] of Object.entries(SERVICES)) {
+    for (const [service, { load }] of Object.entries(SERVICES)) {
       for (const name of [service, `${service}-api`]) {
         const environment = services[name]?.environment;
         expect(environment, name).toBeDefined();
         // Compose sets a variable written as `VAR:` or `VAR: ''` to the empty string.
         const env = Object.fromEntries(Object.entries(environment!).map(([k, v]) => [k, v == null ? '' : String(v)]));
         expect(() => load(env), name).not.toThrow();
-        const known = [...Object.keys(config.shape), ...READ_ELSEWHERE];
-        expect(
-          Object.keys(environment!).filter((key) => !known.includes(key)),
-          name,
-        ).toEqual([]);
+        expect(unknownVariables(service as keyof typeof SERVICES, Object.keys(environment!)), name).toEqual([]);
         expect(Number(env.PORT), name).toBe(SERVICES[service as keyof typeof SERVICES].port);
       }
+    }
+  });
+
+  it("starts every image it builds with bundles that package has (the image's command, or its own)", () => {
+    const built = Object.entries(services).filter(([, s]) => s.build?.target === 'service');
+    expect(built.length).toBeGreaterThan(8);
+    for (const [name, service] of built) {
+      const dir = Object.keys(ENTRYPOINTS).find((d) => `@idem/${d.split('/')[1]}` === service.build!.args!.PACKAGE);
+      const bundles = Object.keys(ENTRYPOINTS[dir!] ?? {}).map((entry) => `dist/${entry}.js`);
+      for (const file of bundlesStartedBy(service.command ?? SERVICE_IMAGE_COMMAND))
+        expect(bundles, name).toContain(file);
     }
   });
 

@@ -24,15 +24,12 @@ import {
   type ReceivedSpan,
 } from '@idem/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SERVICE_IMAGE_COMMAND } from './compose-file.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const pnpmVersion = (
   JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { packageManager: string }
 ).packageManager.split('@')[1]!;
-// The image's command (infra/Dockerfile): the instrumentation entry first, then the service.
-const imageCommand = (readFileSync(join(root, 'infra/Dockerfile'), 'utf8').match(
-  /^CMD (\["node", .*"dist\/main\.js"\])$/m,
-) ?? [])[1];
 const SERVICES = ['orders', 'inventory'] as const;
 type Service = (typeof SERVICES)[number];
 const deployed = {} as Record<Service, { dir: string; databaseUrl: string }>;
@@ -83,7 +80,7 @@ afterAll(async () => {
 
 /** Starts a deployed service with the image's command and plain node, on `port`. */
 function startBundle(service: Service, servicePort: number, env: Record<string, string> = {}) {
-  const [, ...args] = JSON.parse(imageCommand!) as string[];
+  const [, ...args] = SERVICE_IMAGE_COMMAND;
   const child = spawn(process.execPath, args, {
     cwd: deployed[service].dir,
     env: {
@@ -113,7 +110,7 @@ async function stop(child: ChildProcess) {
 
 describe('the production bundle', () => {
   it('is started by the image with the instrumentation entry first', () => {
-    expect(JSON.parse(imageCommand!)).toEqual(['node', '--import', './dist/instrumentation.js', 'dist/main.js']);
+    expect(SERVICE_IMAGE_COMMAND).toEqual(['node', '--import', './dist/instrumentation.js', 'dist/main.js']);
   });
 
   it('runs from a production-only deploy with plain node: migrates, serves health and metrics, consumes, stops on SIGTERM', async () => {

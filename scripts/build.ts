@@ -38,20 +38,23 @@ const npmPackagesExternal: Plugin = {
   },
 };
 
-const only = process.argv[2];
-for (const [dir, entries] of Object.entries(ENTRYPOINTS)) {
-  if (only && dir !== only) continue;
-  await build({
-    entryPoints: Object.fromEntries(Object.entries(entries).map(([name, entry]) => [name, join(root, dir, entry)])),
-    outdir: join(root, dir, 'dist'),
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    target: `node${NODE_MAJOR}`,
-    conditions: ['development'],
-    plugins: [npmPackagesExternal],
-    sourcemap: true,
-    logLevel: 'warning',
-  });
-  console.log(`built ${dir}/dist (${Object.keys(entries).join(', ')})`);
+// Builds when run (`pnpm build`); importing ENTRYPOINTS builds nothing.
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const only = process.argv[2];
+  for (const [dir, entries] of Object.entries(ENTRYPOINTS)) {
+    if (only && dir !== only) continue;
+    await build({
+      entryPoints: Object.fromEntries(Object.entries(entries).map(([name, entry]) => [name, join(root, dir, entry)])),
+      outdir: join(root, dir, 'dist'),
+      bundle: true,
+      platform: 'node',
+      format: 'esm',
+      target: `node${NODE_MAJOR}`,
+      conditions: ['development'],
+      plugins: [npmPackagesExternal],
+      sourcemap: true,
+      logLevel: 'warning',
+    });
+    console.log(`built ${dir}/dist (${Object.keys(entries).join(', ')})`);
+  }
 }

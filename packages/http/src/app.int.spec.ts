@@ -93,6 +93,10 @@ describe('createHttpApp', () => {
     expect(res.status).toBe(503);
     expect(await res.json()).toEqual({ status: 'unavailable', checks: { database: 'failing' } });
     expect(unhealthy).toEqual(['database: connect ECONNREFUSED 10.1.2.3:5432 (user orders)']); // logged instead
+    // Liveness never looks at a dependency: restarting the process cannot bring the database back.
+    const live = await fetch(`${base()}/health/live`);
+    expect([live.status, await live.json()]).toEqual([200, { status: 'ok' }]);
+    databaseUp = true;
   });
 
   it('drops a client that sends its headers too slowly, instead of holding the connection for minutes', async () => {

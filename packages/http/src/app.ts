@@ -27,7 +27,12 @@ const requireJson: RequestHandler = (req, _res, next) => {
   next();
 };
 
-/** An express app with JSON bodies, GET /health, and problem details for every error. */
+/**
+ * An express app with JSON bodies, problem details for every error, and two probes:
+ * `GET /health` checks the dependencies (readiness: take no traffic while one is down) and
+ * `GET /health/live` only that the process answers (liveness: a restart cannot bring a
+ * database back, so it never looks at one).
+ */
 export function createHttpApp({
   routes,
   health,
@@ -39,6 +44,7 @@ export function createHttpApp({
   const app = express();
   app.disable('x-powered-by');
   app.use(requireJson, express.json({ limit: bodyLimit, type: 'application/json' }));
+  app.get('/health/live', (_req, res) => void res.json({ status: 'ok' }));
   app.get('/health', async (_req, res) => {
     const results = await Promise.all(
       Object.entries(health).map(async ([name, check]) => {

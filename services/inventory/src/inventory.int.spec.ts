@@ -3,7 +3,8 @@ import { fileURLToPath } from 'node:url';
 import type { Envelope } from '@idem/contracts';
 import { createInbox } from '@idem/inbox';
 import { createPublisher, defaultDeliveryPolicy, type Publisher } from '@idem/messaging';
-import { createMigratedDatabase, deleteQueues, orderPlacedMessage, uniqueName, waitFor } from '@idem/testkit';
+import { createMigratedDatabase, deleteQueues, orderPlacedMessage, redisUrl, uniqueName, waitFor } from '@idem/testkit';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig } from './config.js';
 import { handleOrderCancelled } from './consumers/order-cancelled.js';
@@ -319,6 +320,31 @@ describe('inventory service', () => {
     await seedDemoStock(db, now());
     expect(await stock('keyboard')).toEqual({ available: 2, reserved: 0 });
     expect(await stock('sold-out')).toEqual({ available: 0, reserved: 0 });
+  });
+
+  it("runs with a hash-tagged queue prefix, as Redis Cluster needs: every key it writes is in the tag's one slot", async () => {
+    // Redis Cluster hashes only the part of a key inside its first {…}: with IDEM_QUEUE_PREFIX
+    // = {idem}, each queue's keys (and the journal) share a slot, which BullMQ's scripts need.
+    const tag = uniqueName('idem_test_tagged');
+    const tagged = `{${tag}}`;
+    const instance = await startInventory(
+      loadConfig({ DATABASE_URL: database.url, IDEM_QUEUE_PREFIX: tagged, PORT: '0', LOG_LEVEL: 'silent' }),
+    );
+    const taggedPublisher = createPublisher({ prefix: tagged });
+    const redis = new Redis(redisUrl);
+    try {
+      await taggedPublisher.publish([placed([{ sku: 'mouse', quantity: 1 }])]);
+      await waitFor(async () => (await db.processedMessage.count()) === 1, { what: 'the order processed' });
+      expect(await stock('mouse')).toEqual({ available: 9, reserved: 1 });
+      const keys = await redis.keys(`*${tag}*`);
+      expect(keys.length).toBeGreaterThan(0);
+      expect(keys.filter((key) => !key.startsWith(`${tagged}:`))).toEqual([]);
+    } finally {
+      await instance.stop();
+      await taggedPublisher.close();
+      redis.disconnect();
+      await deleteQueues(tagged);
+    }
   });
 
   it('answers health with its database and Redis checks', async () => {

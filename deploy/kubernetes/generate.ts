@@ -1,0 +1,456 @@
+/**
+ * Writes deploy/kubernetes/base from what the code already says — the services and their ports
+ * (@idem/native-run), who consumes what (@idem/contracts' topology), BullMQ's own key names,
+ * the runtime's shutdown bound, the alert rules — so the manifests cannot drift from it:
+ * manifests.int.spec.ts regenerates the base and compares. Run `pnpm k8s:generate` after
+ * changing any of those. The overlays (dev, production) are written by hand.
+ */
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { consumers, serviceOf, type ConsumerName } from '@idem/contracts';
+import { DEFAULT_PORTS, SERVICES, type ServiceName } from '@idem/native-run';
+import { SHUTDOWN_TIMEOUT_MS } from '@idem/runtime';
+import { QueueKeys } from 'bullmq';
+import { parse, stringify } from 'yaml';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = join(here, '../..');
+
+/** The BullMQ prefix the base configures (IDEM_QUEUE_PREFIX): the KEDA list keys follow from it. */
+export const QUEUE_PREFIX = 'idem';
+
+/**
+ * CPU per order of each service's processes at the end-to-end knee (docs/benchmarks.md, the
+ * 20 orders/s step, all roles in one process). A pod is sized for DESIGN_ORDERS_PER_SECOND.
+ */
+export const CPU_MS_PER_ORDER: Record<ServiceName, number> = {
+  orders: 20.5,
+  inventory: 11.2,
+  payments: 12.8,
+  notifications: 17.1,
+};
+const DESIGN_ORDERS_PER_SECOND = 20;
+/** Deliveries waiting per worker replica before KEDA adds one. */
+const WAITING_PER_REPLICA = 100;
+/** How long the API keeps serving after it is taken out of the Service's endpoints. */
+const PRE_STOP_SECONDS = 5;
+
+/** A variable set from a Secret, referenced by name (never inlined in the base). */
+export interface SecretVariable {
+  readonly variable: string;
+  readonly secret: string;
+  readonly key: string;
+  /** The service runs without it (no ADMIN_TOKEN: operator endpoints disabled). */
+  readonly optional?: true;
+}
+
+/** The Secrets each service's pods read; deploy/kubernetes/README.md lists them for production. */
+export function secretVariablesOf(service: ServiceName): SecretVariable[] {
+  return [
+    { variable: 'DATABASE_URL', secret: `${service}-database`, key: 'url' },
+    { variable: 'REDIS_URL', secret: 'idem-redis', key: 'url' },
+    { variable: 'ADMIN_TOKEN', secret: 'idem-admin', key: 'token', optional: true },
+    ...(service === 'orders' ? [{ variable: 'JWT_SECRET', secret: 'idem-jwt', key: 'secret' }] : []),
+    ...(service === 'payments' ? [{ variable: 'STRIPE_API_KEY', secret: 'idem-stripe', key: 'api-key' }] : []),
+    ...(service === 'notifications' ? [{ variable: 'SMTP_URL', secret: 'idem-smtp', key: 'url' }] : []),
+  ];
+}
+
+/** What a service's ConfigMap sets beyond the shared idem-config. */
+const SERVICE_SETTINGS: Record<ServiceName, Record<string, string>> = {
+  orders: {},
+  inventory: {},
+  // Real Stripe unless an overlay says otherwise (dev: the simulator).
+  payments: { PAYMENT_PROVIDER: 'stripe' },
+  notifications: { EMAIL_FROM: 'idem shop <shop@idem.local>' },
+};
+
+const labelsOf = (service: string, component?: string) => ({
+  'app.kubernetes.io/name': service,
+  'app.kubernetes.io/part-of': 'idem',
+  ...(component ? { 'app.kubernetes.io/component': component } : {}),
+});
+
+/** The BullMQ wait lists of a service's consumers: what KEDA reads with LLEN. */
+export function waitListsOf(service: ServiceName, prefix = QUEUE_PREFIX): { consumer: ConsumerName; key: string }[] {
+  const keys = new QueueKeys(prefix);
+  return (Object.keys(consumers) as ConsumerName[])
+    .filter((consumer) => serviceOf(consumer) === service)
+    .map((consumer) => ({ consumer, key: keys.toKey(consumer, 'wait') }));
+}
+
+const restricted = {
+  allowPrivilegeEscalation: false,
+  readOnlyRootFilesystem: true,
+  capabilities: { drop: ['ALL'] },
+};
+
+function serviceObjects(service: ServiceName): object[] {
+  const port = DEFAULT_PORTS[service];
+  const cpu = Math.ceil(CPU_MS_PER_ORDER[service] * DESIGN_ORDERS_PER_SECOND);
+  const secretEnv = secretVariablesOf(service).map(({ variable, secret, key, optional }) => ({
+    name: variable,
+    valueFrom: { secretKeyRef: { name: secret, key, ...(optional ? { optional } : {}) } },
+  }));
+  const deployment = (component: 'api' | 'worker') => {
+    const api = component === 'api';
+    return {
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name: `${service}-${component}`, labels: labelsOf(service, component) },
+      spec: {
+        // The API scales on CPU (HorizontalPodAutoscaler), the workers on queue depth (KEDA).
+        replicas: api ? 2 : 1,
+        selector: { matchLabels: labelsOf(service, component) },
+        template: {
+          metadata: {
+            labels: labelsOf(service, component),
+            annotations: {
+              'prometheus.io/scrape': 'true',
+              'prometheus.io/port': String(port),
+              'prometheus.io/path': '/metrics',
+            },
+          },
+          spec: {
+            // SIGTERM → the runtime stops taking work and settles or abandons what is in flight
+            // within SHUTDOWN_TIMEOUT_MS; the API first drains for PRE_STOP_SECONDS.
+            terminationGracePeriodSeconds: Math.ceil(SHUTDOWN_TIMEOUT_MS / 1000) + (api ? PRE_STOP_SECONDS : 0) + 5,
+            automountServiceAccountToken: false,
+            securityContext: {
+              runAsNonRoot: true,
+              runAsUser: 1000, // the image's `node` user
+              runAsGroup: 1000,
+              fsGroup: 1000,
+              seccompProfile: { type: 'RuntimeDefault' },
+            },
+            // Every new version migrates before it starts: the migrator takes an advisory lock,
+            // so replicas starting together apply each migration once.
+            initContainers: [
+              {
+                name: 'migrate',
+                image: 'idem/migrate',
+                command: ['node', `services/${service}/dist/migrate.js`],
+                env: [
+                  { name: 'DATABASE_URL', valueFrom: { secretKeyRef: { name: `${service}-database`, key: 'url' } } },
+                ],
+                securityContext: restricted,
+                resources: { requests: { cpu: '50m', memory: '128Mi' }, limits: { memory: '256Mi' } },
+              },
+            ],
+            containers: [
+              {
+                name: service,
+                image: `idem/${service}`, // infra/Dockerfile, target `service`, PACKAGE=@idem/<service>
+                ports: [{ name: 'http', containerPort: port }],
+                envFrom: [{ configMapRef: { name: 'idem-config' } }, { configMapRef: { name: `${service}-config` } }],
+                env: [{ name: 'IDEM_ROLES', value: api ? 'http' : 'consumers,relay,workers' }, ...secretEnv],
+                readinessProbe: { httpGet: { path: '/health', port: 'http' }, periodSeconds: 5, timeoutSeconds: 3 },
+                // Liveness never looks at a dependency: a restart cannot bring a database back.
+                livenessProbe: {
+                  httpGet: { path: '/health/live', port: 'http' },
+                  periodSeconds: 10,
+                  timeoutSeconds: 3,
+                  failureThreshold: 3,
+                },
+                startupProbe: {
+                  httpGet: { path: '/health/live', port: 'http' },
+                  periodSeconds: 2,
+                  failureThreshold: 30,
+                },
+                ...(api ? { lifecycle: { preStop: { exec: { command: ['sleep', String(PRE_STOP_SECONDS)] } } } } : {}),
+                resources: {
+                  requests: { cpu: `${api && service !== 'orders' ? 100 : cpu}m`, memory: '192Mi' },
+                  limits: { cpu: '1', memory: '512Mi' },
+                },
+                securityContext: restricted,
+                volumeMounts: [{ name: 'tmp', mountPath: '/tmp' }],
+              },
+            ],
+            volumes: [{ name: 'tmp', emptyDir: {} }],
+          },
+        },
+      },
+    };
+  };
+  const waitLists = waitListsOf(service);
+  return [
+    {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: `${service}-config`, labels: labelsOf(service) },
+      data: { PORT: String(port), OTEL_SERVICE_NAME: service, ...SERVICE_SETTINGS[service] },
+    },
+    deployment('api'),
+    deployment('worker'),
+    {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: service, labels: labelsOf(service, 'api') },
+      spec: {
+        selector: labelsOf(service, 'api'),
+        ports: [{ name: 'http', port, targetPort: 'http' }],
+      },
+    },
+    {
+      apiVersion: 'autoscaling/v2',
+      kind: 'HorizontalPodAutoscaler',
+      metadata: { name: `${service}-api`, labels: labelsOf(service, 'api') },
+      spec: {
+        scaleTargetRef: { apiVersion: 'apps/v1', kind: 'Deployment', name: `${service}-api` },
+        minReplicas: 2,
+        maxReplicas: 10,
+        metrics: [
+          { type: 'Resource', resource: { name: 'cpu', target: { type: 'Utilization', averageUtilization: 70 } } },
+        ],
+      },
+    },
+    {
+      apiVersion: 'keda.sh/v1alpha1',
+      kind: 'ScaledObject',
+      metadata: { name: `${service}-worker`, labels: labelsOf(service, 'worker') },
+      spec: {
+        scaleTargetRef: { name: `${service}-worker` },
+        // Never zero: the worker pod also runs the outbox relay and the service's workers.
+        minReplicaCount: 1,
+        maxReplicaCount: 10,
+        pollingInterval: 15,
+        cooldownPeriod: 300,
+        triggers: waitLists.map(({ consumer, key }) => ({
+          type: 'redis',
+          name: consumer.replaceAll('.', '-'),
+          metadata: { address: 'redis:6379', listName: key, listLength: String(WAITING_PER_REPLICA) },
+          authenticationRef: { name: 'idem-redis' },
+        })),
+      },
+    },
+    ...(['api', 'worker'] as const).map((component) => ({
+      apiVersion: 'policy/v1',
+      kind: 'PodDisruptionBudget',
+      metadata: { name: `${service}-${component}`, labels: labelsOf(service, component) },
+      spec: {
+        selector: { matchLabels: labelsOf(service, component) },
+        ...(component === 'api' ? { minAvailable: 1 } : { maxUnavailable: 1 }),
+      },
+    })),
+    networkPolicyOf(service, port),
+  ];
+}
+
+/** Everywhere outside the cluster's private ranges: the provider's API, an SMTP relay. */
+const internet = { ipBlock: { cidr: '0.0.0.0/0', except: ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16'] } };
+const PROVIDER_EGRESS: Partial<Record<ServiceName, object>> = {
+  payments: { to: [internet], ports: [{ protocol: 'TCP', port: 443 }] }, // api.stripe.com
+  notifications: { to: [internet], ports: [25, 465, 587].map((port) => ({ protocol: 'TCP', port })) }, // SMTP
+};
+
+function networkPolicyOf(service: ServiceName, port: number): object {
+  return {
+    apiVersion: 'networking.k8s.io/v1',
+    kind: 'NetworkPolicy',
+    metadata: { name: service, labels: labelsOf(service) },
+    spec: {
+      podSelector: { matchLabels: { 'app.kubernetes.io/name': service } },
+      policyTypes: ['Ingress', 'Egress'],
+      ingress: [{ ports: [{ protocol: 'TCP', port }] }], // its API, probes and /metrics
+      egress: [
+        // Its database: pods labelled as the database (CloudNativePG's, in dev), or the
+        // external server the production overlay names.
+        {
+          to: [{ podSelector: { matchLabels: { 'idem.dev/database': 'true' } } }],
+          ports: [{ protocol: 'TCP', port: 5432 }],
+        },
+        { to: [{ podSelector: { matchLabels: labelsOf('redis') } }], ports: [{ protocol: 'TCP', port: 6379 }] },
+        // Traces, to a collector in the observability namespace.
+        {
+          to: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'observability' } } }],
+          ports: [{ protocol: 'TCP', port: 4318 }],
+        },
+        ...(PROVIDER_EGRESS[service] ? [PROVIDER_EGRESS[service]] : []),
+      ],
+    },
+  };
+}
+
+function sharedObjects(): Record<string, object[]> {
+  const alerts = parse(readFileSync(join(root, 'infra/prometheus/alerts.yml'), 'utf8')) as { groups: object[] };
+  return {
+    'config.yaml': [
+      {
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: { name: 'idem-config', labels: labelsOf('idem') },
+        data: { IDEM_QUEUE_PREFIX: QUEUE_PREFIX, LOG_LEVEL: 'info' },
+      },
+    ],
+    'redis.yaml': redisObjects(),
+    'network-policies.yaml': [
+      {
+        // Nothing reaches idem's pods, and they reach nothing, but what a policy allows.
+        apiVersion: 'networking.k8s.io/v1',
+        kind: 'NetworkPolicy',
+        metadata: { name: 'idem-default-deny', labels: labelsOf('idem') },
+        spec: {
+          podSelector: { matchLabels: { 'app.kubernetes.io/part-of': 'idem' } },
+          policyTypes: ['Ingress', 'Egress'],
+        },
+      },
+      {
+        apiVersion: 'networking.k8s.io/v1',
+        kind: 'NetworkPolicy',
+        metadata: { name: 'idem-dns', labels: labelsOf('idem') },
+        spec: {
+          podSelector: { matchLabels: { 'app.kubernetes.io/part-of': 'idem' } },
+          policyTypes: ['Egress'],
+          egress: [
+            {
+              to: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } } }],
+              ports: [
+                { protocol: 'UDP', port: 53 },
+                { protocol: 'TCP', port: 53 },
+              ],
+            },
+          ],
+        },
+      },
+    ],
+    'prometheus-rule.yaml': [
+      {
+        apiVersion: 'monitoring.coreos.com/v1',
+        kind: 'PrometheusRule',
+        metadata: { name: 'idem', labels: labelsOf('idem') },
+        spec: { groups: alerts.groups }, // infra/prometheus/alerts.yml, as compose's Prometheus loads it
+      },
+    ],
+  };
+}
+
+function redisObjects(): object[] {
+  const labels = labelsOf('redis');
+  return [
+    {
+      apiVersion: 'apps/v1',
+      kind: 'StatefulSet',
+      metadata: { name: 'redis', labels },
+      spec: {
+        serviceName: 'redis',
+        replicas: 1,
+        selector: { matchLabels: labels },
+        template: {
+          metadata: { labels },
+          spec: {
+            automountServiceAccountToken: false,
+            securityContext: {
+              runAsNonRoot: true,
+              runAsUser: 999, // the image's `redis` user
+              runAsGroup: 999,
+              fsGroup: 999,
+              seccompProfile: { type: 'RuntimeDefault' },
+            },
+            containers: [
+              {
+                name: 'redis',
+                image: 'redis:7.4-alpine',
+                // BullMQ needs what it writes kept (append-only file) and never evicted.
+                args: [
+                  '--appendonly',
+                  'yes',
+                  '--maxmemory',
+                  '$(REDIS_MAXMEMORY)',
+                  '--maxmemory-policy',
+                  'noeviction',
+                  '--requirepass',
+                  '$(REDIS_PASSWORD)',
+                  '--dir',
+                  '/data',
+                ],
+                env: [
+                  { name: 'REDIS_PASSWORD', valueFrom: { secretKeyRef: { name: 'idem-redis', key: 'password' } } },
+                  { name: 'REDIS_MAXMEMORY', value: '256mb' },
+                ],
+                ports: [{ name: 'redis', containerPort: 6379 }],
+                readinessProbe: {
+                  exec: {
+                    command: ['sh', '-c', 'redis-cli -a "$REDIS_PASSWORD" --no-auth-warning ping | grep -q PONG'],
+                  },
+                  periodSeconds: 5,
+                },
+                livenessProbe: { tcpSocket: { port: 'redis' }, periodSeconds: 10 },
+                resources: { requests: { cpu: '250m', memory: '320Mi' }, limits: { cpu: '1', memory: '512Mi' } },
+                securityContext: restricted,
+                volumeMounts: [{ name: 'data', mountPath: '/data' }],
+              },
+            ],
+          },
+        },
+        volumeClaimTemplates: [
+          {
+            metadata: { name: 'data' },
+            spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '2Gi' } } },
+          },
+        ],
+      },
+    },
+    {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: 'redis', labels },
+      spec: { selector: labels, ports: [{ name: 'redis', port: 6379, targetPort: 'redis' }] },
+    },
+    {
+      apiVersion: 'networking.k8s.io/v1',
+      kind: 'NetworkPolicy',
+      metadata: { name: 'redis', labels },
+      spec: {
+        podSelector: { matchLabels: labels },
+        policyTypes: ['Ingress'],
+        ingress: [
+          {
+            from: [
+              { podSelector: { matchLabels: { 'app.kubernetes.io/part-of': 'idem' } } },
+              // KEDA's operator reads the wait lists.
+              { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'keda' } } },
+            ],
+            ports: [{ protocol: 'TCP', port: 6379 }],
+          },
+        ],
+      },
+    },
+    {
+      apiVersion: 'keda.sh/v1alpha1',
+      kind: 'TriggerAuthentication',
+      metadata: { name: 'idem-redis', labels },
+      spec: { secretTargetRef: [{ parameter: 'password', name: 'idem-redis', key: 'password' }] },
+    },
+  ];
+}
+
+/** The base's files: name → YAML text. */
+export function generateBase(): Record<string, string> {
+  const files: Record<string, object[]> = {
+    ...sharedObjects(),
+    ...Object.fromEntries(SERVICES.map((service) => [`${service}.yaml`, serviceObjects(service)])),
+  };
+  const header = '# Generated by deploy/kubernetes/generate.ts (pnpm k8s:generate); do not edit.\n';
+  const text = Object.fromEntries(
+    Object.entries(files).map(([name, objects]) => [
+      name,
+      header + objects.map((object) => stringify(object, { lineWidth: 0 })).join('---\n'),
+    ]),
+  );
+  text['kustomization.yaml'] =
+    header +
+    stringify({
+      apiVersion: 'kustomize.config.k8s.io/v1beta1',
+      kind: 'Kustomization',
+      resources: Object.keys(files),
+    });
+  return text;
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const base = join(here, 'base');
+  mkdirSync(base, { recursive: true });
+  for (const [name, text] of Object.entries(generateBase())) writeFileSync(join(base, name), text);
+  console.log(`wrote ${Object.keys(generateBase()).length} files to ${base}`);
+}

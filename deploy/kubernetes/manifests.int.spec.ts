@@ -1,0 +1,342 @@
+/**
+ * The Kubernetes manifests, checked without a cluster: both overlays rendered by kustomize
+ * (`kubectl kustomize`, the kustomize every kubectl carries; no npm library renders
+ * kustomizations), every object validated against its schema (the `kubernetes-models`
+ * packages: Kubernetes, KEDA, the Prometheus operator, CloudNativePG), then held against the
+ * code: each container's environment against its service's config schema, ports and probe
+ * paths against what the HTTP app serves, KEDA's list keys against the keys BullMQ really
+ * writes (on the real Redis), images and commands against infra/Dockerfile and the bundles.
+ */
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { consumers, type ConsumerName } from '@idem/contracts';
+import { createHttpApp, listen } from '@idem/http';
+import { SERVICES, type ServiceName } from '@idem/native-run';
+import { SHUTDOWN_TIMEOUT_MS } from '@idem/runtime';
+import { SIMULATOR_API_KEY } from '@idem/stripe-sim';
+import { deleteQueues, redisUrl, uniqueName } from '@idem/testkit';
+import * as cnpg from '@kubernetes-models/cloudnative-pg/postgresql.cnpg.io/v1';
+import * as keda from '@kubernetes-models/keda/keda.sh/v1alpha1';
+import * as monitoring from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1';
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import * as apps from 'kubernetes-models/apps/v1';
+import * as autoscaling from 'kubernetes-models/autoscaling/v2';
+import * as networking from 'kubernetes-models/networking.k8s.io/v1';
+import * as policy from 'kubernetes-models/policy/v1';
+import * as core from 'kubernetes-models/v1';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseAllDocuments } from 'yaml';
+import { ENTRYPOINTS } from '../../scripts/build.js';
+import { bundlesStartedBy, read, SERVICE_IMAGE_COMMAND } from '../../infra/compose-file.js';
+import { SERVICE_CONFIGS, unknownVariables } from '../../infra/service-configs.js';
+import { generateBase, secretVariablesOf } from './generate.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = join(here, '../..');
+const OVERLAYS = ['dev', 'production'] as const;
+
+// A loose view of what kustomize renders; the schemas check the rest.
+interface Container {
+  name: string;
+  image: string;
+  command?: string[];
+  env?: { name: string; value?: string; valueFrom?: { secretKeyRef?: { name: string; key: string } } }[];
+  envFrom?: { configMapRef?: { name: string } }[];
+  ports?: { name: string; containerPort: number }[];
+  readinessProbe?: { httpGet?: { path: string; port: string } };
+  livenessProbe?: { httpGet?: { path: string; port: string } };
+  startupProbe?: { httpGet?: { path: string; port: string } };
+  lifecycle?: unknown;
+}
+interface K8sObject {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string };
+  data?: Record<string, string>;
+  spec?: {
+    template?: {
+      spec: { containers: Container[]; initContainers?: Container[]; terminationGracePeriodSeconds?: number };
+    };
+    scaleTargetRef?: { name: string };
+    triggers?: { type: string; metadata: Record<string, string> }[];
+  };
+}
+
+function render(overlay: string): K8sObject[] {
+  const text = execFileSync('kubectl', ['kustomize', join(here, 'overlays', overlay)], { encoding: 'utf8' });
+  return parseAllDocuments(text).map((document) => document.toJS() as K8sObject);
+}
+
+const MODELS: Record<string, Record<string, unknown>> = {
+  v1: core,
+  'apps/v1': apps,
+  'autoscaling/v2': autoscaling,
+  'policy/v1': policy,
+  'networking.k8s.io/v1': networking,
+  'keda.sh/v1alpha1': keda,
+  'monitoring.coreos.com/v1': monitoring,
+  'postgresql.cnpg.io/v1': cnpg,
+};
+
+/** Each object against its kind's schema: `<kind>/<name>: <why>` per invalid one. */
+export function schemaProblems(objects: readonly K8sObject[]): string[] {
+  return objects.flatMap((object) => {
+    const where = `${object.kind}/${object.metadata?.name}`;
+    const Model = MODELS[object.apiVersion]?.[object.kind] as (new (data: unknown) => { validate(): void }) | undefined;
+    if (!Model) return [`${where}: no schema for ${object.apiVersion} ${object.kind}`];
+    // kustomize folds long base64 values over lines; the API server's decoder skips the line
+    // breaks (Go's encoding/base64), the schema's "byte" format does not.
+    const data = object.kind === 'Secret' && object.data ? { data: unfolded(object.data) } : {};
+    try {
+      new Model({ ...object, ...data }).validate();
+      return [];
+    } catch (error) {
+      return [`${where}: ${(error as Error).message}`];
+    }
+  });
+}
+
+const unfolded = (data: Record<string, string>) =>
+  Object.fromEntries(Object.entries(data).map(([key, value]) => [key, value.replace(/\s/g, '')]));
+
+/** The paths the HTTP app answers for probes, read off a running app (see beforeAll). */
+let servedProbePaths: Set<string>;
+/** Where BullMQ writes a queue's waiting jobs, learned from the real Redis: consumer → key. */
+let waitListOf: (prefix: string, consumer: ConsumerName) => string;
+
+const migratedServices = /for service in ([\w ]+); do/.exec(read('infra/Dockerfile'))![1]!.split(' ');
+
+/** The service an image runs: `idem/<service>` with or without a registry in front. */
+const serviceOfImage = (image: string) =>
+  SERVICES.find((service) => new RegExp(`(^|/)idem/${service}(:|$)`).test(image)) as ServiceName | undefined;
+
+/** What the code would refuse or not find in these objects: one line per problem. */
+export function consistencyProblems(objects: readonly K8sObject[]): string[] {
+  const problems: string[] = [];
+  const configMaps = new Map(objects.filter((o) => o.kind === 'ConfigMap').map((o) => [o.metadata.name, o.data ?? {}]));
+  const deployments = objects.filter((o) => o.kind === 'Deployment');
+  const prefix = configMaps.get('idem-config')?.IDEM_QUEUE_PREFIX ?? 'idem';
+
+  for (const deployment of deployments) {
+    const pod = deployment.spec!.template!.spec;
+    for (const container of pod.containers) {
+      const service = serviceOfImage(container.image);
+      if (!service) continue;
+      const where = `${deployment.metadata.name}/${container.name}`;
+      // The environment: every variable one the service reads, and all together a valid configuration.
+      const fromConfigMaps = Object.assign(
+        {},
+        ...(container.envFrom ?? []).map((source) => configMaps.get(source.configMapRef!.name) ?? {}),
+      ) as Record<string, string>;
+      const env: Record<string, string> = { ...fromConfigMaps };
+      for (const variable of container.env ?? [])
+        env[variable.name] = variable.value ?? placeholderFor(variable.name, env);
+      for (const name of unknownVariables(service, Object.keys(env)))
+        problems.push(`${where}: ${name} is not a variable ${service} reads`);
+      try {
+        const config = SERVICE_CONFIGS[service].load(env);
+        if (container.ports?.[0]?.containerPort !== config.PORT)
+          problems.push(`${where}: containerPort ${container.ports?.[0]?.containerPort} is not PORT ${config.PORT}`);
+      } catch (error) {
+        problems.push(`${where}: ${service} refuses this configuration: ${(error as Error).message}`);
+      }
+      // Probes on paths the app serves, on the port it listens on.
+      for (const probe of [container.readinessProbe, container.livenessProbe, container.startupProbe]) {
+        if (probe?.httpGet && !servedProbePaths.has(probe.httpGet.path))
+          problems.push(`${where}: probe path ${probe.httpGet.path} is not served`);
+        if (probe?.httpGet && !container.ports?.some((p) => p.name === probe.httpGet!.port))
+          problems.push(`${where}: probe port ${probe.httpGet.port} is not a named port`);
+      }
+      // The image's own command (infra/Dockerfile) starts what `pnpm build` bundles.
+      if (container.command) problems.push(`${where}: overrides the image's command`);
+      const bundled = Object.keys(ENTRYPOINTS[`services/${service}`] ?? {}).map((name) => `dist/${name}.js`);
+      for (const file of bundlesStartedBy(SERVICE_IMAGE_COMMAND))
+        if (!bundled.includes(file)) problems.push(`${where}: the image starts ${file}, not bundled`);
+      // Shutdown: SIGTERM, a preStop drain for the API, then the runtime's bound, within the grace period.
+      const drain = container.lifecycle ? 5 : 0;
+      if ((pod.terminationGracePeriodSeconds ?? 30) * 1000 <= SHUTDOWN_TIMEOUT_MS + drain * 1000)
+        problems.push(`${where}: terminationGracePeriodSeconds does not cover the shutdown bound`);
+      // Migrations first, by the service's own migrate bundle in the migrate image.
+      const migrate = pod.initContainers?.find((c) => c.name === 'migrate');
+      const expected = ['node', `services/${service}/dist/migrate.js`];
+      if (
+        !migrate ||
+        !/(^|\/)idem\/migrate(:|$)/.test(migrate.image) ||
+        migrate.command?.join(' ') !== expected.join(' ')
+      )
+        problems.push(`${where}: no migrate init container running ${expected.join(' ')}`);
+      else if (!migratedServices.includes(service) || !ENTRYPOINTS[`services/${service}`]?.migrate)
+        problems.push(`${where}: the migrate image has no ${expected[1]}`);
+    }
+  }
+
+  // KEDA: one ScaledObject per worker Deployment, reading the wait list of each of its consumers.
+  for (const scaled of objects.filter((o) => o.kind === 'ScaledObject')) {
+    const target = scaled.spec!.scaleTargetRef!.name;
+    const service = SERVICES.find((s) => `${s}-worker` === target);
+    if (!service || !deployments.some((d) => d.metadata.name === target)) {
+      problems.push(`ScaledObject/${scaled.metadata.name}: scales ${target}, not a worker Deployment here`);
+      continue;
+    }
+    const expected = (Object.keys(consumers) as ConsumerName[])
+      .filter((consumer) => consumer.startsWith(`${service}.`))
+      .map((consumer) => waitListOf(prefix, consumer))
+      .sort();
+    const actual = scaled.spec!.triggers!.map((t) => t.metadata.listName!).sort();
+    if (JSON.stringify(actual) !== JSON.stringify(expected))
+      problems.push(
+        `ScaledObject/${scaled.metadata.name}: reads ${actual.join(', ')}; BullMQ waits in ${expected.join(', ')}`,
+      );
+  }
+  return problems;
+}
+
+/** A plausible value for a variable set from a Secret, so the configuration can be loaded. */
+function placeholderFor(name: string, env: Record<string, string>): string {
+  const values: Record<string, string> = {
+    DATABASE_URL: 'postgresql://service:secret@db:5432/service',
+    REDIS_URL: 'redis://:secret@redis:6379',
+    SMTP_URL: 'smtp://relay:587',
+    STRIPE_API_KEY: env.PAYMENT_PROVIDER === 'simulator' ? SIMULATOR_API_KEY : 'sk_test_0123456789abcdefghijklmn',
+  };
+  return values[name] ?? 'x'.repeat(40);
+}
+
+let rendered: Record<(typeof OVERLAYS)[number], K8sObject[]>;
+const queuePrefix = uniqueName('idem_test_k8s');
+
+beforeAll(async () => {
+  rendered = { dev: render('dev'), production: render('production') };
+  const app = await listen(createHttpApp({ health: {}, routes: () => {} }), 0);
+  try {
+    const paths = ['/health', '/health/live', '/metrics', '/ready', '/healthz'];
+    const answered = await Promise.all(
+      paths.map(async (path) => [path, (await fetch(`http://127.0.0.1:${app.port}${path}`)).status] as const),
+    );
+    servedProbePaths = new Set(answered.filter(([, status]) => status === 200).map(([path]) => path));
+  } finally {
+    await app.close();
+  }
+  // Add one job to each consumer's queue and see which list BullMQ keeps it in.
+  const redis = new Redis(redisUrl);
+  const learned = new Map<string, string>();
+  try {
+    for (const consumer of Object.keys(consumers)) {
+      const queue = new Queue(consumer, { prefix: queuePrefix, connection: { url: redisUrl } });
+      await queue.add('probe', {});
+      await queue.close();
+      const lists = [];
+      for (const key of await redis.keys(`${queuePrefix}:${consumer}:*`))
+        if ((await redis.type(key)) === 'list' && (await redis.llen(key)) === 1) lists.push(key);
+      expect(lists, consumer).toHaveLength(1);
+      learned.set(consumer, lists[0]!.slice(queuePrefix.length));
+    }
+  } finally {
+    redis.disconnect();
+  }
+  waitListOf = (prefix, consumer) => `${prefix}${learned.get(consumer)}`;
+});
+afterAll(() => deleteQueues(queuePrefix));
+
+describe('deploy/kubernetes', () => {
+  it('has the base generate.ts writes from the code (pnpm k8s:generate)', () => {
+    for (const [name, text] of Object.entries(generateBase()))
+      expect(readFileSync(join(here, 'base', name), 'utf8'), `base/${name}`).toBe(text);
+  });
+
+  it.each(OVERLAYS)(
+    'renders the %s overlay into objects valid against the Kubernetes, KEDA, Prometheus operator and CloudNativePG schemas',
+    (overlay) => {
+      expect(rendered[overlay].length).toBeGreaterThan(40);
+      expect(schemaProblems(rendered[overlay])).toEqual([]);
+    },
+  );
+
+  it.each(OVERLAYS)(
+    'gives the %s overlay environments, ports, probes, commands and queue keys the code agrees with',
+    (overlay) => {
+      expect(consistencyProblems(rendered[overlay])).toEqual([]);
+    },
+  );
+
+  it('has an API and a worker Deployment per service, an HPA on each API and a ScaledObject on each worker', () => {
+    const names = (kind: string) =>
+      rendered.production
+        .filter((o) => o.kind === kind)
+        .map((o) => o.metadata.name)
+        .sort();
+    expect(names('Deployment')).toEqual(SERVICES.flatMap((s) => [`${s}-api`, `${s}-worker`]).sort());
+    expect(names('HorizontalPodAutoscaler')).toEqual(SERVICES.map((s) => `${s}-api`).sort());
+    expect(names('ScaledObject')).toEqual(SERVICES.map((s) => `${s}-worker`).sort());
+    expect(names('Service')).toEqual([...SERVICES, 'redis'].sort());
+  });
+
+  it('renders no Secret for production, and documents every Secret the pods reference', () => {
+    expect(rendered.production.filter((o) => o.kind === 'Secret')).toEqual([]);
+    const documented = readFileSync(join(here, 'README.md'), 'utf8');
+    const referenced = new Set(SERVICES.flatMap((s) => secretVariablesOf(s).map((v) => `${v.secret}.${v.key}`)));
+    for (const reference of referenced) {
+      const [name, key] = reference.split('.');
+      expect(documented, reference).toMatch(new RegExp(`\\|\\s*\`${name}\`\\s*\\|[^|]*\`${key}\``));
+    }
+    // ... and dev generates exactly those (plus what CloudNativePG's roles need).
+    const devSecrets = rendered.dev.filter((o) => o.kind === 'Secret').map((o) => o.metadata.name);
+    expect(new Set(devSecrets)).toEqual(new Set([...referenced].map((r) => r.split('.')[0])));
+  });
+
+  describe('fails on what would break a deployment', () => {
+    const mutated = (change: (objects: K8sObject[]) => void) => {
+      const objects = structuredClone(rendered.dev);
+      change(objects);
+      return objects;
+    };
+    const find = (objects: K8sObject[], kind: string, name: string) =>
+      objects.find((o) => o.kind === kind && o.metadata.name === name)!;
+
+    it('a misspelt environment variable', () => {
+      const objects = mutated((o) =>
+        find(o, 'Deployment', 'orders-api').spec!.template!.spec.containers[0]!.env!.push({
+          name: 'DATABSE_URL',
+          value: 'x',
+        }),
+      );
+      expect(consistencyProblems(objects)).toEqual(['orders-api/orders: DATABSE_URL is not a variable orders reads']);
+    });
+
+    it('a wrong queue key', () => {
+      const objects = mutated((o) => {
+        find(o, 'ScaledObject', 'inventory-worker').spec!.triggers![0]!.metadata.listName =
+          'idem:inventory.order-placed.v1:waiting';
+      });
+      expect(consistencyProblems(objects)).toEqual([
+        expect.stringMatching(/^ScaledObject\/inventory-worker: reads .*BullMQ waits in/),
+      ]);
+    });
+
+    it('an invalid field', () => {
+      const objects = mutated((o) => {
+        (find(o, 'Deployment', 'payments-worker').spec as Record<string, unknown>).replicas = 'two';
+        (find(o, 'ScaledObject', 'payments-worker').spec as Record<string, unknown>).minReplicaCount = 'one';
+      });
+      expect(schemaProblems(objects)).toEqual([
+        expect.stringMatching(/^Deployment\/payments-worker: .*replicas/),
+        expect.stringMatching(/^ScaledObject\/payments-worker: .*minReplicaCount/),
+      ]);
+    });
+
+    it('a port or probe path the service does not serve', () => {
+      const objects = mutated((o) => {
+        const container = find(o, 'Deployment', 'notifications-api').spec!.template!.spec.containers[0]!;
+        container.ports![0]!.containerPort = 8080;
+        container.livenessProbe!.httpGet!.path = '/livez';
+      });
+      expect(consistencyProblems(objects)).toEqual([
+        'notifications-api/notifications: containerPort 8080 is not PORT 3004',
+        'notifications-api/notifications: probe path /livez is not served',
+      ]);
+    });
+  });
+});
