@@ -35,7 +35,6 @@ import { SERVICE_CONFIGS, unknownVariables } from '../../infra/service-configs.j
 import { generateBase, secretVariablesOf } from './generate.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const root = join(here, '../..');
 const OVERLAYS = ['dev', 'production'] as const;
 
 // A loose view of what kustomize renders; the schemas check the rest.
