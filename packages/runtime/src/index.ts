@@ -8,8 +8,7 @@ export {
   SHUTDOWN_TIMEOUT_MS,
   consumer,
   type ConsumerSpec,
-  type BackgroundWorker,
   type RunningService,
   type ServiceDefinition,
 } from './run-service.js';
-export { periodic, pollingWorker, settleAll } from './periodic.js';
+export { periodic, pollingWorker, settleAll, type BackgroundWorker } from './periodic.js';

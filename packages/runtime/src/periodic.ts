@@ -1,5 +1,10 @@
 import type { Logger } from './logger.js';
-import type { BackgroundWorker } from './run-service.js';
+
+/** Work a service process runs beside its consumers (payment worker, e-mail dispatcher, cleanups). */
+export interface BackgroundWorker {
+  start(): void;
+  stop(): Promise<void>;
+}
 
 /** Runs `task` every `intervalMs` (never two at once), logging failures; stop() waits for a run in progress. */
 export function periodic(

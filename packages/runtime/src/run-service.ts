@@ -34,7 +34,7 @@ import { Redis } from 'ioredis';
 import { z } from 'zod';
 import type { BaseConfig } from './config.js';
 import { logDelivery, type Logger } from './logger.js';
-import { periodic } from './periodic.js';
+import { periodic, type BackgroundWorker } from './periodic.js';
 
 type RunnerOptions<Tx extends SqlClient> = Omit<ConsumerOptions<Tx, ConsumerName>, 'consumer' | 'handler'>;
 
@@ -52,11 +52,6 @@ export function consumer<Tx extends SqlClient, C extends ConsumerName>(
 }
 
 /** A loop of the service's own (a payment worker, an email dispatcher). */
-export interface BackgroundWorker {
-  start(): void;
-  stop(): Promise<void>;
-}
-
 export interface ServiceDefinition<Tx extends SqlClient> {
   readonly name: string;
   readonly config: BaseConfig;

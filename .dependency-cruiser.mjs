@@ -1,0 +1,63 @@
+// The architecture's dependency rules, checked by `pnpm lint` (dependency-cruiser).
+/** @type {import('dependency-cruiser').IConfiguration} */
+export default {
+  forbidden: [
+    {
+      name: 'contracts-is-a-leaf',
+      comment: 'The message contracts depend on nothing of idem: every other part depends on them.',
+      severity: 'error',
+      from: { path: '^packages/contracts/src' },
+      to: { path: '^(packages|services|infra|deploy)/', pathNot: '^packages/contracts/' },
+    },
+    {
+      name: 'inbox-knows-no-broker',
+      comment: 'The inbox is the database half of the pattern: it never talks to BullMQ or Redis.',
+      severity: 'error',
+      from: { path: '^packages/inbox/src' },
+      to: { path: ['(^|/node_modules/)(bullmq|ioredis)(/|$)', '^packages/messaging/'] },
+    },
+    {
+      name: 'packages-never-import-services',
+      comment: 'Packages are what a service is built from; a service is never a library.',
+      severity: 'error',
+      from: { path: '^packages/' },
+      to: { path: '^(services|infra|deploy)/' },
+    },
+    {
+      name: 'services-never-import-each-other',
+      comment: 'Services talk through messages and HTTP only.',
+      severity: 'error',
+      from: { path: '^services/([^/]+)/' },
+      to: { path: '^services/', pathNot: '^services/$1/' },
+    },
+    {
+      name: 'http-stays-at-the-edge',
+      comment:
+        "Express is the services' edge: their http/ folders and composition roots, and the http and runtime packages.",
+      severity: 'error',
+      from: {
+        path: '^(services/[^/]+/src|packages/(contracts|inbox|outbox|messaging|faults|database|observability)/src)/',
+        pathNot: ['^services/[^/]+/src/(http/|service\\.ts$)', '\\.spec\\.ts$'],
+      },
+      to: { path: '(^|/node_modules/)(express|@types/express)(/|$)' },
+    },
+    {
+      name: 'no-circular',
+      comment: 'A cycle makes two modules one: split or merge them.',
+      severity: 'error',
+      from: { path: '^(packages|services)/' },
+      to: { circular: true },
+    },
+  ],
+  options: {
+    doNotFollow: { path: 'node_modules' },
+    exclude: { path: ['/generated/', '/dist/'] },
+    tsConfig: { fileName: 'tsconfig.json' },
+    tsPreCompilationDeps: true,
+    enhancedResolveOptions: {
+      exportsFields: ['exports'],
+      conditionNames: ['development', 'import', 'types', 'default'],
+      extensions: ['.ts', '.js', '.json'],
+    },
+  },
+};
