@@ -1,6 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import express, { type Express, type RequestHandler } from 'express';
 import { HttpError } from './errors.js';
+import { route } from './openapi.js';
 import { notFoundHandler, problemHandler } from './problem.js';
 
 /** A dependency the service cannot work without, checked by GET /health. */
@@ -44,24 +45,42 @@ export function createHttpApp({
   const app = express();
   app.disable('x-powered-by');
   app.use(requireJson, express.json({ limit: bodyLimit, type: 'application/json' }));
-  app.get('/health/live', (_req, res) => void res.json({ status: 'ok' }));
-  app.get('/health', async (_req, res) => {
-    const results = await Promise.all(
-      Object.entries(health).map(async ([name, check]) => {
-        try {
-          await withTimeout(check(), 2000);
-          return [name, 'ok'] as const;
-        } catch (error) {
-          onUnhealthy(name, error);
-          return [name, 'failing'] as const;
-        }
-      }),
-    );
-    const healthy = results.every(([, state]) => state === 'ok');
-    res
-      .status(healthy ? 200 : 503)
-      .json({ status: healthy ? 'ok' : 'unavailable', checks: Object.fromEntries(results) });
-  });
+  route(
+    app,
+    {
+      method: 'get',
+      path: '/health/live',
+      summary: 'Liveness: the process answers (looks at no dependency)',
+      responses: { 200: 'Alive' },
+    },
+    (_input, _req, res) => void res.json({ status: 'ok' }),
+  );
+  route(
+    app,
+    {
+      method: 'get',
+      path: '/health',
+      summary: 'Readiness: each dependency checked, by name only',
+      responses: { 200: 'Every check ok', 503: 'A check fails (which one, never why)' },
+    },
+    async (_input, _req, res) => {
+      const results = await Promise.all(
+        Object.entries(health).map(async ([name, check]) => {
+          try {
+            await withTimeout(check(), 2000);
+            return [name, 'ok'] as const;
+          } catch (error) {
+            onUnhealthy(name, error);
+            return [name, 'failing'] as const;
+          }
+        }),
+      );
+      const healthy = results.every(([, state]) => state === 'ok');
+      res
+        .status(healthy ? 200 : 503)
+        .json({ status: healthy ? 'ok' : 'unavailable', checks: Object.fromEntries(results) });
+    },
+  );
   routes(app);
   app.use(notFoundHandler, problemHandler(onUnexpectedError, translateError));
   return app;

@@ -20,3 +20,4 @@ export {
   type CustomerTokens,
 } from './callers.js';
 export { rateLimit, type RateLimit } from './rate-limit.js';
+export { route, openApiDocument, serveOpenApi, type Audience, type Input, type Operation } from './openapi.js';

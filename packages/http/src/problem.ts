@@ -18,7 +18,7 @@ const TITLES: Record<ErrorCode, string> = {
   dependency_unavailable: 'A dependency is unavailable',
 };
 
-/** Answers with RFC 7807 problem details. */
+/** Answers with RFC 9457 problem details (the successor of RFC 7807), plus a string `code`. */
 export function sendProblem(res: Response, code: ErrorCode, detail: string, errors?: readonly FieldError[]): void {
   res
     .status(STATUS_OF[code])

@@ -1,7 +1,7 @@
 import type { ConsumerName } from '@idem/contracts';
 import type { SqlClient, TransactionalClient } from '@idem/database';
 import { FAULT_NAMES, isSwitchboard, type Faults } from '@idem/faults';
-import { createHttpApp, HttpError, listen, requireAdmin, validate, type RunningServer } from '@idem/http';
+import { createHttpApp, HttpError, listen, requireAdmin, route, serveOpenApi, type RunningServer } from '@idem/http';
 import {
   classifyFailure,
   createInboxRetention,
@@ -224,10 +224,19 @@ export async function runService<Tx extends SqlClient>(service: ServiceDefinitio
       redis: () => redis.ping(),
     },
     routes: (app) => {
-      app.get('/metrics', async (_req, res) => {
-        const { contentType, body } = await metrics.scrape();
-        res.type(contentType).send(body);
-      });
+      route(
+        app,
+        {
+          method: 'get',
+          path: '/metrics',
+          summary: 'Prometheus metrics of this process',
+          responses: { 200: 'Text format' },
+        },
+        async (_input, _req, res) => {
+          const { contentType, body } = await metrics.scrape();
+          res.type(contentType).send(body);
+        },
+      );
       faultRoutes(app, { faults, adminToken: config.ADMIN_TOKEN, process: me });
       if (!roles.has('http')) return;
       service.routes?.(app, { redis });
@@ -239,6 +248,7 @@ export async function runService<Tx extends SqlClient>(service: ServiceDefinitio
         replayWindowMs: config.REPLAY_WINDOW_MS,
         log,
       });
+      serveOpenApi(app, { title: `idem ${service.name}`, version: '1' });
     },
     onUnexpectedError: (error) => log.error({ err: error }, 'unexpected error answering a request'),
     onUnhealthy: (check, error) => log.warn({ err: error, check }, 'health check failing'),
@@ -352,75 +362,117 @@ function deadLetterRoutes(
 ): void {
   const admin = requireAdmin(adminToken);
   // Pages without payloads (a dead letter may hold up to 64 KiB); one payload at a time below.
-  app.get('/dead-letters', admin, async (req, res) => {
-    const { consumer, limit, after } = validate(
-      z.object({
+  route(
+    app,
+    {
+      method: 'get',
+      path: '/dead-letters',
+      summary: 'Dead letters waiting for replay, a page at a time, without their payloads',
+      audience: 'operator',
+      use: [admin],
+      query: z.object({
         consumer: z.string().max(200).optional(),
         limit: z.coerce.number().int().min(1).max(1000).default(100),
         after: z.string().max(1000).optional(),
       }),
-      req.query,
-      'query',
-    );
-    const page = await inbox.deadLetters.list({
-      consumer,
-      limit,
-      payloads: false,
-      ...(after ? { after: decodeCursor(after) } : {}),
-    });
-    const last = page.at(-1);
-    res.json({
-      deadLetters: page.map(({ payload: _payload, ...deadLetter }) => deadLetter),
-      next: page.length === limit && last ? encodeCursor(last) : null,
-    });
-  });
-  app.get('/dead-letters/payload', admin, async (req, res) => {
-    const { consumer, messageId } = validate(
-      z.object({ consumer: z.string().max(200), messageId: z.string().max(200) }),
-      req.query,
-      'query',
-    );
-    const [deadLetter] = await inbox.deadLetters.list({ consumer, messageIds: [messageId], limit: 1 });
-    if (!deadLetter) throw new HttpError('not_found', 'no such dead letter waiting for replay');
-    res.json({ consumer, messageId, payload: deadLetter.payload });
-  });
-  app.post('/dead-letters/replay', admin, async (req, res) => {
-    const { force, ...filter } = validate(
-      z.object({
+      responses: { 200: '`deadLetters` and the cursor of the `next` page (null on the last)' },
+    },
+    async ({ query: { consumer, limit, after } }, _req, res) => {
+      const page = await inbox.deadLetters.list({
+        consumer,
+        limit,
+        payloads: false,
+        ...(after ? { after: decodeCursor(after) } : {}),
+      });
+      const last = page.at(-1);
+      res.json({
+        deadLetters: page.map(({ payload: _payload, ...deadLetter }) => deadLetter),
+        next: page.length === limit && last ? encodeCursor(last) : null,
+      });
+    },
+  );
+  route(
+    app,
+    {
+      method: 'get',
+      path: '/dead-letters/payload',
+      summary: "One dead letter's payload, exactly as delivered",
+      audience: 'operator',
+      use: [admin],
+      query: z.object({ consumer: z.string().max(200), messageId: z.string().max(200) }),
+      responses: { 200: 'The payload', 404: 'No such dead letter waiting for replay' },
+    },
+    async ({ query: { consumer, messageId } }, _req, res) => {
+      const [deadLetter] = await inbox.deadLetters.list({ consumer, messageIds: [messageId], limit: 1 });
+      if (!deadLetter) throw new HttpError('not_found', 'no such dead letter waiting for replay');
+      res.json({ consumer, messageId, payload: deadLetter.payload });
+    },
+  );
+  route(
+    app,
+    {
+      method: 'post',
+      path: '/dead-letters/replay',
+      summary: 'Publish dead letters again to their consumer (older than the replay window only with a reason)',
+      audience: 'operator',
+      use: [admin],
+      body: z.object({
         consumer: z.string().max(200).optional(),
         messageIds: z.array(z.string().max(200)).max(1000).optional(),
         // Past the replay window a processed record may be gone: replaying then needs a reason.
         force: z.object({ reason: z.string().min(10).max(500) }).optional(),
       }),
-      req.body ?? {},
-    );
-    if (force) log.warn({ ...filter, reason: force.reason }, 'dead letters replayed past the replay window, forced');
-    try {
-      const replayed = await replayDeadLetters(inbox.deadLetters, publisher, filter, {
-        replayWindowMs,
-        ...(force ? { force } : {}),
-      });
-      res.json({ replayed: replayed.map((d) => ({ consumer: d.consumer, messageId: d.messageId })) });
-    } catch (error) {
-      if (!(error instanceof ReplayWindowError)) throw error;
-      throw new HttpError('conflict', error.message, {
-        errors: error.tooOld.map((d) => ({
-          field: `${d.consumer}/${d.messageId}`,
-          message: 'older than the replay window',
-        })),
-      });
-    }
-  });
+      responses: { 200: 'The `replayed` dead letters', 409: 'Some are older than the replay window' },
+    },
+    async ({ body: { force, ...filter } }, _req, res) => {
+      if (force) log.warn({ ...filter, reason: force.reason }, 'dead letters replayed past the replay window, forced');
+      try {
+        const replayed = await replayDeadLetters(inbox.deadLetters, publisher, filter, {
+          replayWindowMs,
+          ...(force ? { force } : {}),
+        });
+        res.json({ replayed: replayed.map((d) => ({ consumer: d.consumer, messageId: d.messageId })) });
+      } catch (error) {
+        if (!(error instanceof ReplayWindowError)) throw error;
+        throw new HttpError('conflict', error.message, {
+          errors: error.tooOld.map((d) => ({
+            field: `${d.consumer}/${d.messageId}`,
+            message: 'older than the replay window',
+          })),
+        });
+      }
+    },
+  );
 }
 
 /** The relay's parked rows, for an operator: see them, and give them back to the relay once fixed. */
 function parkedRoutes(app: Express, { db, adminToken }: { db: SqlClient; adminToken: string | undefined }): void {
   const admin = requireAdmin(adminToken);
-  app.get('/outbox/parked', admin, async (_req, res) => void res.json({ parked: await listParked(db) }));
-  app.post('/outbox/parked/retry', admin, async (req, res) => {
-    const { messageIds } = validate(z.object({ messageIds: z.array(z.uuid()).max(1000).optional() }), req.body ?? {});
-    res.json({ retried: await retryParked(db, messageIds) });
-  });
+  route(
+    app,
+    {
+      method: 'get',
+      path: '/outbox/parked',
+      summary: 'Outbox rows the relay gave up on, with their last error',
+      audience: 'operator',
+      use: [admin],
+      responses: { 200: 'The `parked` rows' },
+    },
+    async (_input, _req, res) => void res.json({ parked: await listParked(db) }),
+  );
+  route(
+    app,
+    {
+      method: 'post',
+      path: '/outbox/parked/retry',
+      summary: 'Give parked rows (all, or these) back to the relay',
+      audience: 'operator',
+      use: [admin],
+      body: z.object({ messageIds: z.array(z.uuid()).max(1000).optional() }),
+      responses: { 200: 'How many were `retried`' },
+    },
+    async ({ body: { messageIds } }, _req, res) => void res.json({ retried: await retryParked(db, messageIds) }),
+  );
 }
 
 const encodeCursor = ({ deadLetteredAt, consumer, messageId }: DeadLetterCursor) =>
@@ -454,10 +506,27 @@ function faultRoutes(
   if (!isSwitchboard(faults)) return;
   const admin = requireAdmin(adminToken);
   const state = () => ({ process: name, pid: process.pid, startedAt, switches: FAULT_NAMES, rules: faults.rules() });
-  app.get('/faults', admin, (_req, res) => void res.json(state()));
-  app.put('/faults', admin, (req, res) => {
-    const { rules } = validate(
-      z.object({
+  route(
+    app,
+    {
+      method: 'get',
+      path: '/faults',
+      summary: "This process's fault switches (only with IDEM_FAULTS_ENABLED=1)",
+      audience: 'operator',
+      use: [admin],
+      responses: { 200: 'The switches and the rules set' },
+    },
+    (_input, _req, res) => void res.json(state()),
+  );
+  route(
+    app,
+    {
+      method: 'put',
+      path: '/faults',
+      summary: 'Replace the fault rules',
+      audience: 'operator',
+      use: [admin],
+      body: z.object({
         rules: z
           .array(
             z.object({
@@ -469,11 +538,13 @@ function faultRoutes(
           )
           .max(50),
       }),
-      req.body,
-    );
-    faults.replace(rules);
-    res.json(state());
-  });
+      responses: { 200: 'The switches and the rules now set' },
+    },
+    ({ body: { rules } }, _req, res) => {
+      faults.replace(rules);
+      res.json(state());
+    },
+  );
 }
 
 /** Redis's memory use and limit, from INFO memory. */

@@ -1,4 +1,4 @@
-import { HttpError, requireAdmin, validate } from '@idem/http';
+import { HttpError, requireAdmin, route } from '@idem/http';
 import type { Express } from 'express';
 import { z } from 'zod';
 import type { PrismaClient } from '../db.js';
@@ -9,22 +9,42 @@ export function stockRoutes(
   app: Express,
   { db, adminToken, now }: { db: PrismaClient; adminToken?: string; now: () => Date },
 ) {
-  app.get('/stock/:sku', async (req, res) => {
-    const { sku } = validate(skuParam, req.params, 'path');
-    const item = await db.stockItem.findUnique({ where: { sku } });
-    if (!item) throw new HttpError('not_found', `no stock item ${sku}`);
-    res.json({ sku: item.sku, available: item.available, reserved: item.reserved });
-  });
+  route(
+    app,
+    {
+      method: 'get',
+      path: '/stock/:sku',
+      summary: 'Stock of one SKU: available, and reserved for orders not paid yet',
+      params: skuParam,
+      responses: { 200: 'The stock item', 404: 'No such SKU' },
+    },
+    async ({ params: { sku } }, _req, res) => {
+      const item = await db.stockItem.findUnique({ where: { sku } });
+      if (!item) throw new HttpError('not_found', `no stock item ${sku}`);
+      res.json({ sku: item.sku, available: item.available, reserved: item.reserved });
+    },
+  );
 
   // Setting stock is an operator action, outside the business flow.
-  app.put('/stock/:sku', requireAdmin(adminToken), async (req, res) => {
-    const { sku } = validate(skuParam, req.params, 'path');
-    const { available } = validate(z.object({ available: z.number().int().min(0).max(1_000_000_000) }), req.body);
-    const item = await db.stockItem.upsert({
-      where: { sku },
-      create: { sku, available, updatedAt: now() },
-      update: { available, updatedAt: now() },
-    });
-    res.json({ sku: item.sku, available: item.available, reserved: item.reserved });
-  });
+  route(
+    app,
+    {
+      method: 'put',
+      path: '/stock/:sku',
+      summary: 'Set the available units of a SKU (creating it)',
+      audience: 'operator',
+      use: [requireAdmin(adminToken)],
+      params: skuParam,
+      body: z.object({ available: z.number().int().min(0).max(1_000_000_000) }),
+      responses: { 200: 'The stock item' },
+    },
+    async ({ params: { sku }, body: { available } }, _req, res) => {
+      const item = await db.stockItem.upsert({
+        where: { sku },
+        create: { sku, available, updatedAt: now() },
+        update: { available, updatedAt: now() },
+      });
+      res.json({ sku: item.sku, available: item.available, reserved: item.reserved });
+    },
+  );
 }

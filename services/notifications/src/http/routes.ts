@@ -1,4 +1,4 @@
-import { requireAdmin, validate } from '@idem/http';
+import { requireAdmin, route } from '@idem/http';
 import type { Express } from 'express';
 import { z } from 'zod';
 import type { PrismaClient } from '../db.js';
@@ -8,24 +8,35 @@ export function emailRoutes(
   app: Express,
   { db, adminToken }: { db: PrismaClient; adminToken: string | undefined },
 ): void {
-  app.get('/emails', requireAdmin(adminToken), async (req, res) => {
-    const { orderId } = validate(z.object({ orderId: z.uuid() }), req.query, 'query');
-    const items = await db.emailWorkItem.findMany({ where: { orderId }, orderBy: { createdAt: 'asc' } });
-    res.json({
-      emails: items.map((i) => ({
-        emailWorkItemId: i.id,
-        dedupeKey: i.dedupeKey,
-        kind: i.kind,
-        orderId: i.orderId,
-        to: i.toAddress,
-        subject: i.subject,
-        messageId: i.messageId,
-        status: i.status,
-        attempts: i.attempts,
-        lastError: i.lastError,
-        sentAt: i.sentAt?.toISOString() ?? null,
-        createdAt: i.createdAt.toISOString(),
-      })),
-    });
-  });
+  route(
+    app,
+    {
+      method: 'get',
+      path: '/emails',
+      summary: "An order's e-mail work items: kind, status, attempts, stable Message-ID",
+      audience: 'operator',
+      use: [requireAdmin(adminToken)],
+      query: z.object({ orderId: z.uuid() }),
+      responses: { 200: '`emails`, oldest first' },
+    },
+    async ({ query: { orderId } }, _req, res) => {
+      const items = await db.emailWorkItem.findMany({ where: { orderId }, orderBy: { createdAt: 'asc' } });
+      res.json({
+        emails: items.map((i) => ({
+          emailWorkItemId: i.id,
+          dedupeKey: i.dedupeKey,
+          kind: i.kind,
+          orderId: i.orderId,
+          to: i.toAddress,
+          subject: i.subject,
+          messageId: i.messageId,
+          status: i.status,
+          attempts: i.attempts,
+          lastError: i.lastError,
+          sentAt: i.sentAt?.toISOString() ?? null,
+          createdAt: i.createdAt.toISOString(),
+        })),
+      });
+    },
+  );
 }

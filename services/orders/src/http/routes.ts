@@ -5,6 +5,7 @@ import {
   callerOf,
   HttpError,
   rateLimit,
+  route,
   validate,
   type Caller,
   type CustomerTokens,
@@ -45,6 +46,11 @@ const newOrderSchema = z
   });
 
 const orderIdParam = z.object({ id: z.uuid() });
+const idempotencyKeyHeader = z.string().min(1).max(255).optional();
+const correlationIdHeader = {
+  description: 'Carried on every message the request causes (a UUID; another value is replaced by a new one)',
+  schema: z.string().optional(),
+};
 
 export interface OrderRoutesOptions {
   readonly db: PrismaClient;
@@ -80,115 +86,162 @@ export function orderRoutes(app: Express, options: OrderRoutesOptions): void {
     ],
   });
 
-  app.post('/orders', limitPlacing, async (req, res) => {
-    const customerId = customerOf(res);
-    const order = { customerId, ...validate(newOrderSchema, req.body) };
-    const correlationId = correlationIdOf(req);
-    // The order and its order-placed event commit together (transactional outbox).
-    const place = async (tx: Tx) => {
-      const at = now();
-      const created = await createOrder(tx, order, at);
-      await enqueue(
-        tx,
-        {
-          type: 'orders.order-placed.v1',
-          aggregateId: created.orderId,
-          aggregateVersion: created.version,
-          correlationId,
-          causationId: null,
-          body: {
-            orderId: created.orderId,
-            customerEmail: created.customerEmail,
-            currency: created.currency,
-            paymentMethod: created.paymentMethod,
-            lines: created.lines,
-            totalCents: created.totalCents,
-          },
+  route(
+    app,
+    {
+      method: 'post',
+      path: '/orders',
+      summary: 'Place an order (its order-placed event commits with it)',
+      audience: 'customer',
+      use: [limitPlacing],
+      headers: {
+        'Idempotency-Key': {
+          description:
+            'Repeats with this key and body replay the first answer (Idempotent-Replayed: true); scoped per customer',
+          schema: idempotencyKeyHeader,
         },
-        at,
-      );
-      return { status: 201, body: created };
-    };
-
-    const key = req.get('idempotency-key');
-    if (key === undefined) {
-      const { status, body } = await db.$transaction(place, HTTP_TRANSACTION);
-      return void res.status(status).json(body);
-    }
-    if (key.length < 1 || key.length > 255) {
-      throw new HttpError('invalid_request', 'Idempotency-Key must be 1 to 255 characters', {
-        errors: [{ field: 'header.Idempotency-Key', message: 'must be 1 to 255 characters' }],
-      });
-    }
-    const response = await idempotent(
-      db,
-      {
-        customerId,
-        key,
-        request: { method: 'POST', path: '/orders', body: order },
-        now: now(),
-        retentionMs: idempotencyKeyRetentionMs,
+        'X-Correlation-Id': correlationIdHeader,
       },
-      place,
-    );
-    if (response.replayed) res.set('Idempotent-Replayed', 'true');
-    res.status(response.status).json(response.body);
-  });
+      body: newOrderSchema,
+      responses: {
+        201: 'The order, PENDING',
+        409: 'A request with this Idempotency-Key is still in progress',
+        422: 'This Idempotency-Key was used with another body',
+        429: 'Too many orders from this customer or address (Retry-After)',
+      },
+    },
+    async ({ body }, req, res) => {
+      const customerId = customerOf(res);
+      const order = { customerId, ...body };
+      const correlationId = correlationIdOf(req);
+      // The order and its order-placed event commit together (transactional outbox).
+      const place = async (tx: Tx) => {
+        const at = now();
+        const created = await createOrder(tx, order, at);
+        await enqueue(
+          tx,
+          {
+            type: 'orders.order-placed.v1',
+            aggregateId: created.orderId,
+            aggregateVersion: created.version,
+            correlationId,
+            causationId: null,
+            body: {
+              orderId: created.orderId,
+              customerEmail: created.customerEmail,
+              currency: created.currency,
+              paymentMethod: created.paymentMethod,
+              lines: created.lines,
+              totalCents: created.totalCents,
+            },
+          },
+          at,
+        );
+        return { status: 201, body: created };
+      };
 
-  app.get('/orders/:id', async (req, res) => {
-    const { id } = validate(orderIdParam, req.params, 'path');
-    const order = await findOrder(db, id, ownerOf(callerOf(res)));
-    if (!order) throw new HttpError('not_found', `no order ${id}`);
-    res.json(order);
-  });
-
-  app.get('/orders', async (req, res) => {
-    const { limit, cursor } = validate(
-      z.object({ limit: z.coerce.number().int().min(1).max(100).default(20), cursor: z.string().max(200).optional() }),
-      req.query,
-      'query',
-    );
-    const orders = await listOrders(db, {
-      owner: ownerOf(callerOf(res)),
-      limit,
-      before: cursor ? decodeCursor(cursor) : undefined,
-    });
-    const last = orders.at(-1);
-    res.json({ orders, nextCursor: orders.length === limit && last ? encodeCursor(last) : null });
-  });
-
-  app.post('/orders/:id/cancel', async (req, res) => {
-    const { id } = validate(orderIdParam, req.params, 'path');
-    const { reason } = validate(
-      z.object({ reason: z.string().max(500).default('cancelled by the customer') }),
-      req.body ?? {},
-    );
-    const correlationId = correlationIdOf(req);
-    const owner = ownerOf(callerOf(res));
-    const order = await db.$transaction(async (tx): Promise<OrderView> => {
-      const at = now();
-      const result = await applyTransition(tx, id, 'cancel', { now: at, causationId: null, owner });
-      if (result.kind === 'unknown_order') throw new HttpError('not_found', `no order ${id}`);
-      if (result.kind === 'not_applicable') {
-        if (isCancelled(result.status)) return (await findOrder(db, id, owner))!;
-        throw new HttpError('conflict', `order ${id} is ${result.status} and can no longer be cancelled`);
+      const key = validate(idempotencyKeyHeader, req.get('idempotency-key'), 'header.Idempotency-Key');
+      if (key === undefined) {
+        const { status, body } = await db.$transaction(place, HTTP_TRANSACTION);
+        return void res.status(status).json(body);
       }
-      await enqueue(
-        tx,
+      const response = await idempotent(
+        db,
         {
-          type: 'orders.order-cancelled.v1',
-          aggregateId: id,
-          aggregateVersion: result.order.version,
-          correlationId,
-          causationId: null,
-          body: { orderId: id, reason },
+          customerId,
+          key,
+          request: { method: 'POST', path: '/orders', body: order },
+          now: now(),
+          retentionMs: idempotencyKeyRetentionMs,
         },
-        at,
+        place,
       );
-      return result.order;
-    }, HTTP_TRANSACTION);
-    res.json(order);
-  });
+      if (response.replayed) res.set('Idempotent-Replayed', 'true');
+      res.status(response.status).json(response.body);
+    },
+  );
+
+  route(
+    app,
+    {
+      method: 'get',
+      path: '/orders/:id',
+      summary: "An order with its lines and status history (another customer's answers 404)",
+      audience: 'customer-or-operator',
+      params: orderIdParam,
+      responses: { 200: 'The order', 404: 'No such order of this caller' },
+    },
+    async ({ params: { id } }, _req, res) => {
+      const order = await findOrder(db, id, ownerOf(callerOf(res)));
+      if (!order) throw new HttpError('not_found', `no order ${id}`);
+      res.json(order);
+    },
+  );
+
+  route(
+    app,
+    {
+      method: 'get',
+      path: '/orders',
+      summary: "The caller's orders, newest first, a page at a time (the operator's: every order)",
+      audience: 'customer-or-operator',
+      query: z.object({
+        limit: z.coerce.number().int().min(1).max(100).default(20),
+        cursor: z.string().max(200).optional(),
+      }),
+      responses: { 200: '`orders` and the `nextCursor` of the next page (null on the last)' },
+    },
+    async ({ query: { limit, cursor } }, _req, res) => {
+      const orders = await listOrders(db, {
+        owner: ownerOf(callerOf(res)),
+        limit,
+        before: cursor ? decodeCursor(cursor) : undefined,
+      });
+      const last = orders.at(-1);
+      res.json({ orders, nextCursor: orders.length === limit && last ? encodeCursor(last) : null });
+    },
+  );
+
+  route(
+    app,
+    {
+      method: 'post',
+      path: '/orders/:id/cancel',
+      summary: 'Cancel an order (a paid one is refunded); cancelling again answers the cancelled order',
+      audience: 'customer-or-operator',
+      params: orderIdParam,
+      headers: { 'X-Correlation-Id': correlationIdHeader },
+      body: z.object({ reason: z.string().max(500).default('cancelled by the customer') }),
+      responses: { 200: 'The order, CANCELLED', 404: 'No such order of this caller', 409: 'Too late to cancel' },
+    },
+    async ({ params: { id }, body: { reason } }, req, res) => {
+      const correlationId = correlationIdOf(req);
+      const owner = ownerOf(callerOf(res));
+      const order = await db.$transaction(async (tx): Promise<OrderView> => {
+        const at = now();
+        const result = await applyTransition(tx, id, 'cancel', { now: at, causationId: null, owner });
+        if (result.kind === 'unknown_order') throw new HttpError('not_found', `no order ${id}`);
+        if (result.kind === 'not_applicable') {
+          if (isCancelled(result.status)) return (await findOrder(db, id, owner))!;
+          throw new HttpError('conflict', `order ${id} is ${result.status} and can no longer be cancelled`);
+        }
+        await enqueue(
+          tx,
+          {
+            type: 'orders.order-cancelled.v1',
+            aggregateId: id,
+            aggregateVersion: result.order.version,
+            correlationId,
+            causationId: null,
+            body: { orderId: id, reason },
+          },
+          at,
+        );
+        return result.order;
+      }, HTTP_TRANSACTION);
+      res.json(order);
+    },
+  );
 }
 
 /** A customer's orders; the operator's reach is every order. */

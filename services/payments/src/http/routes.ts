@@ -1,4 +1,4 @@
-import { HttpError, requireAdmin, validate } from '@idem/http';
+import { HttpError, requireAdmin, route } from '@idem/http';
 import type { Express } from 'express';
 import { z } from 'zod';
 import type { PrismaClient } from '../db.js';
@@ -8,39 +8,62 @@ export function paymentRoutes(
   app: Express,
   { db, adminToken, now }: { db: PrismaClient; adminToken: string | undefined; now: () => Date },
 ): void {
-  app.get('/payments', requireAdmin(adminToken), async (req, res) => {
-    const { orderId } = validate(z.object({ orderId: z.uuid() }), req.query, 'query');
-    const attempts = await db.paymentAttempt.findMany({ where: { orderId }, orderBy: { createdAt: 'asc' } });
-    res.json({
-      payments: attempts.map((a) => ({
-        paymentAttemptId: a.id,
-        orderId: a.orderId,
-        status: a.status,
-        amountCents: a.amountCents,
-        currency: a.currency,
-        paymentMethod: a.paymentMethod,
-        paymentIntentId: a.paymentIntentId,
-        refundId: a.refundId,
-        failureCode: a.failureCode,
-        failureReason: a.failureReason,
-        providerCalls: a.providerCalls,
-        lastError: a.lastError,
-        createdAt: a.createdAt.toISOString(),
-        updatedAt: a.updatedAt.toISOString(),
-      })),
-    });
-  });
+  const admin = requireAdmin(adminToken);
+  route(
+    app,
+    {
+      method: 'get',
+      path: '/payments',
+      summary: "An order's payment attempts, with the provider's ids, calls and last error",
+      audience: 'operator',
+      use: [admin],
+      query: z.object({ orderId: z.uuid() }),
+      responses: { 200: '`payments`, oldest first' },
+    },
+    async ({ query: { orderId } }, _req, res) => {
+      const attempts = await db.paymentAttempt.findMany({ where: { orderId }, orderBy: { createdAt: 'asc' } });
+      res.json({
+        payments: attempts.map((a) => ({
+          paymentAttemptId: a.id,
+          orderId: a.orderId,
+          status: a.status,
+          amountCents: a.amountCents,
+          currency: a.currency,
+          paymentMethod: a.paymentMethod,
+          paymentIntentId: a.paymentIntentId,
+          refundId: a.refundId,
+          failureCode: a.failureCode,
+          failureReason: a.failureReason,
+          providerCalls: a.providerCalls,
+          lastError: a.lastError,
+          createdAt: a.createdAt.toISOString(),
+          updatedAt: a.updatedAt.toISOString(),
+        })),
+      });
+    },
+  );
 
   // An operator who fixed an integration fault (see needs_attention) lets the worker try again,
   // with the attempt's persisted key: the refused request stored no result at the provider.
-  app.post('/payments/:paymentAttemptId/retry', requireAdmin(adminToken), async (req, res) => {
-    const { paymentAttemptId } = validate(z.object({ paymentAttemptId: z.uuid() }), req.params, 'path');
-    const at = now();
-    const { count } = await db.paymentAttempt.updateMany({
-      where: { id: paymentAttemptId, status: 'needs_attention' },
-      data: { status: 'pending', failureCode: null, failureReason: null, nextAttemptAt: at, updatedAt: at },
-    });
-    if (count === 0) throw new HttpError('not_found', 'no payment attempt with that id needs attention');
-    res.status(202).json({ paymentAttemptId, status: 'pending' });
-  });
+  route(
+    app,
+    {
+      method: 'post',
+      path: '/payments/:paymentAttemptId/retry',
+      summary: 'Try an attempt that needs attention again, with its persisted key',
+      audience: 'operator',
+      use: [admin],
+      params: z.object({ paymentAttemptId: z.uuid() }),
+      responses: { 202: 'The attempt is pending again', 404: 'No attempt with that id needs attention' },
+    },
+    async ({ params: { paymentAttemptId } }, _req, res) => {
+      const at = now();
+      const { count } = await db.paymentAttempt.updateMany({
+        where: { id: paymentAttemptId, status: 'needs_attention' },
+        data: { status: 'pending', failureCode: null, failureReason: null, nextAttemptAt: at, updatedAt: at },
+      });
+      if (count === 0) throw new HttpError('not_found', 'no payment attempt with that id needs attention');
+      res.status(202).json({ paymentAttemptId, status: 'pending' });
+    },
+  );
 }

@@ -1,0 +1,130 @@
+/**
+ * Each service's OpenAPI document, as it serves it at /openapi.json: a valid OpenAPI 3.1
+ * document, listing exactly the routes the process has (read off its express router), each of
+ * which answers, and the same as the copy committed under docs/openapi/ (refresh it with
+ * `pnpm openapi:update`).
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { faultsFromEnv } from '@idem/faults';
+import type { RunningService } from '@idem/runtime';
+import { createMigratedDatabase, deleteQueues, uniqueName } from '@idem/testkit';
+import { Validator } from '@seriousme/openapi-schema-validator';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startInventory } from '../services/inventory/src/service.js';
+import { startNotifications } from '../services/notifications/src/service.js';
+import { startOrders } from '../services/orders/src/service.js';
+import { startPayments } from '../services/payments/src/service.js';
+import { root } from './compose-file.js';
+import { SERVICE_CONFIGS } from './service-configs.js';
+
+const ADMIN_TOKEN = 'openapi-test-operator-token';
+const prefix = uniqueName('idem_test_openapi');
+const START = {
+  orders: startOrders,
+  inventory: startInventory,
+  payments: startPayments,
+  notifications: startNotifications,
+};
+type Service = keyof typeof START;
+const running: Partial<Record<Service, RunningService>> = {};
+const databases: { drop(): Promise<void> }[] = [];
+
+beforeAll(async () => {
+  for (const service of Object.keys(START) as Service[]) {
+    const database = await createMigratedDatabase(
+      service,
+      fileURLToPath(new URL(`../services/${service}/prisma/migrations`, import.meta.url)),
+    );
+    databases.push(database);
+    const config = SERVICE_CONFIGS[service].load({
+      DATABASE_URL: database.url,
+      IDEM_QUEUE_PREFIX: prefix,
+      PORT: '0',
+      LOG_LEVEL: 'silent',
+      IDEM_ROLES: 'http',
+      ADMIN_TOKEN,
+      JWT_SECRET: 'openapi-test-signing-key-0123456789abcdef',
+    });
+    // With the fault switches on, so their routes are there too.
+    running[service] = await (START[service] as (c: unknown, o: object) => Promise<RunningService>)(config, {
+      faults: faultsFromEnv({ IDEM_FAULTS_ENABLED: '1' }),
+    });
+  }
+});
+afterAll(async () => {
+  await Promise.all(Object.values(running).map((service) => service.stop()));
+  await Promise.all(databases.map((database) => database.drop()));
+  await deleteQueues(prefix);
+});
+
+const base = (service: Service) => `http://127.0.0.1:${running[service]!.http.port}`;
+const documentOf = async (service: Service) =>
+  (await (await fetch(`${base(service)}/openapi.json`)).json()) as {
+    openapi: string;
+    paths: Record<string, Record<string, unknown>>;
+  };
+/** `METHOD /path` of every route the process's express app has, in OpenAPI's path syntax. */
+function routesOf(service: Service): string[] {
+  // The server's request listener is the express app; express 5 keeps its routes in app.router.
+  const app = running[service]!.http.server.listeners('request')[0] as unknown as {
+    router: { stack: { route?: { path: string; methods: Record<string, boolean> } }[] };
+  };
+  const stack = app.router.stack;
+  return stack
+    .flatMap((layer) =>
+      layer.route
+        ? Object.keys(layer.route.methods).map(
+            (m) => `${m.toUpperCase()} ${layer.route!.path.replace(/:(\w+)/g, '{$1}')}`,
+          )
+        : [],
+    )
+    .sort();
+}
+const operationsOf = (document: Awaited<ReturnType<typeof documentOf>>) =>
+  Object.entries(document.paths)
+    .flatMap(([path, methods]) => Object.keys(methods).map((method) => `${method.toUpperCase()} ${path}`))
+    .sort();
+
+describe.each(Object.keys(START) as Service[])('%s /openapi.json', (service) => {
+  it('is a valid OpenAPI 3.1 document', async () => {
+    const document = await documentOf(service);
+    expect(document.openapi).toBe('3.1.0');
+    const result = await new Validator().validate(document as unknown as Parameters<Validator['validate']>[0]);
+    expect(result.errors ?? []).toEqual([]);
+    expect(result.valid).toBe(true);
+  });
+
+  it('lists exactly the routes the process has', async () => {
+    const routes = routesOf(service).filter((r) => r !== 'GET /openapi.json');
+    expect(operationsOf(await documentOf(service))).toEqual(routes);
+    expect(routes.length).toBeGreaterThan(8);
+  });
+
+  it('has a route behind every operation: none answers "no route"', async () => {
+    const samples: Record<string, string> = {
+      id: '00000000-0000-4000-8000-000000000000',
+      paymentAttemptId: '00000000-0000-4000-8000-000000000000',
+      sku: 'keyboard',
+    };
+    for (const operation of operationsOf(await documentOf(service))) {
+      const [method, path] = operation.split(' ') as [string, string];
+      const url = base(service) + path.replace(/\{(\w+)\}/g, (_all, name: string) => samples[name] ?? 'x');
+      const res = await fetch(url, {
+        method,
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+        ...(method === 'GET' ? {} : { body: '{}' }),
+      });
+      const text = await res.text();
+      expect(text, operation).not.toContain('no route for');
+    }
+  });
+
+  it('is the copy committed under docs/openapi/', async () => {
+    const file = join(root, 'docs/openapi', `${service}.json`);
+    const served = `${JSON.stringify(await documentOf(service), null, 2)}\n`;
+    if (process.env.UPDATE_OPENAPI === '1') writeFileSync(file, served);
+    expect(readFileSync(file, 'utf8')).toBe(served);
+  });
+});
