@@ -3,3 +3,4 @@ export type { MigrateOptions, MigrationFile } from './migrate.js';
 export { findSchemaDrift } from './schema-drift.js';
 export type { SqlClient, TransactionalClient, TransactionOptions } from './sql-client.js';
 export { readOnly, type ReadQuery } from './read-only.js';
+export { fromNodePostgres, TransactionTimeoutError, type PgDatabase, type PgTransaction } from './node-postgres.js';

@@ -35,15 +35,16 @@ export function constraintOf(error: unknown): string | undefined {
 }
 
 /**
- * True only for a unique violation of `processed_messages_pkey`: the provider's code (Prisma
- * P2002 from a model call or P2010 from raw SQL, with SQLSTATE 23505 underneath) *and* the
+ * True only for a unique violation of `processed_messages_pkey`: an error the database raised
+ * (through Prisma — P2002 from a model call or P2010 from raw SQL — or straight from
+ * node-postgres, which carries the server's `severity`) with SQLSTATE 23505 *and* that
  * constraint name. A unique violation on a business table, a foreign key, a timeout or a lost
  * connection is something else and must not be mistaken for a duplicate.
  */
 export function isProcessedMessageConflict(error: unknown): boolean {
-  const prismaCode = (error as PrismaLikeError | undefined)?.code;
-  const fromPrisma = prismaCode === 'P2002' || prismaCode === 'P2010';
-  return fromPrisma && sqlStateOf(error) === '23505' && constraintOf(error) === PROCESSED_MESSAGES_KEY;
+  const { code, severity } = (error ?? {}) as PrismaLikeError & { severity?: unknown };
+  const fromDatabase = code === 'P2002' || code === 'P2010' || (code === '23505' && typeof severity === 'string');
+  return fromDatabase && sqlStateOf(error) === '23505' && constraintOf(error) === PROCESSED_MESSAGES_KEY;
 }
 
 export interface FailureClassification {

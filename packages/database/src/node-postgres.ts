@@ -1,0 +1,97 @@
+import type pg from 'pg';
+import type { SqlClient, TransactionalClient, TransactionOptions } from './sql-client.js';
+
+/** A node-postgres connection inside one transaction, as the inbox and the outbox use it. */
+export interface PgTransaction extends SqlClient {
+  /** The connection itself, for the handler's own queries. */
+  readonly client: pg.PoolClient;
+}
+
+/** The pool, as a {@link TransactionalClient}: the inbox and the outbox run on it as on Prisma. */
+export interface PgDatabase extends TransactionalClient<PgTransaction> {
+  readonly pool: pg.Pool;
+  $disconnect(): Promise<void>;
+}
+
+/** Raised when a transaction outlives its `timeout` (it is rolled back) or waits too long for a connection. */
+export class TransactionTimeoutError extends Error {
+  /** Prisma's code for the same case, so failure classification treats both alike (transient). */
+  readonly code = 'P2028';
+}
+
+/**
+ * The inbox and the outbox on a plain node-postgres pool instead of Prisma: tagged SQL
+ * becomes a parameterised query (`$1`, `$2`, …), and `$transaction` checks a connection out,
+ * runs BEGIN, the function, then COMMIT — or ROLLBACK on any error, which it rethrows as
+ * node-postgres raised it (SQLSTATE and constraint intact, which the inbox's duplicate
+ * detection reads). The same guarantees as with Prisma, without its query engine in the way.
+ */
+export function fromNodePostgres(pool: pg.Pool): PgDatabase {
+  const outside = sqlOn((text, values) => pool.query(text, values));
+  return {
+    pool,
+    ...outside,
+    async $transaction<R>(
+      fn: (tx: PgTransaction) => Promise<R>,
+      { maxWait = 2000, timeout = 5000 }: TransactionOptions = {},
+    ): Promise<R> {
+      const client = await withTimeout(pool.connect(), maxWait, 'no connection became free');
+      let expired = false;
+      // Past the timeout, what the function sends next fails and the transaction rolls back.
+      const timer = setTimeout(() => (expired = true), timeout);
+      const inside = sqlOn(async (text, values) => {
+        if (expired) throw new TransactionTimeoutError(`the transaction ran longer than ${timeout} ms`);
+        return client.query(text, values);
+      });
+      try {
+        await client.query('BEGIN');
+        const result = await fn({ client, ...inside });
+        if (expired) throw new TransactionTimeoutError(`the transaction ran longer than ${timeout} ms`);
+        await client.query('COMMIT');
+        return result;
+      } catch (error) {
+        await client.query('ROLLBACK').catch(() => {});
+        throw error;
+      } finally {
+        clearTimeout(timer);
+        client.release();
+      }
+    },
+    $disconnect: () => pool.end(),
+  };
+}
+
+function sqlOn(query: (text: string, values: unknown[]) => Promise<pg.QueryResult>): SqlClient {
+  return {
+    async $queryRaw<T>(strings: TemplateStringsArray, ...values: unknown[]) {
+      return (await query(textOf(strings), values)).rows as T;
+    },
+    async $executeRaw(strings: TemplateStringsArray, ...values: unknown[]) {
+      return (await query(textOf(strings), values)).rowCount ?? 0;
+    },
+  };
+}
+
+/** `a ${x} b ${y}` → `a $1 b $2`. */
+const textOf = (strings: TemplateStringsArray) => strings.reduce((sql, part, i) => `${sql}$${i}${part}`);
+
+/** The pool's connection within `ms`; one that arrives after that goes straight back to the pool. */
+async function withTimeout(connecting: Promise<pg.PoolClient>, ms: number, what: string): Promise<pg.PoolClient> {
+  let timer: NodeJS.Timeout | undefined;
+  let gaveUp = false;
+  const late = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => {
+      gaveUp = true;
+      reject(new TransactionTimeoutError(`${what} within ${ms} ms`));
+    }, ms);
+  });
+  void connecting.then(
+    (client) => gaveUp && client.release(),
+    () => {},
+  );
+  try {
+    return await Promise.race([connecting, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
