@@ -6,7 +6,7 @@
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomInt, randomUUID } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -36,6 +36,12 @@ const deployed = {} as Record<Service, { dir: string; databaseUrl: string }>;
 const prefix = uniqueName('idem_test_bundle');
 const port = randomInt(6_000, 7_000); // below the ephemeral port range and the e2e systems' ports
 
+/** A package with its production dependencies only, as infra/Dockerfile's deploy stages make it. */
+function deploy(pkg: string, dir: string): void {
+  const args = ['--prod', '--legacy', '--config.node-linker=hoisted', '--ignore-scripts', dir];
+  execFileSync('npx', ['-y', `pnpm@${pnpmVersion}`, '--filter', pkg, 'deploy', ...args], { cwd: root, stdio: 'pipe' });
+}
+
 beforeAll(() => {
   for (const service of SERVICES) {
     const dir = mkdtempSync(join(tmpdir(), `idem-deploy-${service}-`));
@@ -43,22 +49,7 @@ beforeAll(() => {
       cwd: root,
       stdio: 'pipe',
     });
-    execFileSync(
-      'npx',
-      [
-        '-y',
-        `pnpm@${pnpmVersion}`,
-        '--filter',
-        `@idem/${service}`,
-        'deploy',
-        '--prod',
-        '--legacy',
-        '--config.node-linker=hoisted',
-        '--ignore-scripts',
-        dir,
-      ],
-      { cwd: root, stdio: 'pipe' },
-    );
+    deploy(`@idem/${service}`, dir);
     rmSync(join(dir, 'src'), { recursive: true, force: true }); // the image keeps only dist/ and prisma/
     const databaseUrl = `${postgresServerUrl}/${uniqueName(`idem_test_bundle_${service}`)}`;
     execFileSync(process.execPath, ['dist/migrate.js'], {
@@ -107,6 +98,40 @@ async function stop(child: ChildProcess) {
   child.kill('SIGTERM');
   return exited(child);
 }
+
+describe('the migrate image', () => {
+  it("runs every service's migrate bundle from @idem/database's production deploy alone, as infra/Dockerfile builds it", async () => {
+    const dockerfile = readFileSync(join(root, 'infra/Dockerfile'), 'utf8');
+    const services = /for service in ([\w ]+); do/.exec(dockerfile)![1]!.split(' ');
+    const dir = mkdtempSync(join(tmpdir(), 'idem-deploy-migrate-'));
+    const urls = services.map((service) => `${postgresServerUrl}/${uniqueName(`idem_test_migrate_image_${service}`)}`);
+    deploy('@idem/database', dir);
+    try {
+      for (const [i, service] of services.entries()) {
+        execFileSync(process.execPath, ['--import', 'tsx', 'scripts/build.ts', `services/${service}`], {
+          cwd: root,
+          stdio: 'pipe',
+        });
+        cpSync(join(root, 'services', service, 'dist'), join(dir, 'services', service, 'dist'), { recursive: true });
+        cpSync(
+          join(root, 'services', service, 'prisma/migrations'),
+          join(dir, 'services', service, 'prisma/migrations'),
+          { recursive: true },
+        );
+        const output = execFileSync(process.execPath, [`services/${service}/dist/migrate.js`], {
+          cwd: dir,
+          env: { PATH: process.env.PATH, DATABASE_URL: urls[i] },
+          encoding: 'utf8',
+        });
+        expect(output, service).toMatch(/idem_inbox/);
+        expect(output, service).toContain('database up to date');
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+      await Promise.all(urls.map((url) => dropDatabase(url)));
+    }
+  }, 180_000);
+});
 
 describe('the production bundle', () => {
   it('is started by the image with the instrumentation entry first', () => {

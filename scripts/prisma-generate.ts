@@ -1,5 +1,8 @@
 /**
- * Generates every Prisma client in the workspace, offline.
+ * Generates every Prisma client in the workspace, offline. First it writes, beside each
+ * schema.prisma, the models of the tables its packages own (`PACKAGE_TABLES` in the project's
+ * src/tables.ts: the inbox's, the outbox's) as idem-packages.prisma, and generates from the
+ * whole folder.
  *
  * `prisma generate` never runs the schema engine, but Prisma checks that the engine binary
  * exists and tries to download it when it does not. That download cannot succeed on an
@@ -9,6 +12,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
+import { packageModels, type TableSet } from '@idem/database';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -34,7 +38,12 @@ const env = schemaEngineEnv();
 for (const schema of schemas.sort()) {
   const projectDir = join(root, dirname(dirname(schema)));
   console.log(`prisma generate: ${relative(root, projectDir)}`);
-  execFileSync(join(root, 'node_modules/.bin/prisma'), ['generate', '--schema', 'prisma/schema.prisma'], {
+  const tables = join(projectDir, 'src/tables.ts');
+  const { PACKAGE_TABLES } = existsSync(tables)
+    ? ((await import(tables)) as { PACKAGE_TABLES: readonly TableSet[] })
+    : { PACKAGE_TABLES: [] };
+  writeFileSync(join(projectDir, 'prisma/idem-packages.prisma'), packageModels(PACKAGE_TABLES));
+  execFileSync(join(root, 'node_modules/.bin/prisma'), ['generate', '--schema', 'prisma'], {
     cwd: projectDir,
     env,
     stdio: ['ignore', 'ignore', 'inherit'],

@@ -4,3 +4,4 @@ export { findSchemaDrift } from './schema-drift.js';
 export type { SqlClient, TransactionalClient, TransactionOptions } from './sql-client.js';
 export { readOnly, type ReadQuery } from './read-only.js';
 export { fromNodePostgres, TransactionTimeoutError, type PgDatabase, type PgTransaction } from './node-postgres.js';
+export { packageModels, type TableSet } from './table-set.js';

@@ -2,6 +2,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
+import type { TableSet } from './table-set.js';
 
 /**
  * Prisma's own bookkeeping table, created exactly as `prisma migrate deploy` creates it, so a
@@ -26,7 +27,12 @@ const MIGRATION_LOCK_KEY = 72_707_369;
 export class MigrationError extends Error {
   constructor(
     readonly code:
-      'checksum_mismatch' | 'failed_migration' | 'migration_failed' | 'missing_migrations' | 'invalid_database_url',
+      | 'checksum_mismatch'
+      | 'failed_migration'
+      | 'migration_failed'
+      | 'missing_migrations'
+      | 'duplicate_migration'
+      | 'invalid_database_url',
     message: string,
     options?: ErrorOptions,
   ) {
@@ -38,6 +44,8 @@ export interface MigrateOptions {
   readonly databaseUrl: string;
   /** A Prisma migrations folder: `<timestamp>_<name>/migration.sql` + `migration_lock.toml`. */
   readonly migrationsDir: string;
+  /** Tables of the packages the service uses (the inbox's, the outbox's), migrated beside its own. */
+  readonly include?: readonly TableSet[];
   readonly log?: (line: string) => void;
   /**
    * How long to keep trying while the server refuses connections (it is still starting, or not
@@ -53,18 +61,23 @@ export interface MigrationFile {
   readonly checksum: string;
 }
 
-export function readMigrations(migrationsDir: string): MigrationFile[] {
+/** A service's migrations folder and the migrations of the packages it includes, in name order. */
+export function readMigrations(migrationsDir: string, include: readonly TableSet[] = []): MigrationFile[] {
   if (!existsSync(migrationsDir)) {
     throw new MigrationError('missing_migrations', `no migrations folder at ${migrationsDir}`);
   }
-  return readdirSync(migrationsDir, { withFileTypes: true })
+  const own = readdirSync(migrationsDir, { withFileTypes: true })
     .filter((entry) => entry.isDirectory() && existsSync(join(migrationsDir, entry.name, 'migration.sql')))
-    .map((entry) => entry.name)
-    .sort()
-    .map((name) => {
-      const bytes = readFileSync(join(migrationsDir, name, 'migration.sql'));
-      return { name, sql: bytes.toString('utf8'), checksum: createHash('sha256').update(bytes).digest('hex') };
-    });
+    .map((entry) => ({ name: entry.name, bytes: readFileSync(join(migrationsDir, entry.name, 'migration.sql')) }));
+  const packaged = include.flatMap((set) => set.migrations.map(({ name, sql }) => ({ name, bytes: Buffer.from(sql) })));
+  const all = [...own, ...packaged].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  const twice = all.find((migration, i) => all[i + 1]?.name === migration.name);
+  if (twice) throw new MigrationError('duplicate_migration', `two migrations are named ${twice.name}`);
+  return all.map(({ name, bytes }) => ({
+    name,
+    sql: bytes.toString('utf8'),
+    checksum: createHash('sha256').update(bytes).digest('hex'),
+  }));
 }
 
 /**
@@ -76,11 +89,12 @@ export function readMigrations(migrationsDir: string): MigrationFile[] {
 export async function migrate({
   databaseUrl,
   migrationsDir,
+  include = [],
   log = () => {},
   connectTimeoutMs = 60_000,
 }: MigrateOptions): Promise<string[]> {
   assertDatabaseUrl(databaseUrl);
-  const migrations = readMigrations(migrationsDir);
+  const migrations = readMigrations(migrationsDir, include);
   // A migrate job often starts beside its server (compose, Kubernetes): wait for it, bounded.
   await untilConnected(databaseUrl, connectTimeoutMs, log);
   await createDatabaseIfMissing(databaseUrl, log);

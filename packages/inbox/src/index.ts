@@ -17,3 +17,4 @@ export {
   type ReplayHorizon,
 } from './retention.js';
 export { bodyHash } from './body-hash.js';
+export { inboxTables, aggregateVersionTables } from './tables.js';

@@ -8,3 +8,4 @@ export {
   type OutboxBacklog,
   type ParkedRow,
 } from './maintenance.js';
+export { outboxTables } from './tables.js';

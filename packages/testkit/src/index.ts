@@ -10,13 +10,14 @@ import { fileURLToPath } from 'node:url';
 import { PrismaPg } from '@prisma/adapter-pg';
 import { Redis } from 'ioredis';
 import type { Envelope } from '@idem/contracts';
-import { dropDatabase, findSchemaDrift, migrate } from '@idem/database';
+import { dropDatabase, findSchemaDrift, migrate, packageModels, type TableSet } from '@idem/database';
 import { PrismaClient } from './generated/prisma/client.js';
+import { PACKAGE_TABLES } from './tables.js';
 
 export { PrismaClient };
 export type { Prisma } from './generated/prisma/client.js';
 
-/** The testkit's own schema and migrations: the tables every idem service has, plus a tiny business. */
+/** The testkit's own schema and migrations: a tiny business, beside the packages' tables (src/tables.ts). */
 export const testkitPrismaDir = join(dirname(fileURLToPath(import.meta.url)), '../prisma');
 
 export const postgresServerUrl = process.env.TEST_POSTGRES_URL ?? 'postgresql://postgres@127.0.0.1:5432';
@@ -36,15 +37,15 @@ export interface TestDatabase {
 }
 
 /** Creates a fresh database and applies `migrationsDir` to it: one per test file. */
-export async function createMigratedDatabase(label: string, migrationsDir: string) {
+export async function createMigratedDatabase(label: string, migrationsDir: string, include: readonly TableSet[] = []) {
   const url = `${postgresServerUrl}/${uniqueName(`idem_test_${label}`).toLowerCase()}`;
-  await migrate({ databaseUrl: url, migrationsDir });
+  await migrate({ databaseUrl: url, migrationsDir, include });
   return { url, drop: () => dropDatabase(url) };
 }
 
 /** A fresh database with the testkit's schema, and Prisma clients on it. */
 export async function createTestDatabase(label: string): Promise<TestDatabase> {
-  const { url, drop } = await createMigratedDatabase(label, join(testkitPrismaDir, 'migrations'));
+  const { url, drop } = await createMigratedDatabase(label, join(testkitPrismaDir, 'migrations'), PACKAGE_TABLES);
   const clients: PrismaClient[] = [];
   const connect = () => {
     const client = new PrismaClient({ adapter: new PrismaPg({ connectionString: url }) });
@@ -108,13 +109,15 @@ export function orderPlacedMessage(
 }
 
 /**
- * Migrates a fresh database with a service's hand-written migrations and compares it with the
- * service's schema.prisma; returns the differences (none when they match).
+ * Migrates a fresh database with a service's hand-written migrations and its packages' tables,
+ * and compares it with its schema.prisma plus those packages' models; returns the differences
+ * (none when they match).
  */
-export async function schemaDriftOf(serviceRoot: string): Promise<string[]> {
-  const db = await createMigratedDatabase('drift', join(serviceRoot, 'prisma/migrations'));
+export async function schemaDriftOf(serviceRoot: string, include: readonly TableSet[]): Promise<string[]> {
+  const db = await createMigratedDatabase('drift', join(serviceRoot, 'prisma/migrations'), include);
   try {
-    return await findSchemaDrift(db.url, readFileSync(join(serviceRoot, 'prisma/schema.prisma'), 'utf8'));
+    const schema = readFileSync(join(serviceRoot, 'prisma/schema.prisma'), 'utf8');
+    return await findSchemaDrift(db.url, `${schema}\n${packageModels(include)}`);
   } finally {
     await db.drop();
   }

@@ -7,6 +7,7 @@ import { createMigratedDatabase, deleteQueues, orderPlacedMessage, redisUrl, uni
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig } from './config.js';
+import { PACKAGE_TABLES } from './tables.js';
 import { handleOrderCancelled } from './consumers/order-cancelled.js';
 import { handleOrderPlaced } from './consumers/order-placed.js';
 import { handlePaymentCaptured } from './consumers/payment-captured.js';
@@ -20,7 +21,11 @@ let db: PrismaClient;
 const now = () => new Date();
 
 beforeAll(async () => {
-  database = await createMigratedDatabase('inventory', fileURLToPath(new URL('../prisma/migrations', import.meta.url)));
+  database = await createMigratedDatabase(
+    'inventory',
+    fileURLToPath(new URL('../prisma/migrations', import.meta.url)),
+    PACKAGE_TABLES,
+  );
   db = connectDatabase(database.url);
 });
 afterAll(async () => {

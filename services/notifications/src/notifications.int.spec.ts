@@ -15,6 +15,7 @@ import {
 } from '@idem/testkit';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig } from './config.js';
+import { PACKAGE_TABLES } from './tables.js';
 import { handleOrderPlaced } from './consumers/order-placed.js';
 import { handlePaymentCaptured } from './consumers/payment-emails.js';
 import { connectDatabase, type PrismaClient } from './db.js';
@@ -30,6 +31,7 @@ beforeAll(async () => {
   database = await createMigratedDatabase(
     'notifications',
     fileURLToPath(new URL('../prisma/migrations', import.meta.url)),
+    PACKAGE_TABLES,
   );
   db = connectDatabase(database.url);
   sink = await startSmtpSink({ smtpPort: 0, httpPort: 0, host: '127.0.0.1' });

@@ -2,9 +2,15 @@
 // The native run and the docker compose `migrate` service both run this entrypoint.
 import { fileURLToPath } from 'node:url';
 import { migrate } from '@idem/database';
+import { PACKAGE_TABLES } from './tables.js';
 
 const databaseUrl = process.env.DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/orders';
 const migrationsDir = fileURLToPath(new URL('../prisma/migrations', import.meta.url));
 
-const applied = await migrate({ databaseUrl, migrationsDir, log: (line) => console.log(`orders: ${line}`) });
+const applied = await migrate({
+  databaseUrl,
+  migrationsDir,
+  include: PACKAGE_TABLES,
+  log: (line) => console.log(`orders: ${line}`),
+});
 console.log(`orders: database up to date (${applied.length} migration(s) applied)`);

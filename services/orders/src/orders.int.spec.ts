@@ -6,6 +6,7 @@ import { createInbox } from '@idem/inbox';
 import { createMigratedDatabase, deleteQueues, orderPlacedMessage, uniqueName } from '@idem/testkit';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig } from './config.js';
+import { PACKAGE_TABLES } from './tables.js';
 import { transitionOn } from './consumers/order-transitions.js';
 import { connectDatabase, type PrismaClient } from './db.js';
 import type { OrderView } from './orders.js';
@@ -32,7 +33,11 @@ const configOf = (env: Record<string, string> = {}) =>
   });
 
 beforeAll(async () => {
-  database = await createMigratedDatabase('orders', fileURLToPath(new URL('../prisma/migrations', import.meta.url)));
+  database = await createMigratedDatabase(
+    'orders',
+    fileURLToPath(new URL('../prisma/migrations', import.meta.url)),
+    PACKAGE_TABLES,
+  );
   db = connectDatabase(database.url);
   // HTTP only: these tests look at what the API writes, the relay would publish it away.
   service = await startOrders(configOf({ RATE_LIMIT_ORDERS_PER_CUSTOMER: '1000' }));

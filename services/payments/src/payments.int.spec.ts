@@ -20,6 +20,7 @@ import { handleOrderCancelled } from './consumers/order-cancelled.js';
 import { handleStockReserved } from './consumers/stock-reserved.js';
 import { connectDatabase, type PrismaClient } from './db.js';
 import { loadConfig, SIMULATOR_API_KEY } from './config.js';
+import { PACKAGE_TABLES } from './tables.js';
 import { createPaymentWorker } from './payment-worker.js';
 import { startPayments } from './service.js';
 import { createStripeClient } from './stripe.js';
@@ -32,7 +33,11 @@ let db: PrismaClient;
 const now = () => new Date();
 
 beforeAll(async () => {
-  database = await createMigratedDatabase('payments', fileURLToPath(new URL('../prisma/migrations', import.meta.url)));
+  database = await createMigratedDatabase(
+    'payments',
+    fileURLToPath(new URL('../prisma/migrations', import.meta.url)),
+    PACKAGE_TABLES,
+  );
   db = connectDatabase(database.url);
   server = await new Promise<Server>((resolve) => {
     const s = simulator.app.listen(0, '127.0.0.1', () => resolve(s));
