@@ -2,7 +2,7 @@
  * The teaching console in a real browser, the way a student uses it: switch a fault on, place
  * an order from the form, and watch the order's timeline fill in live.
  */
-import { duplicateStory, type RunningSystem } from '@idem/native-run';
+import { duplicateStory, SERVICES, type RunningSystem } from '@idem/native-run';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { launchChromium, screenshotPath } from './browser.js';
@@ -24,7 +24,7 @@ beforeAll(async () => {
 }, 120_000);
 // Every test starts with every switch off.
 afterEach(async () => {
-  for (const process of ['orders', 'inventory', 'payments', 'notifications']) await switchAllOff(process);
+  for (const process of SERVICES) await switchAllOff(process);
 });
 afterAll(async () => {
   await browser?.close();

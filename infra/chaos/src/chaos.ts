@@ -224,9 +224,7 @@ async function injectFaults(
     } else if (kind === 'pause') {
       // Longer than its lock: its jobs are stalled and handed to the other instance, while it
       // resumes and finishes them too. Both settle; the inbox keeps one effect.
-      const parts = [...system.processes.keys()].filter((p) =>
-        /^(orders|inventory|payments|notifications)(-\d+)?$/.test(p),
-      );
+      const parts = [...system.processes.keys()].filter((p) => new RegExp(`^(${SERVICES.join('|')})(-\\d+)?$`).test(p));
       const part = parts[randomInt(parts.length)]!;
       const child = system.processes.get(part)!;
       child.kill('SIGSTOP');

@@ -1,4 +1,4 @@
-import { serviceOf, subscriptions, type EventType } from '@idem/contracts';
+import { PUBLISHERS, SERVICE_NAMES, serviceOf, subscriptions, type EventType, type ServiceName } from '@idem/contracts';
 import { readOnly } from '@idem/database';
 
 /**
@@ -8,8 +8,8 @@ import { readOnly } from '@idem/database';
  * writes nothing, so it is safe to point at production.
  */
 
-export const SERVICES = ['orders', 'inventory', 'payments', 'notifications'] as const;
-export type Service = (typeof SERVICES)[number];
+export const SERVICES = SERVICE_NAMES;
+export type Service = ServiceName;
 
 export interface CheckerOptions {
   readonly databaseUrls: Record<Service, string>;
@@ -57,7 +57,7 @@ export async function runChecks(options: CheckerOptions): Promise<Report> {
   };
 
   // Lost: every published event must be processed or dead-lettered by every subscriber.
-  for (const producer of ['orders', 'inventory', 'payments'] as const) {
+  for (const producer of PUBLISHERS) {
     const published = await readOnly(options.databaseUrls[producer], (q) =>
       q<{ message_id: string; type: string }>(
         `SELECT message_id::text, type FROM outbox_messages WHERE published_at IS NOT NULL AND published_at < $1`,

@@ -1,3 +1,4 @@
+import { SERVICE_NAMES } from '@idem/contracts';
 import type { Report } from '@idem/checker';
 import type { FaultRule } from '@idem/faults';
 import type { Lesson, LessonRun } from '@idem/lessons';
@@ -10,7 +11,7 @@ export const escape = (value: unknown): string =>
 const time = (value: Date | string | null | undefined) => (value ? new Date(value).toISOString().slice(11, 23) : '—');
 const short = (id: string | null | undefined) => (id ? escape(id.slice(0, 8)) : '—');
 
-const LANES = ['orders', 'inventory', 'payments', 'notifications'] as const;
+const LANES = SERVICE_NAMES;
 
 export function page(title: string, body: string, script = ''): string {
   return `<!doctype html>

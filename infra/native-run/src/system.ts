@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { SERVICE_NAMES, SERVICE_REGISTRY, type ServiceName } from '@idem/contracts';
 import { customerTokensOf } from './tokens.js';
 
 /**
@@ -12,8 +13,8 @@ import { customerTokensOf } from './tokens.js';
 const root = fileURLToPath(new URL('../../../', import.meta.url));
 const INSTRUMENTATION = './packages/observability/src/instrumentation.ts';
 
-export const SERVICES = ['orders', 'inventory', 'payments', 'notifications'] as const;
-export type ServiceName = (typeof SERVICES)[number];
+export const SERVICES = SERVICE_NAMES;
+export type { ServiceName };
 
 export interface SystemOptions {
   /** PostgreSQL server (no database). @defaultValue POSTGRES_URL or postgresql://postgres@127.0.0.1:5432 */
@@ -81,10 +82,10 @@ export const UNLIMITED_ORDERS_ENV = {
 
 /** The native run's ports (each plus `portOffset`). */
 export const DEFAULT_PORTS = {
-  orders: 3001,
-  inventory: 3002,
-  payments: 3003,
-  notifications: 3004,
+  orders: SERVICE_REGISTRY.orders.port,
+  inventory: SERVICE_REGISTRY.inventory.port,
+  payments: SERVICE_REGISTRY.payments.port,
+  notifications: SERVICE_REGISTRY.notifications.port,
   stripe: 12111,
   smtp: 1025,
   mail: 8025,

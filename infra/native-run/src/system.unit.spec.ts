@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { systemFromEnv } from './system.js';
+import { SERVICES, systemFromEnv } from './system.js';
 
 describe('which system a command means', () => {
   it('is the default system with no offset: the plain databases and the idem prefix', () => {
@@ -16,7 +16,7 @@ describe('which system a command means', () => {
     expect(second.urls.orders).toBe('http://127.0.0.1:3101');
     expect(second.urls.console).toBe('http://127.0.0.1:3100');
     expect(second.queuePrefix).toBe('idem_port100');
-    for (const service of ['orders', 'inventory', 'payments', 'notifications'] as const) {
+    for (const service of SERVICES) {
       expect(second.databaseUrls[service]).toBe(`postgresql://postgres@127.0.0.1:5432/${service}_port100`);
       expect(second.databaseUrls[service]).not.toBe(first.databaseUrls[service]);
     }

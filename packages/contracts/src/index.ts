@@ -12,3 +12,4 @@ export {
 } from './parse-envelope.js';
 export { createEnvelope, causedBy, type EventDraft } from './create-envelope.js';
 export { contextOf, traceparentOf } from './trace-context.js';
+export { SERVICE_REGISTRY, SERVICE_NAMES, PUBLISHERS, type ServiceName } from './services.js';
