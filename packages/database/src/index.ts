@@ -5,3 +5,4 @@ export type { SqlClient, TransactionalClient, TransactionOptions } from './sql-c
 export { readOnly, type ReadQuery } from './read-only.js';
 export { fromNodePostgres, TransactionTimeoutError, type PgDatabase, type PgTransaction } from './node-postgres.js';
 export { packageModels, type TableSet } from './table-set.js';
+export { claimLeased, type LeaseClaim, type UnsafeSqlClient } from './leases.js';

@@ -1,14 +1,15 @@
 import type pg from 'pg';
-import type { SqlClient, TransactionalClient, TransactionOptions } from './sql-client.js';
+import type { UnsafeSqlClient } from './leases.js';
+import type { TransactionalClient, TransactionOptions } from './sql-client.js';
 
 /** A node-postgres connection inside one transaction, as the inbox and the outbox use it. */
-export interface PgTransaction extends SqlClient {
+export interface PgTransaction extends UnsafeSqlClient {
   /** The connection itself, for the handler's own queries. */
   readonly client: pg.PoolClient;
 }
 
 /** The pool, as a {@link TransactionalClient}: the inbox and the outbox run on it as on Prisma. */
-export interface PgDatabase extends TransactionalClient<PgTransaction> {
+export interface PgDatabase extends TransactionalClient<PgTransaction>, UnsafeSqlClient {
   readonly pool: pg.Pool;
   $disconnect(): Promise<void>;
 }
@@ -61,8 +62,11 @@ export function fromNodePostgres(pool: pg.Pool): PgDatabase {
   };
 }
 
-function sqlOn(query: (text: string, values: unknown[]) => Promise<pg.QueryResult>): SqlClient {
+function sqlOn(query: (text: string, values: unknown[]) => Promise<pg.QueryResult>): UnsafeSqlClient {
   return {
+    async $queryRawUnsafe<T>(text: string, ...values: unknown[]) {
+      return (await query(text, values)).rows as T;
+    },
     async $queryRaw<T>(strings: TemplateStringsArray, ...values: unknown[]) {
       return (await query(textOf(strings), values)).rows as T;
     },

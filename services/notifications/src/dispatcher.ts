@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { boundReason } from '@idem/contracts';
+import { claimLeased } from '@idem/database';
 import { noFaults, type Faults } from '@idem/faults';
 import { pollingWorker, settleAll, type BackgroundWorker, type Logger } from '@idem/runtime';
 import nodemailer from 'nodemailer';
@@ -95,23 +96,17 @@ export function createDispatcher(options: DispatcherOptions): BackgroundWorker &
   });
 
   async function claim(): Promise<EmailWorkItem[]> {
-    return db.$transaction(async (tx) => {
-      const at = now();
-      const due = await tx.$queryRaw<{ id: string }[]>`
-        SELECT id FROM email_work_items
-         WHERE status = 'pending' AND next_attempt_at <= ${at}
-           AND (lease_expires_at IS NULL OR lease_expires_at < ${at})
-         ORDER BY next_attempt_at
-         LIMIT ${batchSize}
-         FOR UPDATE SKIP LOCKED`;
-      if (due.length === 0) return [];
-      const ids = due.map((row) => row.id);
-      await tx.emailWorkItem.updateMany({
-        where: { id: { in: ids } },
-        data: { leaseOwner: owner, leaseExpiresAt: new Date(at.getTime() + leaseMs), attempts: { increment: 1 } },
-      });
-      return tx.emailWorkItem.findMany({ where: { id: { in: ids } } });
+    const ids = await claimLeased(db, {
+      table: 'email_work_items',
+      statuses: ['pending'],
+      counter: 'attempts',
+      owner,
+      leaseMs,
+      batchSize,
+      now: now(),
     });
+    if (ids.length === 0) return [];
+    return db.emailWorkItem.findMany({ where: { id: { in: ids } }, orderBy: { nextAttemptAt: 'asc' } });
   }
 
   async function dispatch(item: EmailWorkItem): Promise<void> {

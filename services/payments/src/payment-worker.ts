@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { boundReason } from '@idem/contracts';
+import { claimLeased } from '@idem/database';
 import { noFaults, type Faults } from '@idem/faults';
 import { enqueue } from '@idem/outbox';
 import { pollingWorker, processName, settleAll, type BackgroundWorker, type Logger } from '@idem/runtime';
@@ -60,24 +61,18 @@ export function createPaymentWorker(options: PaymentWorkerOptions): BackgroundWo
   const owner = `payments-worker-${randomUUID()}`;
 
   async function claim(): Promise<PaymentAttempt[]> {
-    return db.$transaction(async (tx) => {
-      const at = now();
-      const due = await tx.$queryRaw<{ id: string }[]>`
-        SELECT id FROM payment_attempts
-         WHERE status IN ('pending', 'refund_pending') AND next_attempt_at <= ${at}
-           AND (lease_expires_at IS NULL OR lease_expires_at < ${at})
-         ORDER BY next_attempt_at
-         LIMIT ${batchSize}
-         FOR UPDATE SKIP LOCKED`;
-      if (due.length === 0) return [];
-      const ids = due.map((row) => row.id);
-      // provider_calls counts calls that may have happened: it grows before the call.
-      await tx.paymentAttempt.updateMany({
-        where: { id: { in: ids } },
-        data: { leaseOwner: owner, leaseExpiresAt: new Date(at.getTime() + leaseMs), providerCalls: { increment: 1 } },
-      });
-      return tx.paymentAttempt.findMany({ where: { id: { in: ids } } });
+    // provider_calls counts calls that may have happened: it grows before the call.
+    const ids = await claimLeased(db, {
+      table: 'payment_attempts',
+      statuses: ['pending', 'refund_pending'],
+      counter: 'provider_calls',
+      owner,
+      leaseMs,
+      batchSize,
+      now: now(),
     });
+    if (ids.length === 0) return [];
+    return db.paymentAttempt.findMany({ where: { id: { in: ids } }, orderBy: { nextAttemptAt: 'asc' } });
   }
 
   async function charge(attempt: PaymentAttempt): Promise<ProviderResult> {
