@@ -3,7 +3,7 @@
  * services derives its list from it; every other file that lists them is checked against it
  * here, so adding or renaming a service cannot leave one of them behind.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { SERVICE_NAMES, SERVICE_REGISTRY } from '@idem/contracts';
 import { describe, expect, it } from 'vitest';
@@ -22,8 +22,11 @@ function disagreements(read: Read): string[] {
   const problems: string[] = [];
   const check = (where: string, ok: boolean, what: string) => void (ok || problems.push(`${where}: ${what}`));
 
-  const services = readdirSync(join(root, 'services'), { withFileTypes: true }).filter((e) => e.isDirectory());
-  check('services/', sameList(services.map((e) => e.name)), 'a folder per service');
+  // A service is a folder with a package.json (pnpm deploy may leave scratch folders beside them).
+  const services = readdirSync(join(root, 'services')).filter((name) =>
+    existsSync(join(root, 'services', name, 'package.json')),
+  );
+  check('services/', sameList(services), 'a package per service');
   const built = Object.keys(ENTRYPOINTS).filter((dir) => dir.startsWith('services/'));
   check('scripts/build.ts', sameList(built.map((dir) => dir.slice('services/'.length))), 'ENTRYPOINTS per service');
 
