@@ -3,7 +3,7 @@ import { createRequire } from 'node:module';
 import { cpus, release, totalmem } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { dropDatabase, migrate } from '@idem/database';
-import { postgresServerUrl, redisUrl, testkitPrismaDir, uniqueName } from '@idem/testkit';
+import { postgresServerUrl, redisUrl, testkitPrismaDir, testkitTables, uniqueName } from '@idem/testkit';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import {
@@ -73,7 +73,7 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
   const startedAt = new Date().toISOString();
   const name = uniqueName('idem_bench').toLowerCase();
   const databaseUrl = `${postgresServerUrl}/${name}`;
-  await migrate({ databaseUrl, migrationsDir: join(testkitPrismaDir, 'migrations') });
+  await migrate({ databaseUrl, migrationsDir: join(testkitPrismaDir, 'migrations'), include: testkitTables });
 
   const variants: ConsumerVariant[] = ['a', 'j', 'b', 'c', 'd', 'e'];
   const pgbench = await pgbenchVersion();

@@ -14,6 +14,9 @@ import { dropDatabase, findSchemaDrift, migrate, packageModels, type TableSet } 
 import { PrismaClient } from './generated/prisma/client.js';
 import { PACKAGE_TABLES } from './tables.js';
 
+/** The packages' tables the testkit's stand-in service has (all of them), for `migrate({ include })`. */
+export const testkitTables = PACKAGE_TABLES;
+
 export { PrismaClient };
 export type { Prisma } from './generated/prisma/client.js';
 
