@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Envelope, EventDraft } from '@idem/contracts';
+import { fromNodePostgres } from '@idem/database';
 import { createTestDatabase, waitFor, type TestDatabase } from '@idem/testkit';
+import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { enqueue } from './enqueue.js';
 import { listParked, outboxBacklog, purgePublished, retryParked } from './maintenance.js';
@@ -57,6 +59,32 @@ describe('relay', () => {
     expect(published.map((e) => e.messageId)).toEqual(written.map((e) => e.messageId));
     expect(await db.prisma.outboxMessage.count({ where: { publishedAt: null } })).toBe(0);
     expect(await relay.publishBatch()).toEqual({ published: 0 });
+  });
+
+  it('works the same on a plain node-postgres pool: written only on commit, published once, backlog read', async () => {
+    const pool = new pg.Pool({ connectionString: db.url, max: 2 });
+    const pgDb = fromNodePostgres(pool);
+    try {
+      await expect(
+        pgDb.$transaction(async (tx) => {
+          await enqueue(tx, cancelled(), new Date());
+          throw new Error('the business change failed');
+        }),
+      ).rejects.toThrow('the business change failed');
+      const written = await pgDb.$transaction(async (tx) => [
+        await enqueue(tx, cancelled(), new Date()),
+        await enqueue(tx, cancelled(), new Date()),
+      ]);
+      expect(await outboxBacklog(pgDb)).toMatchObject({ pending: 2, parked: 0 });
+      const published: Envelope[] = [];
+      const relay = createRelay({ db: pgDb, publish: async (batch) => void published.push(...batch) });
+      expect(await relay.publishBatch()).toEqual({ published: 2 });
+      expect(published.map((e) => e.messageId)).toEqual(written.map((e) => e.messageId));
+      expect(await relay.publishBatch()).toEqual({ published: 0 });
+      expect(await outboxBacklog(pgDb)).toMatchObject({ pending: 0, parked: 0 });
+    } finally {
+      await pool.end();
+    }
   });
 
   it('keeps attempts and the last error while the broker is down, backs off, and publishes once it is back', async () => {
