@@ -51,6 +51,21 @@ describe('fromNodePostgres', () => {
     expect(await count()).toBe(0);
   });
 
+  it('survives the server ending an idle connection: the pool drops it, the next query connects anew', async () => {
+    await db.$queryRaw`SELECT 1`; // leaves one idle connection in the pool
+    const admin = new pg.Client({ connectionString: url });
+    await admin.connect();
+    try {
+      await admin.query(
+        'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()',
+      );
+    } finally {
+      await admin.end();
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100)); // the idle connection hears it
+    expect(await db.$queryRaw<{ one: number }[]>`SELECT 1 AS one`).toEqual([{ one: 1 }]);
+  });
+
   it('gives up waiting for a connection after maxWait, and the pool still serves afterwards', async () => {
     let release!: () => void;
     const held = db.$transaction(() => new Promise<void>((resolve) => (release = resolve)), { timeout: 10_000 });

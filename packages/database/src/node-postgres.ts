@@ -28,6 +28,11 @@ export class TransactionTimeoutError extends Error {
  * detection reads). The same guarantees as with Prisma, without its query engine in the way.
  */
 export function fromNodePostgres(pool: pg.Pool): PgDatabase {
+  // A connection the server closes while idle (a restart, a terminated backend) or while the
+  // pool is discarding it raises an error with no query to fail: the pool drops it and the next
+  // query connects anew. Unheard, that error would end the process.
+  pool.on('error', () => {});
+  pool.on('remove', (client) => client.on('error', () => {}));
   const outside = sqlOn((text, values) => pool.query(text, values));
   return {
     pool,
