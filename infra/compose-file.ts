@@ -74,6 +74,9 @@ export const SERVICE_IMAGE_COMMAND = JSON.parse(
   /FROM runtime AS service[\s\S]*?\nCMD (\[.*\])/.exec(read('infra/Dockerfile'))![1]!,
 ) as string[];
 
+/** The services whose migrations infra/Dockerfile's migrate image carries (its `for service in …` loop). */
+export const MIGRATE_IMAGE_SERVICES = /for service in ([\w ]+); do/.exec(read('infra/Dockerfile'))![1]!.split(' ');
+
 /** The bundles a command starts (`dist/….js`), relative to the package. */
 export const bundlesStartedBy = (command: readonly string[]) =>
   command.filter((arg) => /^(\.\/)?dist\/.*\.js$/.test(arg)).map((arg) => arg.replace(/^\.\//, ''));

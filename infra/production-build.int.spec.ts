@@ -24,7 +24,7 @@ import {
   type ReceivedSpan,
 } from '@idem/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SERVICE_IMAGE_COMMAND } from './compose-file.js';
+import { MIGRATE_IMAGE_SERVICES, SERVICE_IMAGE_COMMAND } from './compose-file.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const pnpmVersion = (
@@ -101,8 +101,7 @@ async function stop(child: ChildProcess) {
 
 describe('the migrate image', () => {
   it("runs every service's migrate bundle from @idem/database's production deploy alone, as infra/Dockerfile builds it", async () => {
-    const dockerfile = readFileSync(join(root, 'infra/Dockerfile'), 'utf8');
-    const services = /for service in ([\w ]+); do/.exec(dockerfile)![1]!.split(' ');
+    const services = MIGRATE_IMAGE_SERVICES;
     const dir = mkdtempSync(join(tmpdir(), 'idem-deploy-migrate-'));
     const urls = services.map((service) => `${postgresServerUrl}/${uniqueName(`idem_test_migrate_image_${service}`)}`);
     deploy('@idem/database', dir);

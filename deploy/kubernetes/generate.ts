@@ -80,6 +80,15 @@ export function waitListsOf(service: ServiceName, prefix = QUEUE_PREFIX): { cons
     .map((consumer) => ({ consumer, key: keys.toKey(consumer, 'wait') }));
 }
 
+/** A pod's security context: that non-root user, and the runtime's seccomp profile. */
+const runningAs = (uid: number) => ({
+  runAsNonRoot: true,
+  runAsUser: uid,
+  runAsGroup: uid,
+  fsGroup: uid,
+  seccompProfile: { type: 'RuntimeDefault' },
+});
+
 const restricted = {
   allowPrivilegeEscalation: false,
   readOnlyRootFilesystem: true,
@@ -117,13 +126,7 @@ function serviceObjects(service: ServiceName): object[] {
             // within SHUTDOWN_TIMEOUT_MS; the API first drains for PRE_STOP_SECONDS.
             terminationGracePeriodSeconds: Math.ceil(SHUTDOWN_TIMEOUT_MS / 1000) + (api ? PRE_STOP_SECONDS : 0) + 5,
             automountServiceAccountToken: false,
-            securityContext: {
-              runAsNonRoot: true,
-              runAsUser: 1000, // the image's `node` user
-              runAsGroup: 1000,
-              fsGroup: 1000,
-              seccompProfile: { type: 'RuntimeDefault' },
-            },
+            securityContext: runningAs(1000), // the image's `node` user
             // Every new version migrates before it starts: the migrator takes an advisory lock,
             // so replicas starting together apply each migration once.
             initContainers: [
@@ -340,13 +343,7 @@ function redisObjects(): object[] {
           metadata: { labels },
           spec: {
             automountServiceAccountToken: false,
-            securityContext: {
-              runAsNonRoot: true,
-              runAsUser: 999, // the image's `redis` user
-              runAsGroup: 999,
-              fsGroup: 999,
-              seccompProfile: { type: 'RuntimeDefault' },
-            },
+            securityContext: runningAs(999), // the image's `redis` user
             containers: [
               {
                 name: 'redis',

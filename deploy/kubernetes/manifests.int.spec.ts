@@ -30,7 +30,7 @@ import * as core from 'kubernetes-models/v1';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { ENTRYPOINTS } from '../../scripts/build.js';
-import { bundlesStartedBy, read, SERVICE_IMAGE_COMMAND } from '../../infra/compose-file.js';
+import { bundlesStartedBy, MIGRATE_IMAGE_SERVICES, SERVICE_IMAGE_COMMAND } from '../../infra/compose-file.js';
 import { SERVICE_CONFIGS, unknownVariables } from '../../infra/service-configs.js';
 import { generateBase, secretVariablesOf } from './generate.js';
 
@@ -106,8 +106,6 @@ let servedProbePaths: Set<string>;
 /** Where BullMQ writes a queue's waiting jobs, learned from the real Redis: consumer → key. */
 let waitListOf: (prefix: string, consumer: ConsumerName) => string;
 
-const migratedServices = /for service in ([\w ]+); do/.exec(read('infra/Dockerfile'))![1]!.split(' ');
-
 /** The service an image runs: `idem/<service>` with or without a registry in front. */
 const serviceOfImage = (image: string) =>
   SERVICES.find((service) => new RegExp(`(^|/)idem/${service}(:|$)`).test(image)) as ServiceName | undefined;
@@ -167,7 +165,7 @@ export function consistencyProblems(objects: readonly K8sObject[]): string[] {
         migrate.command?.join(' ') !== expected.join(' ')
       )
         problems.push(`${where}: no migrate init container running ${expected.join(' ')}`);
-      else if (!migratedServices.includes(service) || !ENTRYPOINTS[`services/${service}`]?.migrate)
+      else if (!MIGRATE_IMAGE_SERVICES.includes(service) || !ENTRYPOINTS[`services/${service}`]?.migrate)
         problems.push(`${where}: the migrate image has no ${expected[1]}`);
     }
   }

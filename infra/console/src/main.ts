@@ -4,7 +4,7 @@
 // JWT_SECRET (JWT_ISSUER, JWT_AUDIENCE) to sign in as its customer, CONSOLE_PROCESSES
 // (name=url,…), PORT, CONSOLE_HOST.
 import { SERVICES } from '@idem/checker';
-import { DEFAULT_TOKEN_CLAIMS, mintCustomerToken } from '@idem/http';
+import { customerTokensFromEnv, mintCustomerToken } from '@idem/http';
 import { createConsole } from './console.js';
 
 const env = process.env;
@@ -28,17 +28,12 @@ const console_ = createConsole({
     apiKey: env.STRIPE_API_KEY ?? 'sk_test_idem_simulator',
   },
   ...(env.ADMIN_TOKEN ? { adminToken: env.ADMIN_TOKEN } : {}),
-  ...(env.JWT_SECRET ? { customerToken: () => mintCustomerToken(tokens(env.JWT_SECRET!), 'console') } : {}),
+  ...(env.JWT_SECRET
+    ? { customerToken: () => mintCustomerToken({ ...customerTokensFromEnv(env), secret: env.JWT_SECRET! }, 'console') }
+    : {}),
   processes,
   lessons: env.CONSOLE_LESSONS === '1',
 });
-function tokens(secret: string) {
-  return {
-    secret,
-    issuer: env.JWT_ISSUER || DEFAULT_TOKEN_CLAIMS.issuer,
-    audience: env.JWT_AUDIENCE || DEFAULT_TOKEN_CLAIMS.audience,
-  };
-}
 const port = Number(env.PORT ?? 3000);
 const listening = await console_.listen(port, env.CONSOLE_HOST ?? '127.0.0.1');
 console.log(JSON.stringify({ service: 'console', msg: `console on http://127.0.0.1:${port}` }));

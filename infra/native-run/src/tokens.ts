@@ -1,4 +1,4 @@
-import { DEFAULT_TOKEN_CLAIMS, mintCustomerToken } from '@idem/http';
+import { customerTokensFromEnv, mintCustomerToken } from '@idem/http';
 
 /**
  * The native run's key for customer tokens when JWT_SECRET is unset. It is public, so it only
@@ -9,11 +9,7 @@ export const DEVELOPMENT_JWT_SECRET = 'idem-native-run-development-key-not-a-sec
 
 /** The key, issuer and audience a system's orders API checks customer tokens against. */
 export function customerTokensOf(env: NodeJS.ProcessEnv = process.env) {
-  return {
-    secret: env.JWT_SECRET || DEVELOPMENT_JWT_SECRET,
-    issuer: env.JWT_ISSUER || DEFAULT_TOKEN_CLAIMS.issuer,
-    audience: env.JWT_AUDIENCE || DEFAULT_TOKEN_CLAIMS.audience,
-  };
+  return { ...customerTokensFromEnv(env), secret: env.JWT_SECRET || DEVELOPMENT_JWT_SECRET };
 }
 
 /** What an identity provider would hand a signed-in customer: the demo's, bench's, chaos run's and console's credentials. */

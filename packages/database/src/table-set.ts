@@ -7,7 +7,11 @@
 export interface TableSet {
   /** Who owns them, e.g. `@idem/inbox`. */
   readonly owner: string;
-  /** Named like a Prisma migration folder; written to apply safely on a database that already has them. */
+  /**
+   * Named like a Prisma migration folder, dated at or before the first service migration so they
+   * sort (and apply) before any that could refer to their tables; written to apply safely on a
+   * database that already has them.
+   */
   readonly migrations: readonly { readonly name: string; readonly sql: string }[];
   /** Prisma models for the schema of a service that includes them. */
   readonly prismaModels: string;

@@ -18,6 +18,15 @@ export interface CustomerTokens {
 /** The issuer and audience customer tokens carry unless JWT_ISSUER and JWT_AUDIENCE say otherwise. */
 export const DEFAULT_TOKEN_CLAIMS = { issuer: 'idem', audience: 'idem-orders' } as const;
 
+/** The key, issuer and audience of customer tokens from the environment (JWT_SECRET, JWT_ISSUER, JWT_AUDIENCE). */
+export function customerTokensFromEnv(env: NodeJS.ProcessEnv) {
+  return {
+    ...(env.JWT_SECRET ? { secret: env.JWT_SECRET } : {}),
+    issuer: env.JWT_ISSUER || DEFAULT_TOKEN_CLAIMS.issuer,
+    audience: env.JWT_AUDIENCE || DEFAULT_TOKEN_CLAIMS.audience,
+  };
+}
+
 const ASYMMETRIC = ['RS256', 'PS256', 'ES256', 'ES384', 'EdDSA'];
 
 /**

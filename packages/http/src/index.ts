@@ -16,6 +16,7 @@ export {
   addressOf,
   mintCustomerToken,
   DEFAULT_TOKEN_CLAIMS,
+  customerTokensFromEnv,
   type Caller,
   type CustomerTokens,
 } from './callers.js';

@@ -71,7 +71,11 @@ export interface OrderRoutesOptions {
  */
 export function orderRoutes(app: Express, options: OrderRoutesOptions): void {
   const { db, now, idempotencyKeyRetentionMs, rateLimits } = options;
+  // Registered before the routes, so express runs it first on every /orders path: no handler
+  // ever sees a request without a caller.
   app.use('/orders', authenticate({ tokens: options.tokens, adminToken: options.adminToken }));
+  // Counted before any database work (a flood costs Redis round trips, not transactions); a
+  // repeat with the same Idempotency-Key counts too.
   const limitPlacing = rateLimit({
     redis: options.redis,
     prefix: rateLimits.prefix,
