@@ -237,8 +237,9 @@ export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(opti
     throw new Error(`${outcome.code}: ${outcome.reason}`); // BullMQ retries with backoff (or keeps it failed)
   }
 
+  const connection = createRedis(redisUrl, 'worker');
   const worker = new Worker(consumer, processDelivery, {
-    connection: createRedis(redisUrl, 'worker'),
+    connection,
     prefix,
     concurrency,
     lockDuration: lockDurationMs,
@@ -283,6 +284,8 @@ export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(opti
       // In-flight deliveries that did not finish are abandoned: their locks expire and
       // another instance redelivers them, which the inbox makes safe.
       if (!finished) await worker.close(true);
+      // BullMQ closes only the connections it made itself: this one is ours.
+      connection.disconnect();
     },
   };
 }

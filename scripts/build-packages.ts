@@ -1,0 +1,60 @@
+/**
+ * Builds the packages a service outside this repository installs (`pnpm build:packages`): each
+ * one's src/ (tests left out) to dist/ as ES modules with declarations, and the repository's
+ * LICENSE beside it, ready for `pnpm pack`. Inside the workspace nothing reads dist/: the
+ * `development` condition of each package's exports points at its sources.
+ *
+ * A package is compiled after the packages it imports, without the `development` condition, so
+ * an import of another @idem package resolves to that package's built declarations — exactly
+ * what an installer of the tarballs gets.
+ */
+import { copyFileSync, readdirSync, rmSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import ts from 'typescript';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+
+/** The installable packages, each after the ones it depends on. */
+export const PUBLISHED_PACKAGES = ['contracts', 'faults', 'database', 'inbox', 'outbox', 'messaging'] as const;
+
+function compilerOptions(dir: string): ts.CompilerOptions {
+  const { config, error } = ts.readConfigFile(join(root, 'tsconfig.json'), ts.sys.readFile);
+  if (error) throw new Error(ts.flattenDiagnosticMessageText(error.messageText, '\n'));
+  const { options } = ts.parseJsonConfigFileContent(config, ts.sys, root);
+  return {
+    ...options,
+    noEmit: false,
+    declaration: true,
+    customConditions: [],
+    rootDir: join(dir, 'src'),
+    outDir: join(dir, 'dist'),
+  };
+}
+
+function sourcesOf(dir: string): string[] {
+  return readdirSync(join(dir, 'src'), { recursive: true, encoding: 'utf8' })
+    .filter((file) => file.endsWith('.ts') && !file.endsWith('.spec.ts'))
+    .map((file) => join(dir, 'src', file));
+}
+
+export function buildPackage(name: (typeof PUBLISHED_PACKAGES)[number]): void {
+  const dir = join(root, 'packages', name);
+  rmSync(join(dir, 'dist'), { recursive: true, force: true });
+  const program = ts.createProgram(sourcesOf(dir), compilerOptions(dir));
+  const { diagnostics } = program.emit();
+  const errors = [...ts.getPreEmitDiagnostics(program), ...diagnostics];
+  if (errors.length > 0) {
+    const host = { getCanonicalFileName: (f: string) => f, getCurrentDirectory: () => root, getNewLine: () => '\n' };
+    throw new Error(`@idem/${name} did not build:\n${ts.formatDiagnostics(errors, host)}`);
+  }
+  copyFileSync(join(root, 'LICENSE'), join(dir, 'LICENSE'));
+}
+
+// Builds when run; importing PUBLISHED_PACKAGES builds nothing.
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  for (const name of PUBLISHED_PACKAGES) {
+    buildPackage(name);
+    console.log(`built packages/${name}/dist`);
+  }
+}
