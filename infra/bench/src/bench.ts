@@ -75,7 +75,7 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
   const databaseUrl = `${postgresServerUrl}/${name}`;
   await migrate({ databaseUrl, migrationsDir: join(testkitPrismaDir, 'migrations'), include: testkitTables });
 
-  const variants: ConsumerVariant[] = ['a', 'j', 'b', 'c', 'd', 'e'];
+  const variants: ConsumerVariant[] = ['a', 's', 'j', 'b', 'c', 'd', 'e'];
   const pgbench = await pgbenchVersion();
   if (sections.has('consumer') && !pgbench) {
     log('pgbench is not installed (it comes with the PostgreSQL server packages): variant (d) is left out');

@@ -19,7 +19,7 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import * as peer from 'pg-transactional-outbox';
 import { timed, type CpuTimes } from './cpu.js';
-import { countdown, forEachConcurrently, sleep } from './stats.js';
+import { countdown, forEachConcurrently, percentile, sleep } from './stats.js';
 
 /**
  * Section 1: what the guarantee costs. The same business change — record the message as
@@ -27,7 +27,8 @@ import { countdown, forEachConcurrently, sleep } from './stats.js';
  * deliveries and for redeliveries of messages already processed.
  */
 export const CONSUMER_VARIANTS = {
-  a: 'idem: BullMQ → @idem/messaging → @idem/inbox → Prisma interactive transaction → settle',
+  a: 'idem: BullMQ → @idem/messaging → @idem/inbox → Prisma interactive transaction → settle, with group commit (the default: deliveries handled at once share one transaction, a savepoint each)',
+  s: '(a) with group commit off (maxBatch: 1): one transaction per delivery',
   j: '(a) with the delivery journal on, as every service runs it: each settled delivery recorded for the console',
   b: 'BullMQ + hand-written node-postgres transaction (INSERT … ON CONFLICT DO NOTHING RETURNING, then UPDATE)',
   c: 'bare Prisma interactive transaction, the same two statements, no broker',
@@ -48,6 +49,8 @@ export interface ConsumerSample {
   readonly perSecond: number;
   /** CPU ms per message spent by the bench process, PostgreSQL and Redis. */
   readonly cpu: CpuTimes;
+  /** idem's variants: ms from the start of handling a delivery to its settlement. */
+  readonly latency?: { readonly p50: number; readonly p99: number };
 }
 
 const STOCK_ROWS = 1000;
@@ -145,7 +148,7 @@ export async function runConsumerCost(options: ConsumerCostOptions): Promise<Con
         for (const variant of variants) {
           const messages = Array.from({ length: count }, (_, i) => orderPlacedMessage({}, `sku-${i % STOCK_ROWS}`));
           for (const mode of ['first', 'duplicate'] as const) {
-            const { seconds, delivered, cpu } = await bench.measure(variant, mode, messages, concurrency);
+            const { seconds, delivered, cpu, latency } = await bench.measure(variant, mode, messages, concurrency);
             const sample = {
               variant,
               mode,
@@ -155,6 +158,7 @@ export async function runConsumerCost(options: ConsumerCostOptions): Promise<Con
               seconds,
               perSecond: delivered / seconds,
               cpu,
+              ...(latency ? { latency } : {}),
             };
             if (!warmUp) samples.push(sample);
             options.log(
@@ -210,12 +214,19 @@ class ConsumerBench {
     return Number(rows[0]!.taken);
   }
 
-  private run(variant: ConsumerVariant, mode: DeliveryMode, messages: OrderPlaced[], concurrency: number) {
+  private run(
+    variant: ConsumerVariant,
+    mode: DeliveryMode,
+    messages: OrderPlaced[],
+    concurrency: number,
+  ): Promise<{ seconds: number; delivered: number; cpu: CpuTimes; latency?: ConsumerSample['latency'] }> {
     switch (variant) {
       case 'a':
-        return this.idem(messages, concurrency, false);
+        return this.idem(messages, concurrency);
+      case 's':
+        return this.idem(messages, concurrency, { maxBatch: 1 });
       case 'j':
-        return this.idem(messages, concurrency, true);
+        return this.idem(messages, concurrency, { journaled: true });
       case 'b':
         return this.bullmqPg(messages, concurrency);
       case 'c':
@@ -228,25 +239,40 @@ class ConsumerBench {
     }
   }
 
-  /** (a) The real consumer path, with the handler a service would write; (j) the same with its journal. */
-  private async idem(messages: OrderPlaced[], concurrency: number, journaled: boolean) {
+  /**
+   * (a) The real consumer path, with the handler a service would write; (s) the same with a
+   * transaction per delivery; (j) with its journal. Each delivery's latency is measured from the
+   * start of its handling to its settlement.
+   */
+  private async idem(
+    messages: OrderPlaced[],
+    concurrency: number,
+    { journaled = false, maxBatch }: { journaled?: boolean; maxBatch?: number } = {},
+  ) {
     const prisma = await this.prismaClient(concurrency);
     const redis = journaled ? new Redis(this.options.redisUrl, { maxRetriesPerRequest: 0 }) : undefined;
+    const started = new Map<string, number>();
+    const latencies: number[] = [];
     try {
       const inbox = createInbox({ db: prisma });
-      return await this.throughQueue(messages, (prefix) => {
+      const result = await this.throughQueue(messages, (prefix) => {
         const journal = redis && createDeliveryJournal({ redis, prefix });
         const consumer = startConsumer({
           consumer: CONSUMER,
           inbox,
           concurrency,
+          ...(maxBatch ? { maxBatch } : {}),
           redisUrl: this.options.redisUrl,
           prefix,
           handler: async (message, tx) => {
             await tx.$executeRaw`UPDATE stock_items SET available = available - 1 WHERE sku = ${message.body.lines[0]!.sku}`;
             return processed;
           },
-          ...(journal ? { onSettled: (report) => journal.record(deliveryEntry(report, 'bench')) } : {}),
+          onDelivery: (report) => started.set(report.messageId, performance.now() - report.durationMs),
+          onSettled: (report) => {
+            latencies.push(performance.now() - started.get(report.messageId)!);
+            journal?.record(deliveryEntry(report, 'bench'));
+          },
         });
         return {
           worker: consumer.worker,
@@ -256,6 +282,7 @@ class ConsumerBench {
           },
         };
       });
+      return { ...result, latency: { p50: percentile(latencies, 50), p99: percentile(latencies, 99) } };
     } finally {
       redis?.disconnect();
       await prisma.$disconnect();

@@ -12,7 +12,7 @@ import { createTestDatabase, orderPlacedMessage, type TestDatabase } from '@idem
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createInbox, type MessageHandler } from './inbox.js';
-import { processed } from './outcomes.js';
+import { permanentFailure, processed } from './outcomes.js';
 
 let db: TestDatabase;
 const pools: pg.Pool[] = [];
@@ -128,5 +128,129 @@ describe.each(Object.keys(CLIENTS))('the inbox on %s', (name) => {
       outcome: 'conflicting_duplicate',
     });
     expect(await available()).toBe(9);
+  });
+});
+
+describe.each(Object.keys(CLIENTS))('group commit (inbox.consumeBatch) on %s', (name) => {
+  const client = CLIENTS[name]!;
+  const consumer = 'inventory.order-placed.v1';
+  /** The client, counting the transactions it opens. */
+  const counting = () => {
+    const inner = client();
+    const counted = { transactions: 0 };
+    const db: Client = {
+      $executeRaw: inner.$executeRaw.bind(inner),
+      $queryRaw: inner.$queryRaw.bind(inner),
+      $transaction(fn, options) {
+        counted.transactions++;
+        return inner.$transaction(fn, options);
+      },
+    };
+    return { db, counted };
+  };
+
+  it('commits a batch in one transaction: duplicates, already processed or twice in the batch, change nothing', async () => {
+    const { db, counted } = counting();
+    const inbox = createInbox({ db });
+    const earlier = orderPlacedMessage();
+    await inbox.consume(consumer, earlier, reserve);
+    const [first, second] = [orderPlacedMessage(), orderPlacedMessage()];
+    counted.transactions = 0;
+    expect(await inbox.consumeBatch(consumer, [earlier, first, second, first], reserve)).toEqual([
+      { outcome: 'duplicate' },
+      { outcome: 'processed' },
+      { outcome: 'processed' },
+      { outcome: 'duplicate' },
+    ]);
+    expect(counted.transactions).toBe(1);
+    expect([await available(), await records()]).toEqual([7, 3]);
+  });
+
+  it('rolls a batch back when a message is refused or fails, and consumes it one message at a time: each ends on its own', async () => {
+    const { db, counted } = counting();
+    const inbox = createInbox({ db });
+    const earlier = orderPlacedMessage();
+    await inbox.consume(consumer, earlier, reserve);
+    const [first, refused, poison, last] = [
+      orderPlacedMessage(),
+      orderPlacedMessage(),
+      orderPlacedMessage({ body: earlier.body }), // its reservation breaks reservations_pkey
+      orderPlacedMessage(),
+    ];
+    const handler: typeof reserve = async (message, tx) =>
+      message === refused ? permanentFailure('out_of_policy', 'refused by the handler') : reserve(message, tx);
+    counted.transactions = 0;
+    expect(await inbox.consumeBatch(consumer, [first, refused, poison, last], handler)).toEqual([
+      { outcome: 'processed' },
+      { outcome: 'permanent_failure', code: 'out_of_policy', reason: 'refused by the handler' },
+      expect.objectContaining({ outcome: 'transient_failure', code: 'unique_violation' }),
+      { outcome: 'processed' },
+    ]);
+    expect(counted.transactions).toBe(1 + 4);
+    expect([await available(), await records()]).toEqual([7, 3]);
+  });
+
+  it('processes nothing when the shared commit fails: every message gets the failure', async () => {
+    // A deferred constraint trigger: every statement succeeds, the COMMIT is refused.
+    await db.prisma.$executeRawUnsafe(`CREATE FUNCTION refuse_commit() RETURNS trigger LANGUAGE plpgsql AS
+      $$ BEGIN RAISE EXCEPTION 'refused at commit' USING ERRCODE = '40001'; END $$`);
+    await db.prisma.$executeRawUnsafe(`CREATE CONSTRAINT TRIGGER refuse_commit AFTER INSERT ON reservations
+      DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse_commit()`);
+    const inbox = createInbox({ db: client() });
+    const batch = [orderPlacedMessage(), orderPlacedMessage()];
+    try {
+      const outcomes = await inbox.consumeBatch(consumer, batch, reserve);
+      expect(outcomes.map((o) => o.outcome)).toEqual(['transient_failure', 'transient_failure']);
+      expect([await available(), await records()]).toEqual([10, 0]);
+    } finally {
+      await db.prisma.$executeRawUnsafe('DROP TRIGGER refuse_commit ON reservations');
+      await db.prisma.$executeRawUnsafe('DROP FUNCTION refuse_commit');
+    }
+    // Redelivered, both are processed.
+    expect((await inbox.consumeBatch(consumer, batch, reserve)).map((o) => o.outcome)).toEqual([
+      'processed',
+      'processed',
+    ]);
+  });
+
+  it('rolls the batch back when the fault switch forces a rollback, then processes each message once', async () => {
+    const faults = createFaults(parseFaultRules('rollback-after-handler count=1'));
+    const { db, counted } = counting();
+    const inbox = createInbox({ db, faults });
+    const outcomes = await inbox.consumeBatch(consumer, [orderPlacedMessage(), orderPlacedMessage()], reserve);
+    expect(outcomes.map((o) => o.outcome)).toEqual(['processed', 'processed']);
+    expect(counted.transactions).toBe(1 + 2);
+    expect([await available(), await records()]).toEqual([8, 2]);
+  });
+
+  it('answers a run of duplicates with one read and no transaction', async () => {
+    const { db, counted } = counting();
+    const inbox = createInbox({ db });
+    const batch = [orderPlacedMessage(), orderPlacedMessage()];
+    await inbox.consumeBatch(consumer, batch, reserve);
+    // The first duplicates are stopped by the key inside a transaction; the ones after by a read.
+    await inbox.consumeBatch(consumer, batch, reserve);
+    counted.transactions = 0;
+    expect(await inbox.consumeBatch(consumer, batch, reserve)).toEqual([
+      { outcome: 'duplicate' },
+      { outcome: 'duplicate' },
+    ]);
+    expect(counted.transactions).toBe(0);
+    expect([await available(), await records()]).toEqual([8, 2]);
+  });
+
+  it('lets two instances batch the same messages at once: one effect each', async () => {
+    const messages = Array.from({ length: 4 }, () => orderPlacedMessage());
+    const slow: typeof reserve = async (m, tx) => {
+      await new Promise((resolve) => setTimeout(resolve, 50)); // the two batches truly overlap
+      return reserve(m, tx);
+    };
+    const [one, other] = await Promise.all([
+      createInbox({ db: client() }).consumeBatch(consumer, messages, slow),
+      createInbox({ db: client() }).consumeBatch(consumer, [...messages].reverse(), slow),
+    ]);
+    const byMessage = messages.map((_, i) => [one[i]!.outcome, other[messages.length - 1 - i]!.outcome].sort());
+    expect(byMessage).toEqual(messages.map(() => ['duplicate', 'processed']));
+    expect([await available(), await records()]).toEqual([6, 4]);
   });
 });

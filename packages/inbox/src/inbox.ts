@@ -4,7 +4,7 @@ import { noFaults, type Faults } from '@idem/faults';
 import { bodyHash } from './body-hash.js';
 import { classifyFailure, isProcessedMessageConflict } from './database-errors.js';
 import { createDeadLetters, type DeadLetters } from './dead-letters.js';
-import { consumeTheWrongWay, INBOX_MISTAKES } from './mistakes.js';
+import { consumeTheWrongWay, INBOX_MISTAKES, type InboxMistake } from './mistakes.js';
 import type { DeliveryOutcome, HandlerResult } from './outcomes.js';
 import type { SqlClient, TransactionalClient, TransactionOptions } from '@idem/database';
 
@@ -38,6 +38,19 @@ export interface Inbox<Tx extends SqlClient> {
    * resolves, i.e. after the commit.
    */
   consume<M extends Envelope>(consumer: string, message: M, handler: MessageHandler<Tx, M>): Promise<DeliveryOutcome>;
+  /**
+   * Group commit: the same guarantee for several messages of one consumer in **one**
+   * transaction and one commit. A duplicate changes nothing but its own outcome; a refusal or a
+   * failing handler rolls the batch back, and its messages are consumed one at a time, so each
+   * still ends on its own. Resolves after the commit with one outcome per message, in order; if
+   * the transaction or its commit fails, every message gets that failure (none is processed) and
+   * the caller must settle none of them.
+   */
+  consumeBatch<M extends Envelope>(
+    consumer: string,
+    messages: readonly M[],
+    handler: MessageHandler<Tx, M>,
+  ): Promise<DeliveryOutcome[]>;
   readonly deadLetters: DeadLetters;
 }
 
@@ -46,6 +59,16 @@ class Refusal extends Error {
   constructor(readonly result: Extract<HandlerResult, { outcome: 'permanent_failure' | 'transient_failure' }>) {
     super(result.reason);
   }
+}
+
+/** Thrown inside a batch's transaction to roll it back and consume its messages one at a time. */
+class OneAtATime extends Error {}
+
+/** A message of a batch: where its outcome goes, and its body hash. */
+interface Batched<M extends Envelope> {
+  readonly message: M;
+  readonly index: number;
+  readonly hash: string;
 }
 
 /** Thrown inside the transaction by the `rollback-after-handler` fault switch. */
@@ -69,12 +92,7 @@ export function createInbox<Tx extends SqlClient>(options: InboxOptions<Tx>): In
   ): Promise<DeliveryOutcome> {
     const hash = bodyHash(message.body);
     const mistake = INBOX_MISTAKES.find((name) => faults.fires(name, consumer));
-    if (mistake) {
-      const record = (tx: SqlClient) => tx.$executeRaw`
-        INSERT INTO processed_messages (consumer, message_id, body_hash, processed_at)
-        VALUES (${consumer}, ${message.messageId}::uuid, ${hash}, ${now()}) ON CONFLICT DO NOTHING`;
-      return consumeTheWrongWay(mistake, { db, faults, transaction, consumer, message, handler, record });
-    }
+    if (mistake) return wrongWay(mistake, consumer, message, handler);
     try {
       // While duplicates are arriving, a primary-key read answers each one without opening a
       // transaction or writing anything. It is only a shortcut: two deliveries at the same
@@ -112,6 +130,116 @@ export function createInbox<Tx extends SqlClient>(options: InboxOptions<Tx>): In
     }
   }
 
+  function wrongWay<M extends Envelope>(
+    mistake: InboxMistake,
+    consumer: string,
+    message: M,
+    handler: MessageHandler<Tx, M>,
+  ): Promise<DeliveryOutcome> {
+    const record = (tx: SqlClient) => tx.$executeRaw`
+      INSERT INTO processed_messages (consumer, message_id, body_hash, processed_at)
+      VALUES (${consumer}, ${message.messageId}::uuid, ${bodyHash(message.body)}, ${now()}) ON CONFLICT DO NOTHING`;
+    return consumeTheWrongWay(mistake, { db, faults, transaction, consumer, message, handler, record });
+  }
+
+  async function consumeBatch<M extends Envelope>(
+    consumer: string,
+    messages: readonly M[],
+    handler: MessageHandler<Tx, M>,
+  ): Promise<DeliveryOutcome[]> {
+    const outcomes: Promise<DeliveryOutcome>[] = [];
+    let batch: Batched<M>[] = [];
+    for (const [index, message] of messages.entries()) {
+      const mistake = INBOX_MISTAKES.find((name) => faults.fires(name, consumer));
+      if (mistake) outcomes[index] = wrongWay(mistake, consumer, message, handler);
+      else batch.push({ message, index, hash: bodyHash(message.body) });
+    }
+    // While duplicates are arriving, one read answers those of the batch already processed, as
+    // in `consume`; the insert below still decides for the rest.
+    if (duplicatesArriving.has(consumer) && batch.length > 0) {
+      const stored = await storedBodyHashes(db, consumer, batch);
+      for (const entry of batch.filter(({ message }) => stored.has(message.messageId))) {
+        outcomes[entry.index] = Promise.resolve(
+          duplicateOf(consumer, entry.message.messageId, stored.get(entry.message.messageId), entry.hash),
+        );
+      }
+      batch = batch.filter(({ message }) => !stored.has(message.messageId));
+      if (batch.length > 0) duplicatesArriving.delete(consumer);
+    }
+    // Records in message-id order: two instances batching the same messages take the primary
+    // key's locks in the same order, so they wait for each other instead of deadlocking.
+    batch.sort((a, b) => (a.message.messageId < b.message.messageId ? -1 : 1));
+    const committed = batch.length === 0 ? Promise.resolve([]) : commitTogether(consumer, batch, handler);
+    for (const [position, { index }] of batch.entries()) {
+      outcomes[index] = committed.then((results) => results[position]!);
+    }
+    return Promise.all(outcomes);
+  }
+
+  /**
+   * One transaction for the batch: every processed record in one statement, then the handler of
+   * each new message. Any refusal or error rolls the whole batch back and it is consumed again
+   * one message at a time, so that each still ends on its own (measured: faster than a savepoint
+   * per message, docs/benchmarks.md). Outcomes only once the transaction committed.
+   */
+  async function commitTogether<M extends Envelope>(
+    consumer: string,
+    batch: readonly Batched<M>[],
+    handler: MessageHandler<Tx, M>,
+  ): Promise<DeliveryOutcome[]> {
+    const conflicts: ConflictingDuplicate[] = [];
+    const records = JSON.stringify(batch.map(({ message, hash }) => ({ id: message.messageId, hash })));
+    try {
+      const outcomes = await db.$transaction(async (tx) => {
+        // The key decides, as in `consume`, without an error for a duplicate: a record that meets
+        // a committed one (or an earlier copy in this batch) inserts nothing, and one that meets
+        // an uncommitted one waits for that transaction to end.
+        const inserted = await tx.$queryRaw<{ id: string }[]>`
+          INSERT INTO processed_messages (consumer, message_id, body_hash, processed_at)
+          SELECT ${consumer}, r.id, r.hash, ${now()} FROM jsonb_to_recordset(${records}::jsonb) AS r(id uuid, hash text)
+          ON CONFLICT (consumer, message_id) DO NOTHING RETURNING message_id::text AS id`;
+        const fresh = new Set(inserted.map((row) => row.id));
+        const stored = fresh.size < batch.length ? await storedBodyHashes(tx, consumer, batch) : new Map();
+        if (fresh.size < batch.length) duplicatesArriving.add(consumer);
+        const results: DeliveryOutcome[] = [];
+        for (const { message, hash } of batch) {
+          if (!fresh.delete(message.messageId)) {
+            results.push(duplicateOf(consumer, message.messageId, stored.get(message.messageId), hash, conflicts));
+            continue;
+          }
+          const result = await handler(message, tx).catch(() => undefined);
+          if (result?.outcome !== 'processed' && result?.outcome !== 'stale') throw new OneAtATime();
+          if (faults.fires('rollback-after-handler', consumer)) throw new OneAtATime();
+          results.push(result);
+        }
+        return results;
+      }, transaction);
+      for (const conflict of conflicts) onConflictingDuplicate?.(conflict);
+      return outcomes;
+    } catch (error) {
+      if (!(error instanceof OneAtATime)) {
+        // The transaction or its commit failed: nothing of the batch is processed.
+        const failure = { ...classifyFailure(error), error };
+        return batch.map(() => failure);
+      }
+      const outcomes: DeliveryOutcome[] = [];
+      for (const { message } of batch) outcomes.push(await consume(consumer, message, handler));
+      return outcomes;
+    }
+  }
+
+  async function storedBodyHashes(
+    client: SqlClient,
+    consumer: string,
+    batch: readonly Batched<Envelope>[],
+  ): Promise<Map<string, string>> {
+    const ids = JSON.stringify(batch.map(({ message }) => message.messageId));
+    const rows = await client.$queryRaw<{ id: string; body_hash: string }[]>`
+      SELECT message_id::text AS id, body_hash FROM processed_messages
+      WHERE consumer = ${consumer} AND message_id IN (SELECT jsonb_array_elements_text(${ids}::jsonb)::uuid)`;
+    return new Map(rows.map((row) => [row.id, row.body_hash]));
+  }
+
   async function storedBodyHash(consumer: string, messageId: string): Promise<string | undefined> {
     const rows = await db.$queryRaw<{ body_hash: string }[]>`
       SELECT body_hash FROM processed_messages WHERE consumer = ${consumer} AND message_id = ${messageId}::uuid`;
@@ -124,14 +252,18 @@ export function createInbox<Tx extends SqlClient>(options: InboxOptions<Tx>): In
     messageId: string,
     storedBodyHash: string | undefined,
     receivedBodyHash: string,
+    // A batch reports conflicts once it committed; `consume` at once.
+    reported: { push(conflict: ConflictingDuplicate): void } = {
+      push: (conflict) => onConflictingDuplicate?.(conflict),
+    },
   ): DeliveryOutcome {
     if (storedBodyHash === undefined || storedBodyHash === receivedBodyHash) return { outcome: 'duplicate' };
-    onConflictingDuplicate?.({ consumer, messageId, storedBodyHash, receivedBodyHash });
+    reported.push({ consumer, messageId, storedBodyHash, receivedBodyHash });
     return {
       outcome: 'conflicting_duplicate',
       reason: `message ${messageId} was already processed by ${consumer} with a different body (stored body hash ${storedBodyHash.slice(0, 12)}…, received ${receivedBodyHash.slice(0, 12)}…): the producer reused a message id`,
     };
   }
 
-  return { consume, deadLetters: createDeadLetters(db, now) };
+  return { consume, consumeBatch, deadLetters: createDeadLetters(db, now) };
 }

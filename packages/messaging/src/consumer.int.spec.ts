@@ -1,6 +1,6 @@
 import type { Envelope } from '@idem/contracts';
 import { createFaults, parseFaultRules } from '@idem/faults';
-import { createInbox } from '@idem/inbox';
+import { createInbox, permanentFailure } from '@idem/inbox';
 import {
   createTestDatabase,
   deleteQueues,
@@ -17,7 +17,7 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { reserveOneUnit, type Tx } from '../test/fixtures.js';
+import { HOLDING_SKU, reserveOneUnit, type Tx } from '../test/fixtures.js';
 import { startConsumer, type Consumer, type ConsumerOptions, type DeliveryReport } from './consumer.js';
 import { defaultDeliveryPolicy } from './delivery-policy.js';
 import { createPublisher, type Publisher } from './publisher.js';
@@ -274,6 +274,108 @@ describe('startConsumer', () => {
     await publisher.publish([message]);
     expect(await waitForOutcomes(message.messageId, 1)).toEqual(['stale']);
     expect(await db.prisma.processedMessage.count()).toBe(1);
+  });
+});
+
+describe('group commit', () => {
+  /** One delivery that holds its transaction, then `count` more that arrive meanwhile and commit as one batch. */
+  async function publishBatch<const T extends Envelope<'orders.order-placed.v1'>[]>(...batch: T): Promise<T> {
+    const holding = orderPlacedMessage({}, HOLDING_SKU);
+    await publisher.publish([holding]);
+    await waitFor(async () => (await queue.getJobState(holding.messageId)) === 'active', {
+      what: 'the holding delivery',
+    });
+    await publisher.publish(batch);
+    return batch;
+  }
+  const messages = (count: number) => Array.from({ length: count }, () => orderPlacedMessage());
+  /** The database client of one instance, counting its transactions. */
+  function counted() {
+    const client = db.connect();
+    const count = { transactions: 0 };
+    const $transaction = client.$transaction.bind(client) as typeof client.$transaction;
+    return {
+      count,
+      client: Object.assign(client, {
+        $transaction: ((...args: Parameters<typeof $transaction>) => {
+          count.transactions++;
+          return $transaction(...args);
+        }) as typeof $transaction,
+      }),
+    };
+  }
+
+  it('commits concurrent deliveries together and settles each after the shared commit', async () => {
+    const { client, count } = counted();
+    start({ inbox: createInbox({ db: client }) });
+    const batch = await publishBatch(...messages(5));
+    for (const message of batch) expect(await waitForOutcomes(message.messageId, 1)).toEqual(['processed']);
+    expect(count.transactions).toBe(2); // the holding delivery's, then one for the five
+    expect(await available()).toBe(95);
+  });
+
+  it('dead-letters only the poison message of a batch; the others are processed', async () => {
+    const { client, count } = counted();
+    start({
+      inbox: createInbox({ db: client }),
+      handler: async (message, tx) =>
+        message.body.lines[0]!.sku === 'poison'
+          ? permanentFailure('poison', 'this message can never be applied')
+          : reserveOneUnit(CONSUMER)(message, tx),
+    });
+    const [first, poison, last] = await publishBatch(
+      orderPlacedMessage(),
+      orderPlacedMessage({}, 'poison'),
+      orderPlacedMessage(),
+    );
+    expect(await waitForOutcomes(poison.messageId, 1)).toEqual(['permanent_failure']);
+    for (const message of [first, last]) expect(await waitForOutcomes(message.messageId, 1)).toEqual(['processed']);
+    expect(reports.find((r) => r.messageId === poison.messageId)!.deadLettered).toBe(true);
+    expect(await db.prisma.deadLetter.count()).toBe(1);
+    expect(await available()).toBe(98);
+    // The holding delivery's; the batch's, rolled back by the poison; then one per message.
+    expect(count.transactions).toBe(1 + 1 + 3);
+  });
+
+  it('redelivers every message of a batch after a SIGKILL between its commit and settlement: each is then a duplicate', async () => {
+    const child = startScript(new URL('../test/consumer-process.ts', import.meta.url), {
+      DATABASE_URL: db.url,
+      IDEM_PREFIX: prefix,
+      IDEM_FAULTS_ENABLED: '1',
+      IDEM_FAULTS: `crash-after-commit consumer=${CONSUMER} count=1`,
+    });
+    await printed(child, 'ready');
+    const batch = await publishBatch(...messages(5));
+
+    expect(await exited(child)).toBe('SIGKILL');
+    // The batch committed before the crash: five effects and five records, none settled.
+    expect(await available()).toBe(95);
+    for (const message of batch) expect(await queue.getJobState(message.messageId)).toBe('active');
+
+    start(); // another instance takes the deliveries over once the dead one's locks expire
+    for (const message of batch) expect(await waitForOutcomes(message.messageId, 1)).toEqual(['duplicate']);
+    expect(await available()).toBe(95);
+  });
+
+  it('gives one business change per message when two instances batch copies of the same messages', async () => {
+    const slowReserve = async (message: Envelope<'orders.order-placed.v1'>, tx: Tx) => {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      return reserveOneUnit(CONSUMER)(message, tx);
+    };
+    for (const client of [db.connect(), db.connect()])
+      start({ inbox: createInbox({ db: client }), handler: slowReserve });
+    const twice = createPublisher({ prefix, faults: createFaults(parseFaultRules('publish-twice')) });
+    try {
+      const copied = messages(12);
+      await twice.publish(copied);
+      for (const message of copied) {
+        expect((await waitForOutcomes(message.messageId, 2)).sort()).toEqual(['duplicate', 'processed']);
+      }
+      expect(await available()).toBe(88);
+      expect(await db.prisma.processedMessage.count()).toBe(12);
+    } finally {
+      await twice.close();
+    }
   });
 });
 

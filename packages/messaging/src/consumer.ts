@@ -12,6 +12,7 @@ import { noFaults, type Faults } from '@idem/faults';
 import { isSettled, type DeliveryOutcome, type Inbox, type MessageHandler } from '@idem/inbox';
 import { context, SpanKind, SpanStatusCode, trace, type Link, type Span } from '@opentelemetry/api';
 import { UnrecoverableError, Worker, type Job } from 'bullmq';
+import { createGroupCommit } from './group-commit.js';
 import { createRedis, resolveBroker, type BrokerOptions } from './redis.js';
 
 const tracer = trace.getTracer('@idem/messaging');
@@ -75,6 +76,13 @@ export interface ConsumerOptions<Tx extends SqlClient, C extends ConsumerName> e
   readonly handler: MessageHandler<Tx, MessageOf<NoInfer<C>>>;
   /** Deliveries handled at once by this instance; keep it within the database pool. @defaultValue 8 */
   readonly concurrency?: number;
+  /**
+   * Group commit: deliveries this instance handles at the same time share one inbox transaction
+   * and one commit (`inbox.consumeBatch`), at most this many; each stays all-or-nothing on its
+   * own (a savepoint each), and every one is settled only after the shared commit. 1 gives every
+   * delivery its own transaction. @defaultValue concurrency
+   */
+  readonly maxBatch?: number;
   /** How long a delivery stays locked to this instance before another may take it. @defaultValue 30000 */
   readonly lockDurationMs?: number;
   /** How often this instance looks for deliveries whose owner died. @defaultValue 30000 */
@@ -130,6 +138,7 @@ export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(opti
     inbox,
     handler,
     concurrency = 8,
+    maxBatch = concurrency,
     lockDurationMs = 30_000,
     stalledIntervalMs = 30_000,
     maxStalledCount = 5,
@@ -155,10 +164,39 @@ export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(opti
     });
   }
 
+  /**
+   * One batch of deliveries in one inbox transaction. A batch of one is an ordinary `consume`
+   * under its delivery's span; a larger one gets a `commit` span linked to each delivery's.
+   */
+  async function commitBatch(deliveries: readonly { envelope: MessageOf<C>; span: Span }[]) {
+    if (deliveries.length === 1) {
+      const [{ envelope, span }] = deliveries as [(typeof deliveries)[number]];
+      return [
+        await context.with(trace.setSpan(context.active(), span), () => inbox.consume(consumer, envelope, handler)),
+      ];
+    }
+    const span = tracer.startSpan(`commit ${consumer}`, {
+      links: deliveries.map((delivery) => ({ context: delivery.span.spanContext() })),
+      attributes: { 'messaging.destination.name': consumer, 'messaging.batch.message_count': deliveries.length },
+    });
+    try {
+      return await context.with(trace.setSpan(context.active(), span), () =>
+        inbox.consumeBatch(
+          consumer,
+          deliveries.map((delivery) => delivery.envelope),
+          handler,
+        ),
+      );
+    } finally {
+      span.end();
+    }
+  }
+  const inGroup = createGroupCommit(commitBatch, maxBatch);
+
   /** Validates the delivery and hands it to the inbox; returns once the transaction ended. */
-  async function handle(envelope: MessageOf<C> | undefined, error: ContractError | undefined) {
+  function handle(envelope: MessageOf<C> | undefined, error: ContractError | undefined, span: Span) {
     if (error) return { outcome: 'permanent_failure', code: error.code, reason: error.reason } as const;
-    return inbox.consume(consumer, envelope!, handler);
+    return inGroup({ envelope: envelope!, span });
   }
 
   async function processDelivery(job: Job): Promise<string> {
@@ -183,9 +221,7 @@ export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(opti
     }
     const span = startProcess(consumer, job, envelope);
 
-    const outcome: DeliveryOutcome = await context.with(trace.setSpan(context.active(), span), () =>
-      handle(envelope, parsed.ok ? undefined : parsed.error),
-    );
+    const outcome: DeliveryOutcome = await handle(envelope, parsed.ok ? undefined : parsed.error, span);
 
     let deadLettered =
       outcome.outcome === 'permanent_failure' || (outcome.outcome === 'transient_failure' && lastAttempt);
@@ -252,7 +288,7 @@ export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(opti
     if (!envelope) return;
     acknowledgedFirst.delete(job);
     faults.crashIf('crash-after-commit', consumer); // the window: settled, not yet committed
-    handle(envelope, undefined).catch(onError);
+    inbox.consume(consumer, envelope, handler).catch(onError);
   });
   if (onSettled) {
     const settled = (job: Job | undefined) => {

@@ -3,15 +3,25 @@
  * that is visibly wrong when applied twice.
  */
 import type { Envelope } from '@idem/contracts';
-import { processed, type MessageHandler } from '@idem/inbox';
+import { processed, stale, type MessageHandler } from '@idem/inbox';
 import type { PrismaClient } from '@idem/testkit';
 
 export type Tx = Parameters<Parameters<PrismaClient['$transaction']>[0]>[0];
+
+/**
+ * An order for this SKU holds its inbox transaction for a moment and changes nothing (stale):
+ * the deliveries that arrive meanwhile wait for that commit and then commit together, one batch.
+ */
+export const HOLDING_SKU = 'hold-the-line';
 
 /** Takes one unit of stock for the consumer (its own stock row) and records the reservation. */
 export const reserveOneUnit =
   (consumer: string): MessageHandler<Tx, Envelope<'orders.order-placed.v1'>> =>
   async (message, tx) => {
+    if (message.body.lines[0]!.sku === HOLDING_SKU) {
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      return stale('held the transaction so that the next deliveries form one batch');
+    }
     await tx.stockItem.update({ where: { sku: consumer }, data: { available: { decrement: 1 } } });
     if (consumer === 'inventory.order-placed.v1') {
       await tx.reservation.create({ data: { orderId: message.body.orderId, sku: consumer, quantity: 1 } });
