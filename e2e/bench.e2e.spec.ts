@@ -37,7 +37,7 @@ const logical = (run: Run) => /wal_level=logical/.test(run.machine.PostgreSQL ??
 
 describe('pnpm bench --quick', () => {
   it(
-    'measures all four sections and writes the JSON, the Markdown tables and the chart',
+    'measures all five sections and writes the JSON, the Markdown tables and the chart',
     { timeout: 240_000 },
     async () => {
       const { out, stdout, run } = await bench([]);
@@ -60,6 +60,11 @@ describe('pnpm bench --quick', () => {
       expect(new Set(run.relay!.map((s) => s.variant))).toEqual(new Set(['relay', 'addBulk']));
       expect(run.endToEnd!.steps[0]!.paid).toBeGreaterThan(0);
       expect(run.growth!.map((s) => s.retention)).toContain('purging');
+      // The profile charges each service's samples, and counts what an order asks of PostgreSQL.
+      for (const service of ['orders', 'inventory', 'payments', 'notifications']) {
+        expect(run.profile!.processes[service]!.totalMsPerOrder).toBeGreaterThan(0);
+        expect(run.profile!.requestsPerOrder[`PostgreSQL statements: ${service}`]).toBeGreaterThan(0);
+      }
       expect(run.targets.map((t) => t.name)).toEqual(
         expect.arrayContaining([
           expect.stringContaining('(a) ≥ 1.0 × (c)'),
@@ -79,6 +84,7 @@ describe('pnpm bench --quick', () => {
         '## 2. Relay',
         '## 3. End to end',
         '## 4. Growth',
+        '## 5. Where the CPU of an order goes',
       ]) {
         expect(markdown).toContain(heading);
       }

@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { cpus, release, totalmem } from 'node:os';
 import { dirname, join, relative } from 'node:path';
@@ -15,10 +15,11 @@ import {
 } from './consumer-cost.js';
 import { runEndToEnd } from './end-to-end.js';
 import { runGrowth } from './growth.js';
+import { profileEndToEnd } from './profile.js';
 import { runRelay } from './relay.js';
 import { evaluateTargets, formatChart, formatMarkdown, formatTargets, type BenchRun, type Target } from './report.js';
 
-export const SECTIONS = ['consumer', 'relay', 'e2e', 'growth'] as const;
+export const SECTIONS = ['consumer', 'relay', 'e2e', 'growth', 'profile'] as const;
 export type Section = (typeof SECTIONS)[number];
 
 export interface BenchOptions {
@@ -50,6 +51,7 @@ function settingsFor(quick: boolean) {
         drainSeconds: 30,
         growthSizes: [1_000, 5_000],
         growthInserts: 200,
+        profile: { offered: 5, seconds: 5 },
       }
     : {
         concurrencies: [1, 8, 32],
@@ -62,6 +64,7 @@ function settingsFor(quick: boolean) {
         drainSeconds: 45,
         growthSizes: [10_000, 100_000, 1_000_000],
         growthInserts: 2_000,
+        profile: { offered: 20, seconds: 30 },
       };
 }
 
@@ -85,7 +88,7 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
   let run: BenchRun;
   try {
     const machine = { ...(await describeMachine(databaseUrl)), pgbench: pgbench ?? 'not installed' };
-    let consumerCost, relay, endToEnd, growth;
+    let consumerCost, relay, endToEnd, growth, profile;
     if (sections.has('consumer')) {
       log('\n1. consumer cost');
       const { logicalReplication } = await prepareConsumerDatabase(databaseUrl);
@@ -127,6 +130,11 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
       log('\n4. growth of processed_messages');
       growth = await runGrowth({ databaseUrl, sizes: settings.growthSizes, inserts: settings.growthInserts, log });
     }
+    if (sections.has('profile')) {
+      log('\n5. where the CPU of an order goes');
+      const { offered, seconds } = settings.profile;
+      profile = { offered, ...(await profileEndToEnd({ offered, seconds, portOffset: 700, log })) };
+    }
     run = {
       startedAt,
       finishedAt: new Date().toISOString(),
@@ -137,6 +145,7 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
       relay,
       endToEnd,
       growth,
+      profile,
     };
   } finally {
     await dropWhenIdle(databaseUrl, log);
@@ -187,8 +196,21 @@ function writeResults(run: BenchRun, targets: Target[], out: string, withJson = 
     chart = join(out, 'benchmarks', 'end-to-end.svg');
     writeFileSync(chart, formatChart(run.endToEnd) + '\n');
   }
-  writeFileSync(markdown, formatMarkdown(run, targets, chart && relative(dirname(markdown), chart)));
+  writeFileSync(
+    markdown,
+    formatMarkdown(run, targets, chart && relative(dirname(markdown), chart), previousRun(run, json)),
+  );
   return { json, markdown, chart };
+}
+
+/** The newest full run saved before this one beside it, for the before-and-after table. */
+function previousRun(run: BenchRun, json: string): BenchRun | undefined {
+  const earlier = readdirSync(dirname(json))
+    .filter((name) => name.endsWith('.json') && join(dirname(json), name) !== json)
+    .map((name) => JSON.parse(readFileSync(join(dirname(json), name), 'utf8')) as BenchRun)
+    .filter((candidate) => !candidate.quick && candidate.startedAt < run.startedAt && candidate.endToEnd)
+    .sort((a, b) => a.startedAt.localeCompare(b.startedAt));
+  return earlier.at(-1);
 }
 
 async function describeMachine(databaseUrl: string): Promise<Record<string, string>> {

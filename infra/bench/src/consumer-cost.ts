@@ -27,7 +27,7 @@ import { countdown, forEachConcurrently, percentile, sleep } from './stats.js';
  * deliveries and for redeliveries of messages already processed.
  */
 export const CONSUMER_VARIANTS = {
-  a: 'idem: BullMQ → @idem/messaging → @idem/inbox → Prisma interactive transaction → settle, with group commit (the default: deliveries handled at once share one transaction, a savepoint each)',
+  a: 'idem: BullMQ → @idem/messaging → @idem/inbox → Prisma interactive transaction → settle, with group commit (the default: the deliveries a consumer handles at once share one transaction and one commit)',
   s: '(a) with group commit off (maxBatch: 1): one transaction per delivery',
   j: '(a) with the delivery journal on, as every service runs it: each settled delivery recorded for the console',
   b: 'BullMQ + hand-written node-postgres transaction (INSERT … ON CONFLICT DO NOTHING RETURNING, then UPDATE)',

@@ -1,6 +1,13 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { dropDatabase } from '@idem/database';
-import { placeOrder, SERVICES, startSystem, UNLIMITED_ORDERS_ENV, type RunningSystem } from '@idem/native-run';
+import {
+  placeOrder,
+  SERVICES,
+  startSystem,
+  UNLIMITED_ORDERS_ENV,
+  type RunningSystem,
+  type SystemOptions,
+} from '@idem/native-run';
 import { cpus } from 'node:os';
 import pg from 'pg';
 import { cpuOfProcess, cpuSnapshot } from './cpu.js';
@@ -59,24 +66,40 @@ export interface EndToEndResult {
 
 const SKU = 'bench-item';
 
-export async function runEndToEnd(options: EndToEndOptions): Promise<EndToEndResult> {
+/** The whole system, natively, with stock for every order the load will place. */
+export async function startLoadedSystem(
+  options: Pick<EndToEndOptions, 'portOffset' | 'log'>,
+  extra: Pick<SystemOptions, 'nodeOptions' | 'env'> = {},
+): Promise<RunningSystem> {
   const adminToken = randomBytes(16).toString('hex');
   const system = await startSystem({
     name: `bench_${Date.now().toString(36)}`,
     portOffset: options.portOffset,
-    env: { ADMIN_TOKEN: adminToken, ...UNLIMITED_ORDERS_ENV },
+    ...extra,
+    env: { ADMIN_TOKEN: adminToken, ...UNLIMITED_ORDERS_ENV, ...extra.env },
     log: (part, line) => {
       if (/^(error|fatal)\b/.test(line)) options.log(`${part}: ${line}`);
     },
   });
-  try {
-    const stocked = await fetch(`${system.urls.inventory}/stock/${SKU}`, {
-      method: 'PUT',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${adminToken}` },
-      body: JSON.stringify({ available: 1_000_000_000 }),
-    });
-    if (!stocked.ok) throw new Error(`PUT /stock answered ${stocked.status}: ${await stocked.text()}`);
+  const stocked = await fetch(`${system.urls.inventory}/stock/${SKU}`, {
+    method: 'PUT',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${adminToken}` },
+    body: JSON.stringify({ available: 1_000_000_000 }),
+  });
+  if (stocked.ok) return system;
+  const answer = `PUT /stock answered ${stocked.status}: ${await stocked.text()}`;
+  await stopLoadedSystem(system);
+  throw new Error(answer);
+}
 
+export async function stopLoadedSystem(system: RunningSystem): Promise<void> {
+  await system.stop();
+  await Promise.all(SERVICES.map((service) => dropDatabase(system.databaseUrls[service])));
+}
+
+export async function runEndToEnd(options: EndToEndOptions): Promise<EndToEndResult> {
+  const system = await startLoadedSystem(options);
+  try {
     const steps: LoadStep[] = [];
     for (const offered of options.loads) {
       const step = await runStep(system, offered, options);
@@ -90,12 +113,16 @@ export async function runEndToEnd(options: EndToEndOptions): Promise<EndToEndRes
     }
     return { steps, knee: kneeOf(steps) };
   } finally {
-    await system.stop();
-    await Promise.all(SERVICES.map((service) => dropDatabase(system.databaseUrls[service])));
+    await stopLoadedSystem(system);
   }
 }
 
-async function runStep(system: RunningSystem, offered: number, options: EndToEndOptions): Promise<LoadStep> {
+/** One step: `offered` orders per second for `stepSeconds`, then up to `drainSeconds` for the last ones. */
+export async function runStep(
+  system: RunningSystem,
+  offered: number,
+  options: Pick<EndToEndOptions, 'stepSeconds' | 'drainSeconds' | 'log'>,
+): Promise<LoadStep> {
   const count = Math.max(1, Math.round(offered * options.stepSeconds));
   const sent = new Map<string, number>();
   const placing: Promise<void>[] = [];

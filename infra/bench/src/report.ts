@@ -2,6 +2,7 @@ import { CONSUMER_VARIANTS, type ConsumerSample, type ConsumerVariant, type Deli
 import type { CpuTimes } from './cpu.js';
 import type { EndToEndResult } from './end-to-end.js';
 import type { GrowthSample } from './growth.js';
+import type { EndToEndProfile } from './profile.js';
 import type { RelaySample } from './relay.js';
 import { median } from './stats.js';
 
@@ -16,6 +17,7 @@ export interface BenchRun {
   readonly relay?: RelaySample[];
   readonly endToEnd?: EndToEndResult;
   readonly growth?: GrowthSample[];
+  readonly profile?: EndToEndProfile;
 }
 
 export interface Target {
@@ -245,6 +247,28 @@ function endToEndCpuTable(result: EndToEndResult): string {
   return table(['offered orders/s', 'CPU busy', ...parts, 'total'], rows);
 }
 
+/** End to end, this run against an earlier one: CPU per order by process and PAID p95, at the loads both offered. */
+export function beforeAfterTable(before: BenchRun, after: EndToEndResult): string | undefined {
+  const earlier = new Map((before.endToEnd?.steps ?? []).map((step) => [step.offered, step]));
+  const both = after.steps.filter((step) => earlier.has(step.offered));
+  if (both.length === 0) return undefined;
+  const parts = Object.keys(both[0]!.cpuMsPerOrder);
+  const total = (cpu: Record<string, number>) => Object.values(cpu).reduce((sum, ms) => sum + ms, 0);
+  const change = (was: number | undefined, is: number | undefined, digits = 1) =>
+    was === undefined || is === undefined ? '–' : `${was.toFixed(digits)} → ${is.toFixed(digits)}`;
+  const rows = both.map((step) => {
+    const was = earlier.get(step.offered)!;
+    return [
+      String(step.offered),
+      ...parts.map((part) => change(was.cpuMsPerOrder[part], step.cpuMsPerOrder[part])),
+      change(total(was.cpuMsPerOrder), total(step.cpuMsPerOrder)),
+      change(was.paidMs.p95 / 1000, step.paidMs.p95 / 1000),
+      `${was.keptUp ? 'yes' : 'no'} → ${step.keptUp ? 'yes' : 'no'}`,
+    ];
+  });
+  return table(['offered orders/s', ...parts, 'total CPU ms/order', 'PAID p95 s', 'kept up'], rows);
+}
+
 function growthTable(samples: readonly GrowthSample[]): string {
   const rows = samples.map((s) => [
     s.rows.toLocaleString('en'),
@@ -276,7 +300,12 @@ function growthTable(samples: readonly GrowthSample[]): string {
 }
 
 /** docs/benchmarks.md: the latest run's tables, its machine and its targets. */
-export function formatMarkdown(run: BenchRun, targets: readonly Target[], chartPath?: string): string {
+export function formatMarkdown(
+  run: BenchRun,
+  targets: readonly Target[],
+  chartPath?: string,
+  before?: BenchRun,
+): string {
   const parts = [
     '# Benchmarks',
     '',
@@ -336,6 +365,15 @@ export function formatMarkdown(run: BenchRun, targets: readonly Target[], chartP
         : `Knee: **${run.endToEnd.knee} orders/s** — the highest offered load that kept up with p95 within twice the lightest step's.`,
       ...(chartPath ? ['', `![latency against offered load](${chartPath})`] : []),
     );
+    const compared = before && beforeAfterTable(before, run.endToEnd);
+    if (compared) {
+      parts.push(
+        '',
+        `**Before and after** — against the previous run in benchmarks/runs (${before!.startedAt.slice(0, 16).replace('T', ' ')}): CPU ms per order by process, PAID p95`,
+        '',
+        compared,
+      );
+    }
   }
   if (run.growth?.length) {
     parts.push(
@@ -347,7 +385,60 @@ export function formatMarkdown(run: BenchRun, targets: readonly Target[], chartP
       growthTable(run.growth),
     );
   }
+  if (run.profile) {
+    parts.push(
+      '',
+      '## 5. Where the CPU of an order goes',
+      '',
+      `Every process under \`node --cpu-prof\` (\`pnpm bench:profile\`), ${run.profile.offered} orders/s after a warm-up; the samples taken while the load ran are charged to what spent them — a library, an idem package, the service's own code — and time inside Node.js (sockets, streams, timers) to its nearest caller outside Node.js. Each process's CPU per order is read from /proc (a profile's sample intervals are wall time, which on busy cores overstates CPU) and split by the profile's shares; profiling itself adds to it, so the totals run above section 3's at the same load. See [performance.md](performance.md) for what it means.`,
+      '',
+      profileTables(run.profile),
+    );
+  }
   return parts.join('\n') + '\n';
+}
+
+/** Requests per order, then CPU ms per order by process and by what spent it (the largest first). */
+function profileTables(profile: EndToEndProfile): string {
+  const processes = Object.keys(profile.processes).sort(
+    (a, b) => profile.processes[b]!.totalMsPerOrder - profile.processes[a]!.totalMsPerOrder,
+  );
+  const totals = new Map<string, number>();
+  for (const name of processes) {
+    for (const [owner, ms] of Object.entries(profile.processes[name]!.msPerOrder)) {
+      totals.set(owner, (totals.get(owner) ?? 0) + ms);
+    }
+  }
+  const owners = [...totals].sort((a, b) => b[1] - a[1]);
+  const shown = owners.filter(([, ms]) => ms >= 0.3);
+  const rest = owners.filter(([, ms]) => ms < 0.3);
+  const cell = (value: number | undefined) => (value ? value.toFixed(1) : '–');
+  const rows = [
+    ...shown.map(([owner, total]) => [
+      owner,
+      ...processes.map((p) => cell(profile.processes[p]!.msPerOrder[owner])),
+      total.toFixed(1),
+    ]),
+    [
+      `${rest.length} others`,
+      ...processes.map((p) =>
+        cell(rest.reduce((sum, [owner]) => sum + (profile.processes[p]!.msPerOrder[owner] ?? 0), 0)),
+      ),
+      rest.reduce((sum, [, ms]) => sum + ms, 0).toFixed(1),
+    ],
+    [
+      '**total**',
+      ...processes.map((p) => `**${profile.processes[p]!.totalMsPerOrder.toFixed(1)}**`),
+      `**${owners.reduce((sum, [, ms]) => sum + ms, 0).toFixed(1)}**`,
+    ],
+  ];
+  return [
+    `**What an order asks for** — per order\n\n${table(
+      ['', 'per order'],
+      Object.entries(profile.requestsPerOrder).map(([what, count]) => [what, String(count)]),
+    )}`,
+    `**CPU ms per order** by process and by what spent it\n\n${table(['spent in', ...processes, 'all'], rows)}`,
+  ].join('\n\n');
 }
 
 /** An SVG line chart of POST→PAID and POST→receipt latency against offered load. */

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { ConsumerSample } from './consumer-cost.js';
 import { kneeOf, type LoadStep } from './end-to-end.js';
-import { evaluateTargets, formatChart, type BenchRun } from './report.js';
+import { beforeAfterTable, evaluateTargets, formatChart, type BenchRun } from './report.js';
 import { median, percentile } from './stats.js';
 
 const cpu = { bench: 0, postgres: 0, redis: 0 };
@@ -83,6 +83,14 @@ describe('bench statistics', () => {
     });
     // One delivery in flight is never batched: no target at concurrency 1.
     expect(evaluateTargets(run([sample('a', 'first', 1, 500), sample('c', 'first', 1, 1000)]))).toEqual([]);
+  });
+
+  it('compares end-to-end steps with an earlier run at the loads both offered', () => {
+    const before = { ...run([]), endToEnd: { steps: [step(10, 400), step(20, 1400)] } };
+    const rendered = beforeAfterTable(before, { steps: [step(20, 600), step(40, 900)] })!;
+    expect(rendered.split('\n')).toHaveLength(3); // header, rule, the one load both runs offered
+    expect(rendered).toContain('| 20 | 1.0 → 1.0 | 1.0 → 1.0 | 1.4 → 0.6 | yes → yes |');
+    expect(beforeAfterTable(run([]), { steps: [step(20, 600)] })).toBeUndefined();
   });
 
   it('draws one line per latency series and marks saturated steps', () => {

@@ -40,6 +40,8 @@ export interface SystemOptions {
   readonly restartOnExit?: boolean;
   /** Run the teaching console too (on 3000 + offset). @defaultValue false */
   readonly console?: boolean;
+  /** Node.js options for every process, after tsx is loaded: `--cpu-prof` (which NODE_OPTIONS refuses), `--import` of a .ts file. @defaultValue none */
+  readonly nodeOptions?: readonly string[];
 }
 
 export interface RunningSystem {
@@ -234,11 +236,16 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
   const launch = (name: string, entry: string, env: Record<string, string>, instrumented = false): ChildProcess => {
     // A service starts as its container does: the instrumentation entry first (see infra/Dockerfile).
     const preload = instrumented ? ['--import', INSTRUMENTATION] : [];
-    const child = spawn(process.execPath, ['--conditions=development', '--import', 'tsx', ...preload, entry], {
-      cwd: root,
-      env: { ...process.env, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const nodeOptions = options.nodeOptions ?? [];
+    const child = spawn(
+      process.execPath,
+      ['--conditions=development', '--import', 'tsx', ...nodeOptions, ...preload, entry],
+      {
+        cwd: root,
+        env: { ...process.env, ...env },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     for (const stream of [child.stdout!, child.stderr!]) {
       createInterface({ input: stream }).on('line', (line) => log(name, readable(line)));
     }

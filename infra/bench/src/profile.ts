@@ -1,0 +1,243 @@
+/**
+ * `pnpm bench:profile [orders/s] [seconds]`: where the CPU of an order goes, process by
+ * process. Starts the whole system natively with every process under `node --cpu-prof`, places
+ * orders at a steady rate (as the end-to-end section does), stops the system so each process
+ * writes its profile, and attributes the samples taken while the load ran — start-up excluded —
+ * to what spent them: a library, an idem package, the service's own code, or the runtime. Time
+ * spent inside Node.js itself (streams, sockets, timers) is charged to the nearest caller that is
+ * not Node.js, so "ioredis" includes the socket writes it asked for.
+ */
+import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { SERVICES, type RunningSystem } from '@idem/native-run';
+import { Redis } from 'ioredis';
+import pg from 'pg';
+import { runStep, startLoadedSystem, stopLoadedSystem } from './end-to-end.js';
+import { cpuOfProcess } from './cpu.js';
+import { sleep } from './stats.js';
+
+/** Preloaded into every process: counts its PostgreSQL statements. */
+const COUNT_QUERIES = fileURLToPath(new URL('./count-queries.ts', import.meta.url));
+
+interface ProfileNode {
+  readonly id: number;
+  readonly callFrame: { readonly functionName: string; readonly url: string };
+  readonly children?: readonly number[];
+}
+interface CpuProfile {
+  readonly nodes: readonly ProfileNode[];
+  readonly startTime: number;
+  readonly samples: readonly number[];
+  readonly timeDeltas: readonly number[];
+}
+
+/** Section 5 of a bench run. */
+export interface EndToEndProfile {
+  /** Orders per second while profiling. */
+  readonly offered: number;
+  readonly processes: Record<string, ProcessProfile>;
+  /** PostgreSQL transactions and statements per service, Redis commands and scripts, per order. */
+  readonly requestsPerOrder: Record<string, number>;
+}
+
+export interface ProcessProfile {
+  /** CPU ms per order spent while the load ran (from /proc), split by the profile's shares of what spent it. */
+  readonly msPerOrder: Record<string, number>;
+  readonly totalMsPerOrder: number;
+}
+
+/** What a frame belongs to, from its script's URL; undefined for Node.js itself. */
+export function ownerOf(url: string, functionName: string): string | undefined {
+  const dependency = /node_modules\/(?:\.pnpm\/[^/]+\/node_modules\/)?((?:@[^/]+\/)?[^/]+)\//.exec(url)?.[1];
+  if (dependency)
+    return LIBRARY_GROUPS[dependency] ?? (dependency.startsWith('@opentelemetry/') ? 'OpenTelemetry' : dependency);
+  const own = /\/(packages|services|infra)\/([^/]+)\//.exec(url);
+  if (own) return own[1] === 'packages' ? `@idem/${own[2]}` : `${own[2]} (own code)`;
+  if (url === '' && /^\((garbage collector|program)\)$/.test(functionName)) return functionName;
+  return undefined;
+}
+
+/** Libraries that work together, counted together. */
+const LIBRARY_GROUPS: Record<string, string> = {
+  '@prisma/client': 'Prisma',
+  '@prisma/client-runtime-utils': 'Prisma',
+  '@prisma/adapter-pg': 'Prisma',
+  '@prisma/driver-adapter-utils': 'Prisma',
+  pg: 'node-postgres',
+  'pg-protocol': 'node-postgres',
+  'pg-pool': 'node-postgres',
+  'pg-types': 'node-postgres',
+  bullmq: 'BullMQ + ioredis',
+  ioredis: 'BullMQ + ioredis',
+  msgpackr: 'BullMQ + ioredis',
+  'redis-parser': 'BullMQ + ioredis',
+  express: 'express',
+  'body-parser': 'express',
+  router: 'express',
+  pino: 'pino (logging)',
+  'pino-std-serializers': 'pino (logging)',
+  'sonic-boom': 'pino (logging)',
+  'prom-client': 'prom-client (metrics)',
+  zod: 'zod',
+  tsx: 'tsx (loader)',
+  esbuild: 'tsx (loader)',
+};
+
+/** Attributes the samples between `from` and `to` (µs on the monotonic clock every profile uses). */
+export function attribute(profile: CpuProfile, from: number, to: number): Map<string, number> {
+  const byId = new Map(profile.nodes.map((node) => [node.id, node]));
+  const parent = new Map<number, number>();
+  for (const node of profile.nodes) for (const child of node.children ?? []) parent.set(child, node.id);
+  const ownerMemo = new Map<number, string>();
+  const ownerOfNode = (id: number): string => {
+    const known = ownerMemo.get(id);
+    if (known) return known;
+    const { callFrame } = byId.get(id)!;
+    const own = ownerOf(callFrame.url, callFrame.functionName);
+    const above = parent.get(id);
+    const owner = own ?? (above === undefined ? 'Node.js (event loop, I/O, timers)' : ownerOfNode(above));
+    ownerMemo.set(id, owner);
+    return owner;
+  };
+  const totals = new Map<string, number>();
+  let at = profile.startTime;
+  for (const [i, sample] of profile.samples.entries()) {
+    const delta = profile.timeDeltas[i] ?? 0;
+    at += delta;
+    if (at < from || at > to) continue;
+    const { functionName } = byId.get(sample)!.callFrame;
+    if (functionName === '(idle)') continue;
+    const owner = ownerOfNode(sample);
+    totals.set(owner, (totals.get(owner) ?? 0) + delta / 1000);
+  }
+  return totals;
+}
+
+/** What the system asked of PostgreSQL (transactions per service database) and Redis (commands) so far. */
+async function requestsSoFar(system: RunningSystem): Promise<Record<string, number>> {
+  const admin = new pg.Client({ connectionString: `${system.databaseUrls.orders.replace(/\/[^/]*$/, '')}/postgres` });
+  await admin.connect();
+  const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
+  try {
+    const { rows } = await admin.query<{ datname: string; transactions: string }>(
+      `SELECT datname, (xact_commit + xact_rollback)::text AS transactions FROM pg_stat_database WHERE datname = ANY($1)`,
+      [Object.values(system.databaseUrls).map((url) => new URL(url).pathname.slice(1))],
+    );
+    const service = (database: string) => SERVICES.find((name) => system.databaseUrls[name].endsWith(`/${database}`))!;
+    const commands = [...(await redis.info('commandstats')).matchAll(/^cmdstat_(\w+):calls=(\d+)/gm)];
+    return {
+      ...Object.fromEntries(
+        rows.map((row) => [`PostgreSQL transactions: ${service(row.datname)}`, Number(row.transactions)]),
+      ),
+      'Redis commands': commands.reduce((sum, [, , calls]) => sum + Number(calls), 0),
+      'Redis scripts (BullMQ)': commands
+        .filter(([, name]) => name === 'evalsha' || name === 'eval')
+        .reduce((sum, [, , calls]) => sum + Number(calls), 0),
+    };
+  } finally {
+    redis.disconnect();
+    await admin.end();
+  }
+}
+
+export async function profileEndToEnd(options: {
+  offered: number;
+  seconds: number;
+  portOffset: number;
+  log: (line: string) => void;
+}): Promise<Omit<EndToEndProfile, 'offered'>> {
+  const dir = mkdtempSync(join(tmpdir(), 'idem-profile-'));
+  const system = await startLoadedSystem(options, {
+    nodeOptions: ['--cpu-prof', `--cpu-prof-dir=${dir}`, '--import', COUNT_QUERIES],
+    env: { IDEM_QUERY_COUNT_DIR: dir },
+  });
+  const pids = new Map([...system.processes].map(([name, child]) => [child.pid!, name]));
+  // The services' statement counts (the simulators use no database).
+  const services = [...system.processes].filter(([name]) => (SERVICES as readonly string[]).includes(name));
+  const cpuByProcess = () => new Map([...system.processes].map(([name, child]) => [name, cpuOfProcess(child.pid!)]));
+  const cpuMs = new Map<string, number>();
+  const countStatements = () => {
+    for (const [, child] of services) child.kill('SIGUSR2');
+  };
+  let window: [number, number];
+  let placed: number;
+  let requestsPerOrder: Record<string, number>;
+  try {
+    // Warm up (first requests compile code paths), then measure a steady step.
+    await runStep(system, options.offered, { stepSeconds: 5, drainSeconds: 20, log: options.log });
+    const from = Number(process.hrtime.bigint() / 1000n);
+    const cpuBefore = cpuByProcess();
+    const before = await requestsSoFar(system);
+    countStatements();
+    const step = await runStep(system, options.offered, {
+      stepSeconds: options.seconds,
+      drainSeconds: 30,
+      log: options.log,
+    });
+    window = [from, Number(process.hrtime.bigint() / 1000n)];
+    countStatements();
+    const cpuAfter = cpuByProcess();
+    for (const name of cpuAfter.keys()) cpuMs.set(name, cpuAfter.get(name)! - (cpuBefore.get(name) ?? 0));
+    placed = step.placed;
+    await sleep(1_000); // PostgreSQL publishes its statistics about once a second
+    const after = await requestsSoFar(system);
+    requestsPerOrder = Object.fromEntries(
+      Object.keys(after).map((key) => [key, Math.round(((after[key]! - (before[key] ?? 0)) / placed) * 10) / 10]),
+    );
+    options.log(
+      `${step.placed} orders at ${options.offered}/s: ${step.paid} paid, POST→PAID p95 ${step.paidMs.p95} ms`,
+    );
+  } finally {
+    await stopLoadedSystem(system);
+  }
+  const byProcess = new Map<string, Map<string, number>>();
+  // CPU.<date>.<time>.<pid>.<thread>.<sequence>.cpuprofile: a process's main thread and tsx's loader thread.
+  for (const file of readdirSync(dir).filter((name) => name.endsWith('.cpuprofile'))) {
+    const name = pids.get(Number(file.split('.')[3]));
+    if (!name) continue; // a migration run
+    const totals = byProcess.get(name) ?? new Map<string, number>();
+    byProcess.set(name, totals);
+    for (const [owner, ms] of attribute(JSON.parse(readFileSync(join(dir, file), 'utf8')) as CpuProfile, ...window)) {
+      totals.set(owner, (totals.get(owner) ?? 0) + ms);
+    }
+  }
+  for (const [name, { pid }] of services) {
+    const count = (sample: number) => Number(readFileSync(join(dir, `statements.${pid}.${sample}`), 'utf8'));
+    requestsPerOrder[`PostgreSQL statements: ${name}`] = Math.round(((count(2) - count(1)) / placed) * 10) / 10;
+  }
+  // A sample's interval is wall time: on busy cores a process waiting for one is still "running".
+  // So the profile gives each process's shares, and /proc its CPU.
+  const result: Record<string, ProcessProfile> = {};
+  for (const [name, totals] of byProcess) {
+    const sampled = [...totals.values()].reduce((sum, ms) => sum + ms, 0);
+    const totalMsPerOrder = (cpuMs.get(name) ?? 0) / placed;
+    const round = (ms: number) => Math.round(ms * 100) / 100;
+    result[name] = {
+      totalMsPerOrder: round(totalMsPerOrder),
+      msPerOrder: Object.fromEntries(
+        [...totals].sort((a, b) => b[1] - a[1]).map(([owner, ms]) => [owner, round((ms / sampled) * totalMsPerOrder)]),
+      ),
+    };
+  }
+  return { processes: result, requestsPerOrder };
+}
+
+// Runs when started (`pnpm bench:profile`); importing it runs nothing.
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const [offered = 15, seconds = 30] = process.argv.slice(2).map(Number);
+  const { processes, requestsPerOrder } = await profileEndToEnd({
+    offered,
+    seconds,
+    portOffset: 700,
+    log: (line) => console.log(line),
+  });
+  console.log('\nper order:');
+  for (const [what, count] of Object.entries(requestsPerOrder)) console.log(`  ${String(count).padStart(6)}  ${what}`);
+  for (const [name, profile] of Object.entries(processes).sort((a, b) => b[1].totalMsPerOrder - a[1].totalMsPerOrder)) {
+    console.log(`\n${name}: ${profile.totalMsPerOrder} ms of CPU per order`);
+    for (const [owner, ms] of Object.entries(profile.msPerOrder))
+      if (ms >= 0.05) console.log(`  ${ms.toFixed(2).padStart(6)}  ${owner}`);
+  }
+}
