@@ -7,13 +7,17 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { timed, type CpuTimes } from './cpu.js';
+import { countdown } from './stats.js';
 
 /**
  * Section 2: the outbox relay. Rows of `orders.order-placed.v1` (two subscribers, so fan-out 2)
  * published by idem's relay — claim a batch with SKIP LOCKED, publish, mark — against the
  * same jobs written with BullMQ's raw `addBulk` and nothing else.
  */
-export type RelayVariant = 'relay' | 'addBulk';
+export type RelayVariant = 'relay' | 'relays' | 'addBulk';
+
+/** Relays running side by side in the `relays` variant (each with its default batches in flight). */
+export const SIDE_BY_SIDE = 3;
 
 export interface RelaySample {
   readonly variant: RelayVariant;
@@ -42,7 +46,8 @@ export async function runRelay(options: RelayOptions): Promise<RelaySample[]> {
   const fanOut = subscribersOf('orders.order-placed.v1').length;
   const admin = new pg.Client({ connectionString: options.databaseUrl });
   await admin.connect();
-  const prisma = new PrismaClient({ adapter: new PrismaPg({ connectionString: options.databaseUrl, max: 2 }) });
+  // A connection for each batch in flight: three relays of four.
+  const prisma = new PrismaClient({ adapter: new PrismaPg({ connectionString: options.databaseUrl, max: 12 }) });
   const samples: RelaySample[] = [];
   let round = 0;
   try {
@@ -50,12 +55,20 @@ export async function runRelay(options: RelayOptions): Promise<RelaySample[]> {
       const warmUp = repetition === 0;
       const count = warmUp ? Math.min(500, rows) : rows;
       const envelopes = Array.from({ length: count }, () => orderPlacedMessage());
-      for (const variant of ['relay', 'addBulk'] as const) {
+      for (const variant of ['relay', 'relays', 'addBulk'] as const) {
         const prefix = `${options.queuePrefix}_${++round}`;
         const timing =
-          variant === 'relay'
-            ? await throughRelay(admin, prisma, envelopes, prefix, options.redisUrl, batchSize)
-            : await throughAddBulk(envelopes, prefix, options.redisUrl, batchSize);
+          variant === 'addBulk'
+            ? await throughAddBulk(envelopes, prefix, options.redisUrl, batchSize)
+            : await throughRelays(
+                variant === 'relay' ? 1 : SIDE_BY_SIDE,
+                admin,
+                prisma,
+                envelopes,
+                prefix,
+                options.redisUrl,
+                batchSize,
+              );
         await deleteQueues(prefix);
         const sample = {
           variant,
@@ -78,7 +91,9 @@ export async function runRelay(options: RelayOptions): Promise<RelaySample[]> {
   return samples;
 }
 
-async function throughRelay(
+/** `relays` relays started as a service starts its relay, until every row is published. */
+async function throughRelays(
+  relays: number,
   admin: pg.Client,
   prisma: PrismaClient,
   envelopes: Envelope[],
@@ -93,17 +108,27 @@ async function throughRelay(
     [JSON.stringify(envelopes)],
   );
   const publisher = createPublisher({ redisUrl, prefix });
-  const relay = createRelay({ db: prisma, publish: (batch) => publisher.publish(batch), batchSize });
+  const done = countdown(envelopes.length);
+  let failure: unknown;
+  const started = Array.from({ length: relays }, () =>
+    createRelay({
+      db: prisma,
+      publish: (batch) => publisher.publish(batch),
+      batchSize,
+      onBatch: (batch) => {
+        failure ??= batch.error;
+        for (let i = 0; i < batch.published; i++) done.tick();
+      },
+    }),
+  );
   try {
     return await timed(envelopes.length, async () => {
-      let published = 0;
-      while (published < envelopes.length) {
-        const batch = await relay.publishBatch();
-        if (batch.error) throw batch.error;
-        published += batch.published;
-      }
+      for (const relay of started) relay.start();
+      await done.done;
+      if (failure) throw failure;
     });
   } finally {
+    await Promise.all(started.map((relay) => relay.stop()));
     await publisher.close();
   }
 }

@@ -84,6 +84,18 @@ const waitForOutcomes = (messageId: string, count: number) =>
     what: `${count} deliveries of ${messageId}`,
   });
 
+/** A consumer in its own process that SIGKILLs itself after its first commit that processed something. */
+async function startCrashingConsumer() {
+  const child = startScript(new URL('../test/consumer-process.ts', import.meta.url), {
+    DATABASE_URL: db.url,
+    IDEM_PREFIX: prefix,
+    IDEM_FAULTS_ENABLED: '1',
+    IDEM_FAULTS: `crash-after-commit consumer=${CONSUMER} count=1`,
+  });
+  await printed(child, 'ready');
+  return child;
+}
+
 describe('startConsumer', () => {
   it('processes a message once and completes its redelivery as a duplicate', async () => {
     start();
@@ -134,13 +146,7 @@ describe('startConsumer', () => {
   });
 
   it('redelivers after a consumer is SIGKILLed between commit and settlement, and the redelivery is a duplicate', async () => {
-    const child = startScript(new URL('../test/consumer-process.ts', import.meta.url), {
-      DATABASE_URL: db.url,
-      IDEM_PREFIX: prefix,
-      IDEM_FAULTS_ENABLED: '1',
-      IDEM_FAULTS: `crash-after-commit consumer=${CONSUMER} count=1`,
-    });
-    await printed(child, 'ready');
+    const child = await startCrashingConsumer();
     const message = orderPlacedMessage();
     await publisher.publish([message]);
 
@@ -338,13 +344,7 @@ describe('group commit', () => {
   });
 
   it('redelivers every message of a batch after a SIGKILL between its commit and settlement: each is then a duplicate', async () => {
-    const child = startScript(new URL('../test/consumer-process.ts', import.meta.url), {
-      DATABASE_URL: db.url,
-      IDEM_PREFIX: prefix,
-      IDEM_FAULTS_ENABLED: '1',
-      IDEM_FAULTS: `crash-after-commit consumer=${CONSUMER} count=1`,
-    });
-    await printed(child, 'ready');
+    const child = await startCrashingConsumer();
     const batch = await publishBatch(...messages(5));
 
     expect(await exited(child)).toBe('SIGKILL');

@@ -129,6 +129,38 @@ describe('outbox relay over BullMQ', () => {
     }
   });
 
+  it('keeps several batches of one relay in flight at once, each row published once', async () => {
+    const written = await writeOrders(120);
+    const publisher = createPublisher({ prefix });
+    const published: string[] = [];
+    let inFlight = 0;
+    let mostInFlight = 0;
+    const relay = createRelay({
+      db: db.connect(),
+      batchSize: 10,
+      concurrency: 3,
+      publish: async (batch) => {
+        mostInFlight = Math.max(mostInFlight, ++inFlight);
+        await new Promise((resolve) => setTimeout(resolve, 50)); // a slow broker: the next batches are claimed meanwhile
+        published.push(...batch.map((e) => e.messageId));
+        await publisher.publish(batch);
+        inFlight--;
+      },
+    });
+    relay.start();
+    try {
+      await waitFor(async () => (await db.prisma.outboxMessage.count({ where: { publishedAt: null } })) === 0, {
+        what: 'an empty backlog',
+      });
+    } finally {
+      await relay.stop();
+      await publisher.close();
+    }
+    expect(mostInFlight).toBe(3);
+    expect(published).toHaveLength(120);
+    expect(new Set(published)).toEqual(new Set(written.map((e) => e.messageId)));
+  });
+
   it('lets several relays drain one outbox: every row published, none twice, none lost', async () => {
     const written = await writeOrders(300);
     const publisher = createPublisher({ prefix });
