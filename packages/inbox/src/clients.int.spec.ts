@@ -223,6 +223,21 @@ describe.each(Object.keys(CLIENTS))('group commit (inbox.consumeBatch) on %s', (
     expect([await available(), await records()]).toEqual([8, 2]);
   });
 
+  it('compares message ids as PostgreSQL stores them: an upper-case id is new, then a duplicate', async () => {
+    const inbox = createInbox({ db: client() });
+    const message = orderPlacedMessage();
+    const upper = { ...message, messageId: message.messageId.toUpperCase() };
+    expect(await inbox.consumeBatch(consumer, [upper, orderPlacedMessage()], reserve)).toEqual([
+      { outcome: 'processed' },
+      { outcome: 'processed' },
+    ]);
+    expect(await inbox.consumeBatch(consumer, [message, orderPlacedMessage()], reserve)).toEqual([
+      { outcome: 'duplicate' },
+      { outcome: 'processed' },
+    ]);
+    expect([await available(), await records()]).toEqual([7, 3]);
+  });
+
   it('answers a run of duplicates with one read and no transaction', async () => {
     const { db, counted } = counting();
     const inbox = createInbox({ db });

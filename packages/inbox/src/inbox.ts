@@ -64,10 +64,11 @@ class Refusal extends Error {
 /** Thrown inside a batch's transaction to roll it back and consume its messages one at a time. */
 class OneAtATime extends Error {}
 
-/** A message of a batch: where its outcome goes, and its body hash. */
+/** A message of a batch: where its outcome goes, its id as PostgreSQL writes a uuid (lower case), its body hash. */
 interface Batched<M extends Envelope> {
   readonly message: M;
   readonly index: number;
+  readonly id: string;
   readonly hash: string;
 }
 
@@ -152,23 +153,24 @@ export function createInbox<Tx extends SqlClient>(options: InboxOptions<Tx>): In
     for (const [index, message] of messages.entries()) {
       const mistake = INBOX_MISTAKES.find((name) => faults.fires(name, consumer));
       if (mistake) outcomes[index] = wrongWay(mistake, consumer, message, handler);
-      else batch.push({ message, index, hash: bodyHash(message.body) });
+      else batch.push({ message, index, id: message.messageId.toLowerCase(), hash: bodyHash(message.body) });
     }
     // While duplicates are arriving, one read answers those of the batch already processed, as
     // in `consume`; the insert below still decides for the rest.
+    // (A read that fails is only a shortcut missed: the transaction below decides and classifies.)
     if (duplicatesArriving.has(consumer) && batch.length > 0) {
-      const stored = await storedBodyHashes(db, consumer, batch);
-      for (const entry of batch.filter(({ message }) => stored.has(message.messageId))) {
+      const stored = await storedBodyHashes(db, consumer, batch).catch(() => new Map<string, string>());
+      for (const entry of batch.filter(({ id }) => stored.has(id))) {
         outcomes[entry.index] = Promise.resolve(
-          duplicateOf(consumer, entry.message.messageId, stored.get(entry.message.messageId), entry.hash),
+          duplicateOf(consumer, entry.message.messageId, stored.get(entry.id), entry.hash),
         );
       }
-      batch = batch.filter(({ message }) => !stored.has(message.messageId));
+      batch = batch.filter(({ id }) => !stored.has(id));
       if (batch.length > 0) duplicatesArriving.delete(consumer);
     }
     // Records in message-id order: two instances batching the same messages take the primary
     // key's locks in the same order, so they wait for each other instead of deadlocking.
-    batch.sort((a, b) => (a.message.messageId < b.message.messageId ? -1 : 1));
+    batch.sort((a, b) => (a.id < b.id ? -1 : 1));
     const committed = batch.length === 0 ? Promise.resolve([]) : commitTogether(consumer, batch, handler);
     for (const [position, { index }] of batch.entries()) {
       outcomes[index] = committed.then((results) => results[position]!);
@@ -180,7 +182,7 @@ export function createInbox<Tx extends SqlClient>(options: InboxOptions<Tx>): In
    * One transaction for the batch: every processed record in one statement, then the handler of
    * each new message. Any refusal or error rolls the whole batch back and it is consumed again
    * one message at a time, so that each still ends on its own (measured: faster than a savepoint
-   * per message, docs/benchmarks.md). Outcomes only once the transaction committed.
+   * per message, docs/performance.md). Outcomes only once the transaction committed.
    */
   async function commitTogether<M extends Envelope>(
     consumer: string,
@@ -188,7 +190,7 @@ export function createInbox<Tx extends SqlClient>(options: InboxOptions<Tx>): In
     handler: MessageHandler<Tx, M>,
   ): Promise<DeliveryOutcome[]> {
     const conflicts: ConflictingDuplicate[] = [];
-    const records = JSON.stringify(batch.map(({ message, hash }) => ({ id: message.messageId, hash })));
+    const records = JSON.stringify(batch.map(({ id, hash }) => ({ id, hash })));
     try {
       const outcomes = await db.$transaction(async (tx) => {
         // The key decides, as in `consume`, without an error for a duplicate: a record that meets
@@ -202,9 +204,9 @@ export function createInbox<Tx extends SqlClient>(options: InboxOptions<Tx>): In
         const stored = fresh.size < batch.length ? await storedBodyHashes(tx, consumer, batch) : new Map();
         if (fresh.size < batch.length) duplicatesArriving.add(consumer);
         const results: DeliveryOutcome[] = [];
-        for (const { message, hash } of batch) {
-          if (!fresh.delete(message.messageId)) {
-            results.push(duplicateOf(consumer, message.messageId, stored.get(message.messageId), hash, conflicts));
+        for (const { message, id, hash } of batch) {
+          if (!fresh.delete(id)) {
+            results.push(duplicateOf(consumer, message.messageId, stored.get(id), hash, conflicts));
             continue;
           }
           const result = await handler(message, tx).catch(() => undefined);
@@ -233,7 +235,7 @@ export function createInbox<Tx extends SqlClient>(options: InboxOptions<Tx>): In
     consumer: string,
     batch: readonly Batched<Envelope>[],
   ): Promise<Map<string, string>> {
-    const ids = JSON.stringify(batch.map(({ message }) => message.messageId));
+    const ids = JSON.stringify(batch.map(({ id }) => id));
     const rows = await client.$queryRaw<{ id: string; body_hash: string }[]>`
       SELECT message_id::text AS id, body_hash FROM processed_messages
       WHERE consumer = ${consumer} AND message_id IN (SELECT jsonb_array_elements_text(${ids}::jsonb)::uuid)`;
