@@ -109,6 +109,23 @@ export function evaluateTargets(run: BenchRun): Target[] {
   };
   add('one relay ≥ 0.7 × raw addBulk', ratio(relayRate('relay'), relayRate('addBulk')), 0.7);
   add(`${SIDE_BY_SIDE} relays side by side ≥ 0.7 × raw addBulk`, ratio(relayRate('relays'), relayRate('addBulk')), 0.7);
+  const endToEnd = run.endToEnd;
+  if (endToEnd?.steps.length) {
+    const knee = endToEnd.steps.find((step) => step.offered === endToEnd.knee);
+    targets.push({
+      name: 'end to end: knee ≥ 60 orders/s',
+      measured: `${endToEnd.knee ?? 'none'}`,
+      pass: (endToEnd.knee ?? 0) >= 60,
+    });
+    if (knee) {
+      const cpu = Object.values(knee.cpuMsPerOrder).reduce((sum, ms) => sum + ms, 0);
+      targets.push({
+        name: 'end to end: ≤ 30 ms of CPU per order at the knee, all processes',
+        measured: `${cpu.toFixed(1)} ms at ${knee.offered} orders/s`,
+        pass: cpu <= 30,
+      });
+    }
+  }
   return targets;
 }
 
@@ -439,7 +456,35 @@ function profileTables(profile: EndToEndProfile): string {
       `**${owners.reduce((sum, [, ms]) => sum + ms, 0).toFixed(1)}**`,
     ],
   ];
+  const services = processes.filter((p) => `PostgreSQL statements: ${p}` in profile.requestsPerOrder);
+  const serviceMs = services.reduce((sum, p) => sum + profile.processes[p]!.totalMsPerOrder, 0);
+  const spentBy = (...owners: string[]) =>
+    services.reduce(
+      (sum, p) => sum + owners.reduce((ms, owner) => ms + (profile.processes[p]!.msPerOrder[owner] ?? 0), 0),
+      0,
+    );
+  const statements = services.reduce(
+    (sum, p) => sum + (profile.requestsPerOrder[`PostgreSQL statements: ${p}`] ?? 0),
+    0,
+  );
+  const share = (ms: number) => `${Math.round((ms / serviceMs) * 100)}%`;
+  const database = spentBy('Prisma', 'node-postgres');
+  const summary =
+    `The ${services.length} services spend ${serviceMs.toFixed(1)} ms of CPU per order: ${share(database)} in Prisma and node-postgres ` +
+    `for ${statements.toFixed(0)} statements (${(database / statements).toFixed(2)} ms each), ${share(spentBy('BullMQ + ioredis'))} in BullMQ and ioredis, ` +
+    `${share(spentBy('pino (logging)', 'prom-client (metrics)', 'OpenTelemetry'))} in logging, metrics and tracing together, ` +
+    `${share(
+      services.reduce(
+        (sum, p) =>
+          sum +
+          Object.entries(profile.processes[p]!.msPerOrder)
+            .filter(([owner]) => owner.startsWith('@idem/'))
+            .reduce((ms, [, v]) => ms + v, 0),
+        0,
+      ),
+    )} in idem's own packages.`;
   return [
+    summary,
     `**What an order asks for** — per order\n\n${table(
       ['', 'per order'],
       Object.entries(profile.requestsPerOrder).map(([what, count]) => [what, String(count)]),

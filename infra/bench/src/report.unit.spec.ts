@@ -85,6 +85,18 @@ describe('bench statistics', () => {
     expect(evaluateTargets(run([sample('a', 'first', 1, 500), sample('c', 'first', 1, 1000)]))).toEqual([]);
   });
 
+  it('judges the end-to-end knee and the CPU per order at it', () => {
+    const endToEnd = { steps: [step(10, 400), step(20, 500), step(60, 5000, false)], knee: 20 };
+    expect(evaluateTargets({ ...run([]), endToEnd })).toEqual([
+      { name: 'end to end: knee ≥ 60 orders/s', measured: '20', pass: false },
+      {
+        name: 'end to end: ≤ 30 ms of CPU per order at the knee, all processes',
+        measured: '1.0 ms at 20 orders/s',
+        pass: true,
+      },
+    ]);
+  });
+
   it('compares end-to-end steps with an earlier run at the loads both offered', () => {
     const before = { ...run([]), endToEnd: { steps: [step(10, 400), step(20, 1400)] } };
     const rendered = beforeAfterTable(before, { steps: [step(20, 600), step(40, 900)] })!;
