@@ -6,7 +6,7 @@
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomInt, randomUUID } from 'node:crypto';
-import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -17,6 +17,7 @@ import {
   deleteQueues,
   exited,
   orderPlacedMessage,
+  pnpm,
   postgresServerUrl,
   startOtlpReceiver,
   uniqueName,
@@ -27,9 +28,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MIGRATE_IMAGE_SERVICES, SERVICE_IMAGE_COMMAND } from './compose-file.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
-const pnpmVersion = (
-  JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { packageManager: string }
-).packageManager.split('@')[1]!;
 const SERVICES = ['orders', 'inventory'] as const;
 type Service = (typeof SERVICES)[number];
 const deployed = {} as Record<Service, { dir: string; databaseUrl: string }>;
@@ -39,7 +37,7 @@ const port = randomInt(6_000, 7_000); // below the ephemeral port range and the 
 /** A package with its production dependencies only, as infra/Dockerfile's deploy stages make it. */
 function deploy(pkg: string, dir: string): void {
   const args = ['--prod', '--legacy', '--config.node-linker=hoisted', '--ignore-scripts', dir];
-  execFileSync('npx', ['-y', `pnpm@${pnpmVersion}`, '--filter', pkg, 'deploy', ...args], { cwd: root, stdio: 'pipe' });
+  pnpm(root, ['--filter', pkg, 'deploy', ...args]);
 }
 
 beforeAll(() => {

@@ -12,24 +12,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { dropDatabase } from '@idem/database';
-import { deleteQueues, postgresServerUrl, uniqueName } from '@idem/testkit';
+import { deleteQueues, pnpm, postgresServerUrl, uniqueName } from '@idem/testkit';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildPackage, PUBLISHED_PACKAGES } from '../scripts/build-packages.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
-const pnpmVersion = (
-  JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { packageManager: string }
-).packageManager.split('@')[1]!;
 const work = mkdtempSync(join(tmpdir(), 'idem-outside-'));
 const tarballs = join(work, 'tarballs');
 const project = join(work, 'project');
 const databaseUrl = `${postgresServerUrl}/${uniqueName('idem_test_outside')}`;
 const prefix = uniqueName('idem_test_outside');
-
-function pnpm(cwd: string, args: string[], env: NodeJS.ProcessEnv = process.env): string {
-  return execFileSync('npx', ['-y', `pnpm@${pnpmVersion}`, ...args], { cwd, env, encoding: 'utf8', stdio: 'pipe' });
-}
 
 /** The manifest as published: `workspace:` ranges replaced, exports pointing at dist/ only. */
 function packedManifest(name: string): { exports: unknown; dependencies?: Record<string, string> } {

@@ -201,8 +201,11 @@ export function createInbox<Tx extends SqlClient>(options: InboxOptions<Tx>): In
           SELECT ${consumer}, r.id, r.hash, ${now()} FROM jsonb_to_recordset(${records}::jsonb) AS r(id uuid, hash text)
           ON CONFLICT (consumer, message_id) DO NOTHING RETURNING message_id::text AS id`;
         const fresh = new Set(inserted.map((row) => row.id));
-        const stored = fresh.size < batch.length ? await storedBodyHashes(tx, consumer, batch) : new Map();
-        if (fresh.size < batch.length) duplicatesArriving.add(consumer);
+        let stored = new Map<string, string>();
+        if (fresh.size < batch.length) {
+          duplicatesArriving.add(consumer);
+          stored = await storedBodyHashes(tx, consumer, batch);
+        }
         const results: DeliveryOutcome[] = [];
         for (const { message, id, hash } of batch) {
           if (!fresh.delete(id)) {

@@ -79,8 +79,8 @@ export interface ConsumerOptions<Tx extends SqlClient, C extends ConsumerName> e
   /**
    * Group commit: deliveries this instance handles at the same time share one inbox transaction
    * and one commit (`inbox.consumeBatch`), at most this many; each stays all-or-nothing on its
-   * own (a savepoint each), and every one is settled only after the shared commit. 1 gives every
-   * delivery its own transaction. @defaultValue concurrency
+   * own (a refusal or error sends the batch back one at a time), and every one is settled only
+   * after the shared commit. 1 gives every delivery its own transaction. @defaultValue concurrency
    */
   readonly maxBatch?: number;
   /** How long a delivery stays locked to this instance before another may take it. @defaultValue 30000 */
@@ -169,27 +169,17 @@ export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(opti
    * under its delivery's span; a larger one gets a `commit` span linked to each delivery's.
    */
   async function commitBatch(deliveries: readonly { envelope: MessageOf<C>; span: Span }[]) {
+    const under = <T>(span: Span, work: () => Promise<T>) => context.with(trace.setSpan(context.active(), span), work);
     if (deliveries.length === 1) {
       const [{ envelope, span }] = deliveries as [(typeof deliveries)[number]];
-      return [
-        await context.with(trace.setSpan(context.active(), span), () => inbox.consume(consumer, envelope, handler)),
-      ];
+      return [await under(span, () => inbox.consume(consumer, envelope, handler))];
     }
     const span = tracer.startSpan(`commit ${consumer}`, {
       links: deliveries.map((delivery) => ({ context: delivery.span.spanContext() })),
       attributes: { 'messaging.destination.name': consumer, 'messaging.batch.message_count': deliveries.length },
     });
-    try {
-      return await context.with(trace.setSpan(context.active(), span), () =>
-        inbox.consumeBatch(
-          consumer,
-          deliveries.map((delivery) => delivery.envelope),
-          handler,
-        ),
-      );
-    } finally {
-      span.end();
-    }
+    const envelopes = deliveries.map((delivery) => delivery.envelope);
+    return under(span, () => inbox.consumeBatch(consumer, envelopes, handler)).finally(() => span.end());
   }
   const inGroup = createGroupCommit(commitBatch, maxBatch);
 

@@ -2,7 +2,7 @@
  * Test support for idem's integration tiers: a fresh, migrated PostgreSQL database and fresh
  * queue names per test file, against the real servers on localhost.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -139,6 +139,14 @@ export async function deleteQueues(prefix: string): Promise<void> {
   } finally {
     redis.disconnect();
   }
+}
+
+/** The repository's pnpm (package.json's packageManager), as CI runs it through npx. */
+const PNPM = `pnpm@${(JSON.parse(readFileSync(join(testkitPrismaDir, '../../../package.json'), 'utf8')) as { packageManager: string }).packageManager.split('@')[1]}`;
+
+/** Runs the repository's pnpm in `cwd` and returns what it printed. */
+export function pnpm(cwd: string, args: readonly string[], env: NodeJS.ProcessEnv = process.env): string {
+  return execFileSync('npx', ['-y', PNPM, ...args], { cwd, env, encoding: 'utf8', stdio: 'pipe' });
 }
 
 /**
