@@ -115,6 +115,7 @@ async function throughRelays(
       db: prisma,
       publish: (batch) => publisher.publish(batch),
       batchSize,
+      concurrency: 4,
       onBatch: (batch) => {
         failure ??= batch.error;
         for (let i = 0; i < batch.published; i++) done.tick();
