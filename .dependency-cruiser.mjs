@@ -42,6 +42,14 @@ export default {
       to: { path: '(^|/node_modules/)(express|@types/express)(/|$)' },
     },
     {
+      name: 'domain-is-pure',
+      comment:
+        "A service's domain/ holds its decisions and state machines: it reads no database, no broker, no HTTP, and no other folder of the service.",
+      severity: 'error',
+      from: { path: '^services/([^/]+)/src/domain/', pathNot: '\\.spec\\.ts$' },
+      to: { pathNot: ['^services/$1/src/domain/', '^packages/contracts/', '(^|/node_modules/)zod(/|$)'] },
+    },
+    {
       name: 'no-circular',
       comment: 'A cycle makes two modules one: split or merge them.',
       severity: 'error',

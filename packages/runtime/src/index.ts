@@ -6,9 +6,17 @@ export {
   processName,
   stopOnSignal,
   SHUTDOWN_TIMEOUT_MS,
-  consumer,
-  type ConsumerSpec,
+  type Role,
   type RunningService,
+  type ServiceContext,
   type ServiceDefinition,
+  type ServicePart,
+  type StartedPart,
 } from './run-service.js';
+export { consumer, consumers, type ConsumerSpec } from './parts/consumers.js';
+export { outbox } from './parts/outbox.js';
+export { inboxRetention } from './parts/inbox.js';
+export { deadLetters } from './parts/dead-letters.js';
+export { faultSwitches } from './parts/fault-switches.js';
+export { api, worker, gauges } from './parts/own.js';
 export { periodic, pollingWorker, settleAll, type BackgroundWorker } from './periodic.js';

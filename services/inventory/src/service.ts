@@ -1,6 +1,17 @@
 import { faultsFromEnv, type Faults } from '@idem/faults';
 import { createInbox } from '@idem/inbox';
-import { consumer, createLogger, runService, type RunningService } from '@idem/runtime';
+import {
+  api,
+  consumer,
+  consumers,
+  createLogger,
+  deadLetters,
+  faultSwitches,
+  inboxRetention,
+  outbox,
+  runService,
+  type RunningService,
+} from '@idem/runtime';
 import type { InventoryConfig } from './config.js';
 import { handleOrderCancelled } from './consumers/order-cancelled.js';
 import { handleOrderPlaced } from './consumers/order-placed.js';
@@ -27,21 +38,26 @@ export async function startInventory(
   const log = createLogger('inventory', config.LOG_LEVEL);
   const db = connectDatabase(config.DATABASE_URL, config.DATABASE_POOL_MAX);
   await seedDemoStock(db, now());
+  const inbox = createInbox({ db, faults, now });
   const running = await runService({
     name: 'inventory',
     config,
     log,
     db,
     faults,
-    inbox: createInbox({ db, faults, now }),
-    publishes: true,
-    consumers: [
-      consumer('inventory.order-placed.v1', handleOrderPlaced({ now })),
-      consumer('inventory.order-cancelled.v1', handleOrderCancelled({ now })),
-      consumer('inventory.payment-failed.v1', handlePaymentFailed({ now })),
-      consumer('inventory.payment-captured.v1', handlePaymentCaptured({ now })),
+    parts: [
+      outbox(),
+      inboxRetention(),
+      consumers(inbox, [
+        consumer('inventory.order-placed.v1', handleOrderPlaced({ now })),
+        consumer('inventory.order-cancelled.v1', handleOrderCancelled({ now })),
+        consumer('inventory.payment-failed.v1', handlePaymentFailed({ now })),
+        consumer('inventory.payment-captured.v1', handlePaymentCaptured({ now })),
+      ]),
+      api('stock API', (app) => stockRoutes(app, { db, adminToken: config.ADMIN_TOKEN, now })),
+      deadLetters(inbox),
+      faultSwitches(),
     ],
-    routes: (app) => stockRoutes(app, { db, adminToken: config.ADMIN_TOKEN, now }),
   });
   return { ...running, db };
 }

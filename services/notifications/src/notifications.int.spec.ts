@@ -17,9 +17,9 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig } from './config.js';
 import { PACKAGE_TABLES } from './tables.js';
 import { handleOrderPlaced } from './consumers/order-placed.js';
-import { handlePaymentCaptured } from './consumers/payment-emails.js';
+import { handlePaymentCaptured } from './consumers/payment-captured.js';
 import { connectDatabase, type PrismaClient } from './db.js';
-import { createDispatcher, LeaseTooShortError } from './dispatcher.js';
+import { createDispatcher, LeaseTooShortError } from './application/dispatcher.js';
 import { startNotifications } from './service.js';
 
 let database: Awaited<ReturnType<typeof createMigratedDatabase>>;

@@ -7,9 +7,10 @@ import { createMigratedDatabase, deleteQueues, orderPlacedMessage, uniqueName } 
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig } from './config.js';
 import { PACKAGE_TABLES } from './tables.js';
-import { transitionOn } from './consumers/order-transitions.js';
+import { handlePaymentCaptured } from './consumers/payment-captured.js';
+import { handleStockReserved } from './consumers/stock-reserved.js';
 import { connectDatabase, type PrismaClient } from './db.js';
-import type { OrderView } from './orders.js';
+import type { OrderView } from './application/orders.js';
 import { startOrders } from './service.js';
 
 let database: Awaited<ReturnType<typeof createMigratedDatabase>>;
@@ -383,7 +384,7 @@ describe('orders consumers', () => {
   it('moves the order on each event, records the causing message, and ignores the redelivery', async () => {
     const { orderId } = await orderOf(await post('/orders', validOrder()));
     const message = reserved(orderId);
-    const handler = transitionOn('stock-reserved', { now });
+    const handler = handleStockReserved({ now });
     expect(await inbox().consume('orders.stock-reserved.v1', message, handler)).toEqual({ outcome: 'processed' });
     expect(await inbox().consume('orders.stock-reserved.v1', message, handler)).toEqual({ outcome: 'duplicate' });
     const captured = event('payments.payment-captured.v1', {
@@ -392,7 +393,7 @@ describe('orders consumers', () => {
       amountCents: 100,
       currency: 'eur',
     });
-    await inbox().consume('orders.payment-captured.v1', captured, transitionOn('payment-captured', { now }));
+    await inbox().consume('orders.payment-captured.v1', captured, handlePaymentCaptured({ now }));
 
     const order = await orderOf(await get(`/orders/${orderId}`));
     expect(order).toMatchObject({ status: 'PAID', version: 3 });
@@ -406,11 +407,7 @@ describe('orders consumers', () => {
   it('classifies an event that no longer applies (stock reserved for a cancelled order) as stale', async () => {
     const { orderId } = await orderOf(await post('/orders', validOrder()));
     await post(`/orders/${orderId}/cancel`, {});
-    const outcome = await inbox().consume(
-      'orders.stock-reserved.v1',
-      reserved(orderId),
-      transitionOn('stock-reserved', { now }),
-    );
+    const outcome = await inbox().consume('orders.stock-reserved.v1', reserved(orderId), handleStockReserved({ now }));
     expect(outcome).toMatchObject({ outcome: 'stale', reason: expect.stringContaining('CANCELLED') });
     expect(await db.order.findUniqueOrThrow({ where: { id: orderId } })).toMatchObject({
       status: 'CANCELLED',
@@ -426,13 +423,11 @@ describe('orders consumers', () => {
       amountCents: 100,
       currency: 'eur',
     });
-    expect(
-      await inbox().consume('orders.payment-captured.v1', captured, transitionOn('payment-captured', { now })),
-    ).toEqual({
+    expect(await inbox().consume('orders.payment-captured.v1', captured, handlePaymentCaptured({ now }))).toEqual({
       outcome: 'processed',
     });
     expect(
-      await inbox().consume('orders.stock-reserved.v1', reserved(orderId), transitionOn('stock-reserved', { now })),
+      await inbox().consume('orders.stock-reserved.v1', reserved(orderId), handleStockReserved({ now })),
     ).toMatchObject({
       outcome: 'stale',
     });
@@ -443,7 +438,7 @@ describe('orders consumers', () => {
     const outcome = await inbox().consume(
       'orders.stock-reserved.v1',
       reserved(randomUUID()),
-      transitionOn('stock-reserved', { now }),
+      handleStockReserved({ now }),
     );
     expect(outcome).toMatchObject({ outcome: 'permanent_failure', code: 'unknown_order' });
   });

@@ -1,10 +1,27 @@
 import { faultsFromEnv, type Faults } from '@idem/faults';
 import { createInbox } from '@idem/inbox';
-import { consumer, createLogger, periodic, runService, type RunningService } from '@idem/runtime';
+import {
+  api,
+  consumer,
+  consumers,
+  createLogger,
+  deadLetters,
+  faultSwitches,
+  inboxRetention,
+  outbox,
+  periodic,
+  runService,
+  worker,
+  type RunningService,
+} from '@idem/runtime';
+import { purgeExpiredKeys } from './application/idempotency-keys.js';
 import type { OrdersConfig } from './config.js';
-import { transitionOn } from './consumers/order-transitions.js';
+import { handlePaymentCaptured } from './consumers/payment-captured.js';
+import { handlePaymentFailed } from './consumers/payment-failed.js';
+import { handlePaymentRefunded } from './consumers/payment-refunded.js';
+import { handleStockRejected } from './consumers/stock-rejected.js';
+import { handleStockReserved } from './consumers/stock-reserved.js';
 import { connectDatabase, type PrismaClient } from './db.js';
-import { purgeExpiredKeys } from './http/idempotency.js';
 import { orderRoutes } from './http/routes.js';
 
 /** Builds and starts the orders service: the composition root, shared by main.ts and tests. */
@@ -14,44 +31,50 @@ export async function startOrders(
 ): Promise<RunningService & { db: PrismaClient }> {
   const log = createLogger('orders', config.LOG_LEVEL);
   const db = connectDatabase(config.DATABASE_URL, config.DATABASE_POOL_MAX);
+  const inbox = createInbox({ db, faults, now });
   const running = await runService({
     name: 'orders',
     config,
     log,
     db,
     faults,
-    inbox: createInbox({ db, faults, now }),
-    publishes: true,
-    consumers: [
-      consumer('orders.stock-reserved.v1', transitionOn('stock-reserved', { now })),
-      consumer('orders.stock-rejected.v1', transitionOn('stock-rejected', { now })),
-      consumer('orders.payment-captured.v1', transitionOn('payment-captured', { now })),
-      consumer('orders.payment-failed.v1', transitionOn('payment-failed', { now })),
-      consumer('orders.payment-refunded.v1', transitionOn('payment-refunded', { now })),
+    parts: [
+      outbox(),
+      inboxRetention(),
+      worker('idempotency key cleanup', () =>
+        periodic('idempotency key cleanup', config.MAINTENANCE_INTERVAL_MS, () => purgeExpiredKeys(db, now()), log),
+      ),
+      consumers(inbox, [
+        consumer('orders.stock-reserved.v1', handleStockReserved({ now })),
+        consumer('orders.stock-rejected.v1', handleStockRejected({ now })),
+        consumer('orders.payment-captured.v1', handlePaymentCaptured({ now })),
+        consumer('orders.payment-failed.v1', handlePaymentFailed({ now })),
+        consumer('orders.payment-refunded.v1', handlePaymentRefunded({ now })),
+      ]),
+      api('orders API', (app, { redis }) =>
+        orderRoutes(app, {
+          db,
+          now,
+          idempotencyKeyRetentionMs: config.IDEMPOTENCY_KEY_RETENTION_MS,
+          tokens: {
+            ...(config.JWT_SECRET ? { secret: config.JWT_SECRET } : {}),
+            ...(config.JWT_JWKS_URL ? { jwksUrl: config.JWT_JWKS_URL } : {}),
+            issuer: config.JWT_ISSUER,
+            audience: config.JWT_AUDIENCE,
+          },
+          adminToken: config.ADMIN_TOKEN,
+          redis,
+          rateLimits: {
+            prefix: config.IDEM_QUEUE_PREFIX,
+            perCustomer: config.RATE_LIMIT_ORDERS_PER_CUSTOMER,
+            perAddress: config.RATE_LIMIT_ORDERS_PER_ADDRESS,
+            windowMs: config.RATE_LIMIT_WINDOW_MS,
+          },
+        }),
+      ),
+      deadLetters(inbox),
+      faultSwitches(),
     ],
-    workers: [
-      periodic('idempotency key cleanup', config.MAINTENANCE_INTERVAL_MS, () => purgeExpiredKeys(db, now()), log),
-    ],
-    routes: (app, { redis }) =>
-      orderRoutes(app, {
-        db,
-        now,
-        idempotencyKeyRetentionMs: config.IDEMPOTENCY_KEY_RETENTION_MS,
-        tokens: {
-          ...(config.JWT_SECRET ? { secret: config.JWT_SECRET } : {}),
-          ...(config.JWT_JWKS_URL ? { jwksUrl: config.JWT_JWKS_URL } : {}),
-          issuer: config.JWT_ISSUER,
-          audience: config.JWT_AUDIENCE,
-        },
-        adminToken: config.ADMIN_TOKEN,
-        redis,
-        rateLimits: {
-          prefix: config.IDEM_QUEUE_PREFIX,
-          perCustomer: config.RATE_LIMIT_ORDERS_PER_CUSTOMER,
-          perAddress: config.RATE_LIMIT_ORDERS_PER_ADDRESS,
-          windowMs: config.RATE_LIMIT_WINDOW_MS,
-        },
-      }),
   });
   return { ...running, db };
 }

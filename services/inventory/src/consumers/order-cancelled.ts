@@ -1,7 +1,7 @@
 import { processed, stale, type MessageHandler } from '@idem/inbox';
 import type { MessageOf } from '@idem/messaging';
 import type { Tx } from '../db.js';
-import { releaseReservation } from '../stock.js';
+import { releaseReservation } from '../application/stock.js';
 import { advanceOrderVersion } from './order-placed.js';
 
 /**

@@ -4,7 +4,7 @@ import type { MessageOf } from '@idem/messaging';
 import { enqueue } from '@idem/outbox';
 import type { Tx } from '../db.js';
 import { findShortages, quantitiesBySku } from '../domain/reservation.js';
-import { lockStock, takeStock } from '../stock.js';
+import { lockStock, takeStock } from '../application/stock.js';
 
 /**
  * Records the order's version as seen by inventory, unless a newer one was: false means the

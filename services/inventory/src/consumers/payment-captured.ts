@@ -1,7 +1,7 @@
 import { processed, stale, type MessageHandler } from '@idem/inbox';
 import type { MessageOf } from '@idem/messaging';
 import type { Tx } from '../db.js';
-import { commitReservation } from '../stock.js';
+import { commitReservation } from '../application/stock.js';
 
 /** inventory.payment-captured.v1: the order is paid, so what its reservation held is sold (once). */
 export function handlePaymentCaptured({

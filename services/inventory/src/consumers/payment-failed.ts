@@ -1,7 +1,7 @@
 import { processed, type MessageHandler } from '@idem/inbox';
 import type { MessageOf } from '@idem/messaging';
 import type { Tx } from '../db.js';
-import { releaseReservation } from '../stock.js';
+import { releaseReservation } from '../application/stock.js';
 
 /** inventory.payment-failed.v1: the order will not be paid, so its stock goes back (once). */
 export function handlePaymentFailed({

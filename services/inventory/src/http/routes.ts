@@ -1,6 +1,7 @@
 import { HttpError, requireAdmin, route } from '@idem/http';
 import type { Express } from 'express';
 import { z } from 'zod';
+import { findStock, setAvailable } from '../application/stock.js';
 import type { PrismaClient } from '../db.js';
 
 const skuParam = z.object({ sku: z.string().min(1).max(64) });
@@ -19,7 +20,7 @@ export function stockRoutes(
       responses: { 200: 'The stock item', 404: 'No such SKU' },
     },
     async ({ params: { sku } }, _req, res) => {
-      const item = await db.stockItem.findUnique({ where: { sku } });
+      const item = await findStock(db, sku);
       if (!item) throw new HttpError('not_found', `no stock item ${sku}`);
       res.json({ sku: item.sku, available: item.available, reserved: item.reserved });
     },
@@ -39,11 +40,7 @@ export function stockRoutes(
       responses: { 200: 'The stock item' },
     },
     async ({ params: { sku }, body: { available } }, _req, res) => {
-      const item = await db.stockItem.upsert({
-        where: { sku },
-        create: { sku, available, updatedAt: now() },
-        update: { available, updatedAt: now() },
-      });
+      const item = await setAvailable(db, sku, available, now());
       res.json({ sku: item.sku, available: item.available, reserved: item.reserved });
     },
   );

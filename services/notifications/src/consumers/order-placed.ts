@@ -2,7 +2,7 @@ import { processed, type MessageHandler } from '@idem/inbox';
 import type { MessageOf } from '@idem/messaging';
 import type { Tx } from '../db.js';
 import { orderReceivedEmail } from '../domain/emails.js';
-import { addEmailWorkItem } from '../work-items.js';
+import { addEmailWorkItem } from '../application/work-items.js';
 
 /** notifications.order-placed.v1: keep the order's summary and queue the "order received" email. */
 export function handleOrderPlaced({

@@ -1,6 +1,7 @@
 import { requireAdmin, route } from '@idem/http';
 import type { Express } from 'express';
 import { z } from 'zod';
+import { emailWorkItemsOf } from '../application/work-items.js';
 import type { PrismaClient } from '../db.js';
 
 /** E-mails carry customers' addresses and are not tied to a customer here: an operator read. */
@@ -20,7 +21,7 @@ export function emailRoutes(
       responses: { 200: '`emails`, oldest first' },
     },
     async ({ query: { orderId } }, _req, res) => {
-      const items = await db.emailWorkItem.findMany({ where: { orderId }, orderBy: { createdAt: 'asc' } });
+      const items = await emailWorkItemsOf(db, orderId);
       res.json({
         emails: items.map((i) => ({
           emailWorkItemId: i.id,

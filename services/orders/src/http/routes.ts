@@ -11,14 +11,13 @@ import {
   type CustomerTokens,
 } from '@idem/http';
 import { skuSchema } from '@idem/contracts';
-import { enqueue } from '@idem/outbox';
 import type { Express, Request, Response } from 'express';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
-import type { PrismaClient, Tx } from '../db.js';
-import { isCancelled } from '../domain/order-status.js';
-import { applyTransition, createOrder, findOrder, listOrders, type OrderView, type Owner } from '../orders.js';
-import { HTTP_TRANSACTION, idempotent } from './idempotency.js';
+import { cancelOrder } from '../application/cancel-order.js';
+import { findOrder, listOrders, type OrderView, type Owner } from '../application/orders.js';
+import { placeOrder } from '../application/place-order.js';
+import type { PrismaClient } from '../db.js';
 
 export const CURRENCIES = ['eur', 'usd', 'gbp', 'chf', 'sek', 'nok', 'dkk', 'pln', 'cad', 'aud'] as const;
 /** Stripe's largest amount for most currencies; also keeps totals inside a 32-bit integer. */
@@ -115,51 +114,13 @@ export function orderRoutes(app: Express, options: OrderRoutesOptions): void {
       },
     },
     async ({ body }, req, res) => {
-      const customerId = customerOf(res);
-      const order = { customerId, ...body };
-      const correlationId = correlationIdOf(req);
-      // The order and its order-placed event commit together (transactional outbox).
-      const place = async (tx: Tx) => {
-        const at = now();
-        const created = await createOrder(tx, order, at);
-        await enqueue(
-          tx,
-          {
-            type: 'orders.order-placed.v1',
-            aggregateId: created.orderId,
-            aggregateVersion: created.version,
-            correlationId,
-            causationId: null,
-            body: {
-              orderId: created.orderId,
-              customerEmail: created.customerEmail,
-              currency: created.currency,
-              paymentMethod: created.paymentMethod,
-              lines: created.lines,
-              totalCents: created.totalCents,
-            },
-          },
-          at,
-        );
-        return { status: 201, body: created };
-      };
-
-      const key = validate(idempotencyKeyHeader, req.get('idempotency-key'), 'header.Idempotency-Key');
-      if (key === undefined) {
-        const { status, body } = await db.$transaction(place, HTTP_TRANSACTION);
-        return void res.status(status).json(body);
-      }
-      const response = await idempotent(
-        db,
-        {
-          customerId,
-          key,
-          request: { method: 'POST', path: '/orders', body: order },
-          now: now(),
-          retentionMs: idempotencyKeyRetentionMs,
-        },
-        place,
-      );
+      const response = await placeOrder(db, {
+        order: { customerId: customerOf(res), ...body },
+        correlationId: correlationIdOf(req),
+        idempotencyKey: validate(idempotencyKeyHeader, req.get('idempotency-key'), 'header.Idempotency-Key'),
+        now,
+        keyRetentionMs: idempotencyKeyRetentionMs,
+      });
       if (response.replayed) res.set('Idempotent-Replayed', 'true');
       res.status(response.status).json(response.body);
     },
@@ -219,31 +180,15 @@ export function orderRoutes(app: Express, options: OrderRoutesOptions): void {
       responses: { 200: 'The order, CANCELLED', 404: 'No such order of this caller', 409: 'Too late to cancel' },
     },
     async ({ params: { id }, body: { reason } }, req, res) => {
-      const correlationId = correlationIdOf(req);
-      const owner = ownerOf(callerOf(res));
-      const order = await db.$transaction(async (tx): Promise<OrderView> => {
-        const at = now();
-        const result = await applyTransition(tx, id, 'cancel', { now: at, causationId: null, owner });
-        if (result.kind === 'unknown_order') throw new HttpError('not_found', `no order ${id}`);
-        if (result.kind === 'not_applicable') {
-          if (isCancelled(result.status)) return (await findOrder(db, id, owner))!;
-          throw new HttpError('conflict', `order ${id} is ${result.status} and can no longer be cancelled`);
-        }
-        await enqueue(
-          tx,
-          {
-            type: 'orders.order-cancelled.v1',
-            aggregateId: id,
-            aggregateVersion: result.order.version,
-            correlationId,
-            causationId: null,
-            body: { orderId: id, reason },
-          },
-          at,
-        );
-        return result.order;
-      }, HTTP_TRANSACTION);
-      res.json(order);
+      res.json(
+        await cancelOrder(db, {
+          orderId: id,
+          reason,
+          owner: ownerOf(callerOf(res)),
+          correlationId: correlationIdOf(req),
+          now,
+        }),
+      );
     },
   );
 }

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { processed, type MessageHandler } from '@idem/inbox';
 import type { MessageOf } from '@idem/messaging';
 import type { Tx } from '../db.js';
+import { onCancel } from '../domain/payment-attempt.js';
 
 /**
  * payments.order-cancelled.v1: a payment that never reached the provider (or that it refused
@@ -26,22 +27,17 @@ export function handleOrderCancelled({
     if (!attempt) return processed; // the cancellation above stops a later stock-reserved
 
     const cancel = { cancelRequestedAt: at, cancelCausationId: message.messageId, updatedAt: at };
-    // The provider refused the request that needed attention: it charged nothing.
-    if ((attempt.status === 'pending' && attempt.provider_calls === 0) || attempt.status === 'needs_attention') {
+    const next = onCancel({ status: attempt.status, providerCalls: attempt.provider_calls });
+    if (next === 'cancelled') {
       await tx.paymentAttempt.update({ where: { id: attempt.id }, data: { ...cancel, status: 'cancelled' } });
-    } else if (attempt.status === 'pending') {
+    } else if (next === 'mark') {
       // The provider may already have charged: the worker finishes the call with the same key
       // and refunds if it did.
       await tx.paymentAttempt.update({ where: { id: attempt.id }, data: cancel });
-    } else if (attempt.status === 'captured') {
+    } else if (next === 'refund_pending') {
       await tx.paymentAttempt.update({
         where: { id: attempt.id },
-        data: {
-          ...cancel,
-          status: 'refund_pending',
-          refundIdempotencyKey: `refund-${randomUUID()}`,
-          nextAttemptAt: at,
-        },
+        data: { ...cancel, status: next, refundIdempotencyKey: `refund-${randomUUID()}`, nextAttemptAt: at },
       });
     }
     return processed;

@@ -1,6 +1,7 @@
 import { HttpError, requireAdmin, route } from '@idem/http';
 import type { Express } from 'express';
 import { z } from 'zod';
+import { paymentAttemptsOf, retryAttempt } from '../application/payment-attempts.js';
 import type { PrismaClient } from '../db.js';
 
 /** Payments know orders, not customers: both routes are the operator's. */
@@ -21,7 +22,7 @@ export function paymentRoutes(
       responses: { 200: '`payments`, oldest first' },
     },
     async ({ query: { orderId } }, _req, res) => {
-      const attempts = await db.paymentAttempt.findMany({ where: { orderId }, orderBy: { createdAt: 'asc' } });
+      const attempts = await paymentAttemptsOf(db, orderId);
       res.json({
         payments: attempts.map((a) => ({
           paymentAttemptId: a.id,
@@ -43,8 +44,6 @@ export function paymentRoutes(
     },
   );
 
-  // An operator who fixed an integration fault (see needs_attention) lets the worker try again,
-  // with the attempt's persisted key: the refused request stored no result at the provider.
   route(
     app,
     {
@@ -57,12 +56,8 @@ export function paymentRoutes(
       responses: { 202: 'The attempt is pending again', 404: 'No attempt with that id needs attention' },
     },
     async ({ params: { paymentAttemptId } }, _req, res) => {
-      const at = now();
-      const { count } = await db.paymentAttempt.updateMany({
-        where: { id: paymentAttemptId, status: 'needs_attention' },
-        data: { status: 'pending', failureCode: null, failureReason: null, nextAttemptAt: at, updatedAt: at },
-      });
-      if (count === 0) throw new HttpError('not_found', 'no payment attempt with that id needs attention');
+      if (!(await retryAttempt(db, paymentAttemptId, now())))
+        throw new HttpError('not_found', 'no payment attempt with that id needs attention');
       res.status(202).json({ paymentAttemptId, status: 'pending' });
     },
   );

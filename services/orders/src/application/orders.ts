@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import type { Tx, PrismaClient } from './db.js';
-import { nextStatus, type OrderStatus, type OrderTrigger } from './domain/order-status.js';
+import type { Tx, PrismaClient } from '../db.js';
+import { nextStatus, type OrderStatus, type OrderTrigger } from '../domain/order-status.js';
 
 export interface NewOrder {
   /** The customer placing it (their token's `sub`): the only caller besides the operator who sees it. */

@@ -3,7 +3,7 @@ import { permanentFailure, processed, stale, type MessageHandler } from '@idem/i
 import type { MessageOf } from '@idem/messaging';
 import type { Tx } from '../db.js';
 import type { OrderTrigger } from '../domain/order-status.js';
-import { applyTransition } from '../orders.js';
+import { applyTransition } from './orders.js';
 
 /**
  * The orders service's consumers all do one thing: move the order on the event, through the

@@ -4,8 +4,8 @@ import { claimLeased } from '@idem/database';
 import { noFaults, type Faults } from '@idem/faults';
 import { pollingWorker, settleAll, type BackgroundWorker, type Logger } from '@idem/runtime';
 import nodemailer from 'nodemailer';
-import type { PrismaClient } from './db.js';
-import type { EmailWorkItem } from './generated/prisma/client.js';
+import type { PrismaClient } from '../db.js';
+import type { EmailWorkItem } from '../generated/prisma/client.js';
 
 export interface DispatcherOptions {
   readonly db: PrismaClient;

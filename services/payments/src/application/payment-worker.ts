@@ -5,10 +5,11 @@ import { noFaults, type Faults } from '@idem/faults';
 import { enqueue } from '@idem/outbox';
 import { pollingWorker, processName, settleAll, type BackgroundWorker, type Logger } from '@idem/runtime';
 import type Stripe from 'stripe';
-import type { PrismaClient } from './db.js';
-import type { PaymentAttempt } from './generated/prisma/client.js';
+import type { PrismaClient } from '../db.js';
+import { afterCharge, retryDelayMs as nextRetryDelayMs } from '../domain/payment-attempt.js';
+import type { PaymentAttempt } from '../generated/prisma/client.js';
 import type { DeliveryJournal } from '@idem/messaging';
-import { classifyProviderError, type ProviderResult } from './stripe.js';
+import { classifyProviderError, type ProviderResult } from '../stripe.js';
 
 export interface PaymentWorkerOptions {
   readonly db: PrismaClient;
@@ -166,7 +167,7 @@ export function createPaymentWorker(options: PaymentWorkerOptions): BackgroundWo
   }
 
   async function recordRetry(attempt: PaymentAttempt, reason: string): Promise<void> {
-    const delay = Math.min(300_000, retryDelayMs * 2 ** Math.max(0, attempt.providerCalls - 1));
+    const delay = nextRetryDelayMs(attempt.providerCalls, retryDelayMs);
     await db.paymentAttempt.updateMany({
       where: { id: attempt.id, status: attempt.status },
       data: {
@@ -227,16 +228,16 @@ export function createPaymentWorker(options: PaymentWorkerOptions): BackgroundWo
       };
       const done = { leaseOwner: null, leaseExpiresAt: null, lastError: null, updatedAt: at };
       if (result.kind === 'succeeded') {
-        const cancelled = current.cancel_requested_at !== null;
+        const status = afterCharge('succeeded', { cancelRequested: current.cancel_requested_at !== null });
         await tx.paymentAttempt.update({
           where: { id: attempt.id },
           data: {
             ...done,
             paymentIntentId: result.id,
-            // Cancelled while the charge was under way: refund it.
-            ...(cancelled
-              ? { status: 'refund_pending', refundIdempotencyKey: `refund-${randomUUID()}`, nextAttemptAt: at }
-              : { status: 'captured' }),
+            status,
+            ...(status === 'refund_pending'
+              ? { refundIdempotencyKey: `refund-${randomUUID()}`, nextAttemptAt: at }
+              : {}),
           },
         });
         await enqueue(
@@ -256,7 +257,12 @@ export function createPaymentWorker(options: PaymentWorkerOptions): BackgroundWo
       } else {
         await tx.paymentAttempt.update({
           where: { id: attempt.id },
-          data: { ...done, status: 'failed', failureCode: result.code, failureReason: boundReason(result.reason) },
+          data: {
+            ...done,
+            status: afterCharge('declined', { cancelRequested: false }),
+            failureCode: result.code,
+            failureReason: boundReason(result.reason),
+          },
         });
         await enqueue(
           tx,

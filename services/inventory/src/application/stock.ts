@@ -1,5 +1,5 @@
-import type { Tx } from './db.js';
-import type { Line } from './domain/reservation.js';
+import type { PrismaClient, Tx } from '../db.js';
+import type { Line } from '../domain/reservation.js';
 
 /**
  * Locks the stock rows of `skus` in SKU order and returns what is available. Concurrent
@@ -62,3 +62,13 @@ async function lockReservation(tx: Tx, orderId: string) {
 
 /** Stock rows are always locked in SKU order (see lockStock). */
 const bySku = (lines: readonly Line[]) => [...lines].sort((a, b) => (a.sku < b.sku ? -1 : 1));
+
+export const findStock = (db: PrismaClient, sku: string) => db.stockItem.findUnique({ where: { sku } });
+
+/** An operator sets the available units of a SKU, creating it; what is reserved stays as it is. */
+export const setAvailable = (db: PrismaClient, sku: string, available: number, now: Date) =>
+  db.stockItem.upsert({
+    where: { sku },
+    create: { sku, available, updatedAt: now },
+    update: { available, updatedAt: now },
+  });

@@ -1,0 +1,122 @@
+import type { SqlClient } from '@idem/database';
+import { HttpError, requireAdmin, route } from '@idem/http';
+import type { DeadLetterCursor, Inbox } from '@idem/inbox';
+import { replayDeadLetters, ReplayWindowError } from '@idem/messaging';
+import { z } from 'zod';
+import type { ServicePart } from '../run-service.js';
+
+/**
+ * The operator's routes for the inbox's dead letters (role `http`): list them a page at a
+ * time, read one payload, replay them to their consumer.
+ */
+export function deadLetters(inbox: Pick<Inbox<SqlClient>, 'deadLetters'>): ServicePart {
+  return {
+    name: 'dead letters',
+    start: ({ config, roles, publisher, log }) => ({
+      routes(app) {
+        if (!roles.has('http')) return;
+        const admin = requireAdmin(config.ADMIN_TOKEN);
+        // Pages without payloads (a dead letter may hold up to 64 KiB); one payload at a time below.
+        route(
+          app,
+          {
+            method: 'get',
+            path: '/dead-letters',
+            summary: 'Dead letters waiting for replay, a page at a time, without their payloads',
+            audience: 'operator',
+            use: [admin],
+            query: z.object({
+              consumer: z.string().max(200).optional(),
+              limit: z.coerce.number().int().min(1).max(1000).default(100),
+              after: z.string().max(1000).optional(),
+            }),
+            responses: { 200: '`deadLetters` and the cursor of the `next` page (null on the last)' },
+          },
+          async ({ query: { consumer, limit, after } }, _req, res) => {
+            const page = await inbox.deadLetters.list({
+              consumer,
+              limit,
+              payloads: false,
+              ...(after ? { after: decodeCursor(after) } : {}),
+            });
+            const last = page.at(-1);
+            res.json({
+              deadLetters: page.map(({ payload: _payload, ...deadLetter }) => deadLetter),
+              next: page.length === limit && last ? encodeCursor(last) : null,
+            });
+          },
+        );
+        route(
+          app,
+          {
+            method: 'get',
+            path: '/dead-letters/payload',
+            summary: "One dead letter's payload, exactly as delivered",
+            audience: 'operator',
+            use: [admin],
+            query: z.object({ consumer: z.string().max(200), messageId: z.string().max(200) }),
+            responses: { 200: 'The payload', 404: 'No such dead letter waiting for replay' },
+          },
+          async ({ query: { consumer, messageId } }, _req, res) => {
+            const [deadLetter] = await inbox.deadLetters.list({ consumer, messageIds: [messageId], limit: 1 });
+            if (!deadLetter) throw new HttpError('not_found', 'no such dead letter waiting for replay');
+            res.json({ consumer, messageId, payload: deadLetter.payload });
+          },
+        );
+        route(
+          app,
+          {
+            method: 'post',
+            path: '/dead-letters/replay',
+            summary: 'Publish dead letters again to their consumer (older than the replay window only with a reason)',
+            audience: 'operator',
+            use: [admin],
+            body: z.object({
+              consumer: z.string().max(200).optional(),
+              messageIds: z.array(z.string().max(200)).max(1000).optional(),
+              // Past the replay window a processed record may be gone: replaying then needs a reason.
+              force: z.object({ reason: z.string().min(10).max(500) }).optional(),
+            }),
+            responses: { 200: 'The `replayed` dead letters', 409: 'Some are older than the replay window' },
+          },
+          async ({ body: { force, ...filter } }, _req, res) => {
+            if (force)
+              log.warn({ ...filter, reason: force.reason }, 'dead letters replayed past the replay window, forced');
+            try {
+              const replayed = await replayDeadLetters(inbox.deadLetters, publisher, filter, {
+                replayWindowMs: config.REPLAY_WINDOW_MS,
+                ...(force ? { force } : {}),
+              });
+              res.json({ replayed: replayed.map((d) => ({ consumer: d.consumer, messageId: d.messageId })) });
+            } catch (error) {
+              if (!(error instanceof ReplayWindowError)) throw error;
+              throw new HttpError('conflict', error.message, {
+                errors: error.tooOld.map((d) => ({
+                  field: `${d.consumer}/${d.messageId}`,
+                  message: 'older than the replay window',
+                })),
+              });
+            }
+          },
+        );
+      },
+    }),
+  };
+}
+
+const encodeCursor = ({ deadLetteredAt, consumer, messageId }: DeadLetterCursor) =>
+  Buffer.from(JSON.stringify([deadLetteredAt.toISOString(), consumer, messageId])).toString('base64url');
+
+function decodeCursor(cursor: string): DeadLetterCursor {
+  try {
+    const [at, consumer, messageId] = JSON.parse(Buffer.from(cursor, 'base64url').toString()) as string[];
+    const deadLetteredAt = new Date(at ?? '');
+    if (Number.isNaN(deadLetteredAt.getTime()) || typeof consumer !== 'string' || typeof messageId !== 'string')
+      throw new Error('cursor');
+    return { deadLetteredAt, consumer, messageId };
+  } catch {
+    throw new HttpError('invalid_request', 'after: not a cursor this endpoint gave', {
+      errors: [{ field: 'query.after', message: 'not a cursor this endpoint gave' }],
+    });
+  }
+}

@@ -1,0 +1,69 @@
+import { FAULT_NAMES, isSwitchboard } from '@idem/faults';
+import { requireAdmin, route } from '@idem/http';
+import { z } from 'zod';
+import type { ServicePart } from '../run-service.js';
+
+const startedAt = new Date().toISOString();
+
+/**
+ * The process's fault switches, for an operator (the teaching console): only in a process
+ * started with IDEM_FAULTS_ENABLED=1 — elsewhere these routes do not exist — and only with the
+ * operator token. Every process has them, whatever its roles, since each runs its own switches.
+ */
+export function faultSwitches(): ServicePart {
+  return {
+    name: 'fault switches',
+    start: ({ faults, config, process: name }) => ({
+      routes(app) {
+        if (!isSwitchboard(faults)) return;
+        const admin = requireAdmin(config.ADMIN_TOKEN);
+        const state = () => ({
+          process: name,
+          pid: process.pid,
+          startedAt,
+          switches: FAULT_NAMES,
+          rules: faults.rules(),
+        });
+        route(
+          app,
+          {
+            method: 'get',
+            path: '/faults',
+            summary: "This process's fault switches (only with IDEM_FAULTS_ENABLED=1)",
+            audience: 'operator',
+            use: [admin],
+            responses: { 200: 'The switches and the rules set' },
+          },
+          (_input, _req, res) => void res.json(state()),
+        );
+        route(
+          app,
+          {
+            method: 'put',
+            path: '/faults',
+            summary: 'Replace the fault rules',
+            audience: 'operator',
+            use: [admin],
+            body: z.object({
+              rules: z
+                .array(
+                  z.object({
+                    name: z.enum(FAULT_NAMES),
+                    target: z.string().min(1).max(200).optional(),
+                    probability: z.number().min(0).max(1).default(1),
+                    count: z.number().int().min(1).max(1_000_000).optional(),
+                  }),
+                )
+                .max(50),
+            }),
+            responses: { 200: 'The switches and the rules now set' },
+          },
+          ({ body: { rules } }, _req, res) => {
+            faults.replace(rules);
+            res.json(state());
+          },
+        );
+      },
+    }),
+  };
+}

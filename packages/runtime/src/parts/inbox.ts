@@ -1,0 +1,39 @@
+import { createInboxRetention } from '@idem/inbox';
+import { defaultDeliveryPolicy, maxRetrySpanMs } from '@idem/messaging';
+import { periodic } from '../periodic.js';
+import type { ServicePart } from '../run-service.js';
+
+/**
+ * Retention of processed records (role `workers`): those older than INBOX_RETENTION_MS go,
+ * and the service refuses to start when that is shorter than the replay horizon — the time in
+ * which a copy of a message can still arrive (broker retention, retries, replay window).
+ */
+export function inboxRetention(): ServicePart {
+  return {
+    name: 'inbox retention',
+    start({ name, config, roles, db, log, metrics }) {
+      const retention = createInboxRetention({
+        db,
+        retentionMs: config.INBOX_RETENTION_MS,
+        horizon: {
+          brokerRetentionMs: Math.max(defaultDeliveryPolicy.keepCompletedMs, defaultDeliveryPolicy.keepFailedMs),
+          maxRetrySpanMs: maxRetrySpanMs(defaultDeliveryPolicy),
+          replayWindowMs: config.REPLAY_WINDOW_MS,
+        },
+      });
+      if (!roles.has('workers')) return {};
+      const worker = periodic(
+        `${name} inbox retention`,
+        config.MAINTENANCE_INTERVAL_MS,
+        async () => {
+          const deleted = await retention.purge();
+          metrics.retentionDeleted.inc({ table: 'processed_messages' }, deleted);
+          return { processedMessagesDeleted: deleted };
+        },
+        log,
+      );
+      worker.start();
+      return { stop: () => worker.stop() };
+    },
+  };
+}

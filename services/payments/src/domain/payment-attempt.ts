@@ -1,0 +1,52 @@
+/**
+ * The payment attempt's state machine: what each answer of the provider, and a cancellation,
+ * does to an attempt. Pure; the worker and the order-cancelled consumer apply it.
+ *
+ *   pending ──charge succeeded──▶ captured ──cancel──▶ refund_pending ──refunded──▶ refunded
+ *      │  └──charge declined───▶ failed                     ▲
+ *      │  └──request refused───▶ needs_attention ──operator retry──▶ pending
+ *      └──cancel, never charged──▶ cancelled      (needs_attention ──cancel──▶ cancelled)
+ *   pending, charge under way, cancel ──▶ pending marked: charge succeeded ──▶ refund_pending
+ */
+export const ATTEMPT_STATUSES = [
+  'pending',
+  'captured',
+  'failed',
+  'needs_attention',
+  'refund_pending',
+  'refunded',
+  'cancelled',
+] as const;
+export type AttemptStatus = (typeof ATTEMPT_STATUSES)[number];
+
+/** What the provider's final answer to a charge makes of a pending attempt. */
+export function afterCharge(
+  answer: 'succeeded' | 'declined',
+  { cancelRequested }: { cancelRequested: boolean },
+): AttemptStatus {
+  if (answer === 'declined') return 'failed';
+  // Cancelled while the charge was under way: refund it.
+  return cancelRequested ? 'refund_pending' : 'captured';
+}
+
+/**
+ * What a cancellation does to an attempt: `cancelled` when nothing was charged (the provider was
+ * never called, or it refused the request), `refund_pending` when it was, `mark` when a call is
+ * under way and only its answer can tell (the worker then applies {@link afterCharge}), and
+ * nothing for an attempt that has already ended.
+ */
+export function onCancel(attempt: {
+  status: string;
+  providerCalls: number;
+}): Extract<AttemptStatus, 'cancelled' | 'refund_pending'> | 'mark' | undefined {
+  if ((attempt.status === 'pending' && attempt.providerCalls === 0) || attempt.status === 'needs_attention')
+    return 'cancelled';
+  if (attempt.status === 'pending') return 'mark';
+  if (attempt.status === 'captured') return 'refund_pending';
+  return undefined;
+}
+
+/** The wait before the next provider call: doubling per call from `baseMs`, at most five minutes. */
+export function retryDelayMs(providerCalls: number, baseMs: number): number {
+  return Math.min(300_000, baseMs * 2 ** Math.max(0, providerCalls - 1));
+}
