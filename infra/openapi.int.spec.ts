@@ -7,27 +7,28 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { SERVICE_NAMES, type ServiceName } from '@idem/contracts';
 import { faultsFromEnv } from '@idem/faults';
 import type { RunningService } from '@idem/runtime';
 import { createMigratedDatabase, deleteQueues, uniqueName } from '@idem/testkit';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startInventory } from '../services/inventory/src/service.js';
-import { startNotifications } from '../services/notifications/src/service.js';
-import { startOrders } from '../services/orders/src/service.js';
-import { startPayments } from '../services/payments/src/service.js';
 import { root } from './compose-file.js';
 import { SERVICE_CONFIGS } from './service-configs.js';
 
 const ADMIN_TOKEN = 'openapi-test-operator-token';
 const prefix = uniqueName('idem_test_openapi');
-const START = {
-  orders: startOrders,
-  inventory: startInventory,
-  payments: startPayments,
-  notifications: startNotifications,
-};
-type Service = keyof typeof START;
+type Service = ServiceName;
+type Start = (config: unknown, options: object) => Promise<RunningService>;
+/** Each service's composition root, `start<Name>` in its service.ts. */
+const START = Object.fromEntries(
+  await Promise.all(
+    SERVICE_NAMES.map(async (service) => {
+      const module = (await import(`../services/${service}/src/service.ts`)) as Record<string, Start>;
+      return [service, module[`start${service[0]!.toUpperCase()}${service.slice(1)}`]!];
+    }),
+  ),
+) as Record<Service, Start>;
 const running: Partial<Record<Service, RunningService>> = {};
 const databases: { drop(): Promise<void> }[] = [];
 
@@ -48,7 +49,7 @@ beforeAll(async () => {
       JWT_SECRET: 'openapi-test-signing-key-0123456789abcdef',
     });
     // With the fault switches on, so their routes are there too.
-    running[service] = await (START[service] as (c: unknown, o: object) => Promise<RunningService>)(config, {
+    running[service] = await START[service](config, {
       faults: faultsFromEnv({ IDEM_FAULTS_ENABLED: '1' }),
     });
   }

@@ -43,10 +43,14 @@ function deploy(pkg: string, dir: string): void {
 beforeAll(() => {
   for (const service of SERVICES) {
     const dir = mkdtempSync(join(tmpdir(), `idem-deploy-${service}-`));
-    execFileSync(process.execPath, ['--import', 'tsx', 'scripts/build.ts', `services/${service}`], {
-      cwd: root,
-      stdio: 'pipe',
-    });
+    execFileSync(
+      process.execPath,
+      ['--import', 'tsx', '--conditions=development', 'scripts/build.ts', `services/${service}`],
+      {
+        cwd: root,
+        stdio: 'pipe',
+      },
+    );
     deploy(`@idem/${service}`, dir);
     rmSync(join(dir, 'src'), { recursive: true, force: true }); // the image keeps only dist/ and prisma/
     const databaseUrl = `${postgresServerUrl}/${uniqueName(`idem_test_bundle_${service}`)}`;
@@ -105,10 +109,14 @@ describe('the migrate image', () => {
     deploy('@idem/database', dir);
     try {
       for (const [i, service] of services.entries()) {
-        execFileSync(process.execPath, ['--import', 'tsx', 'scripts/build.ts', `services/${service}`], {
-          cwd: root,
-          stdio: 'pipe',
-        });
+        execFileSync(
+          process.execPath,
+          ['--import', 'tsx', '--conditions=development', 'scripts/build.ts', `services/${service}`],
+          {
+            cwd: root,
+            stdio: 'pipe',
+          },
+        );
         cpSync(join(root, 'services', service, 'dist'), join(dir, 'services', service, 'dist'), { recursive: true });
         cpSync(
           join(root, 'services', service, 'prisma/migrations'),

@@ -1,32 +1,44 @@
 /**
  * Each service's configuration schema and loader, for the tests that check a deployment's
  * environment against what the code reads (docker-compose.yml, the Kubernetes manifests), and
- * the package tables its migrations include.
+ * the package tables its migrations include — read from every service in the registry.
  */
-import { DEFAULT_PORTS } from '@idem/native-run';
-import { configSchema as inventoryConfig, loadConfig as loadInventory } from '../services/inventory/src/config.js';
-import {
-  configSchema as notificationsConfig,
-  loadConfig as loadNotifications,
-} from '../services/notifications/src/config.js';
-import { configSchema as ordersConfig, loadConfig as loadOrders } from '../services/orders/src/config.js';
-import { configSchema as paymentsConfig, loadConfig as loadPayments } from '../services/payments/src/config.js';
-import { PACKAGE_TABLES as inventoryTables } from '../services/inventory/src/tables.js';
-import { PACKAGE_TABLES as notificationsTables } from '../services/notifications/src/tables.js';
-import { PACKAGE_TABLES as ordersTables } from '../services/orders/src/tables.js';
-import { PACKAGE_TABLES as paymentsTables } from '../services/payments/src/tables.js';
+import { SERVICE_NAMES, SERVICE_REGISTRY, type ServiceName } from '@idem/contracts';
+import type { TableSet } from '@idem/database';
+import type { BaseConfig } from '@idem/runtime';
 
-export const SERVICE_CONFIGS = {
-  orders: { port: DEFAULT_PORTS.orders, config: ordersConfig, load: loadOrders, tables: ordersTables },
-  inventory: { port: DEFAULT_PORTS.inventory, config: inventoryConfig, load: loadInventory, tables: inventoryTables },
-  payments: { port: DEFAULT_PORTS.payments, config: paymentsConfig, load: loadPayments, tables: paymentsTables },
-  notifications: {
-    port: DEFAULT_PORTS.notifications,
-    config: notificationsConfig,
-    load: loadNotifications,
-    tables: notificationsTables,
-  },
-} as const;
+/** A service's configuration schema: its variables are the keys of its shape. */
+interface ConfigSchema {
+  readonly shape: Record<string, unknown>;
+}
+
+interface ServiceConfig {
+  readonly port: number;
+  readonly config: ConfigSchema;
+  readonly load: (env: NodeJS.ProcessEnv) => BaseConfig;
+  readonly tables: readonly TableSet[];
+}
+
+export const SERVICE_CONFIGS = Object.fromEntries(
+  await Promise.all(
+    SERVICE_NAMES.map(async (service) => {
+      const { configSchema, loadConfig } = (await import(`../services/${service}/src/config.ts`)) as {
+        configSchema: ConfigSchema;
+        loadConfig: ServiceConfig['load'];
+      };
+      const { PACKAGE_TABLES } = (await import(`../services/${service}/src/tables.ts`)) as {
+        PACKAGE_TABLES: readonly TableSet[];
+      };
+      const entry: ServiceConfig = {
+        port: SERVICE_REGISTRY[service].port,
+        config: configSchema,
+        load: loadConfig,
+        tables: PACKAGE_TABLES,
+      };
+      return [service, entry];
+    }),
+  ),
+) as Record<ServiceName, ServiceConfig>;
 
 /** Read outside the services' config modules: tracing (@idem/observability) and fault switches (@idem/faults). */
 export const READ_ELSEWHERE = [
@@ -37,7 +49,7 @@ export const READ_ELSEWHERE = [
 ];
 
 /** The variables of `env` that `service`'s process would not read. */
-export function unknownVariables(service: keyof typeof SERVICE_CONFIGS, names: readonly string[]): string[] {
+export function unknownVariables(service: ServiceName, names: readonly string[]): string[] {
   const known = [...Object.keys(SERVICE_CONFIGS[service].config.shape), ...READ_ELSEWHERE];
   return names.filter((name) => !known.includes(name));
 }

@@ -5,6 +5,7 @@
  * from source; npm packages stay external and come from `pnpm deploy` (instrumentation and
  * Prisma's runtime need their real modules).
  */
+import { SERVICE_NAMES } from '@idem/contracts';
 import { build, type Plugin } from 'esbuild';
 import { readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -20,10 +21,7 @@ const service = { main: 'src/main.ts', migrate: 'src/migrate.ts', instrumentatio
 
 /** Per package: the bundles it gets in its dist/ (name → source, relative to the package). */
 export const ENTRYPOINTS: Record<string, Record<string, string>> = {
-  'services/orders': service,
-  'services/inventory': service,
-  'services/payments': service,
-  'services/notifications': service,
+  ...Object.fromEntries(SERVICE_NAMES.map((name) => [`services/${name}`, service])),
   'infra/console': { main: 'src/main.ts', instrumentation: `../../${INSTRUMENTATION}` },
   'infra/stripe-sim': { main: 'src/main.ts' },
   'infra/smtp-sink': { main: 'src/main.ts' },

@@ -1,3 +1,4 @@
+import { SERVICE_NAMES, type ServiceName } from '@idem/contracts';
 import { createHttpApp, listen, type RunningServer } from '@idem/http';
 import { postgresServerUrl, redisUrl } from '@idem/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -13,12 +14,10 @@ afterAll(() => plain.close());
 const consoleFor = (adminToken?: string) =>
   createConsole({
     // The fault switches page reads no database.
-    databaseUrls: {
-      orders: `${postgresServerUrl}/orders`,
-      inventory: `${postgresServerUrl}/inventory`,
-      payments: `${postgresServerUrl}/payments`,
-      notifications: `${postgresServerUrl}/notifications`,
-    },
+    databaseUrls: Object.fromEntries(SERVICE_NAMES.map((s) => [s, `${postgresServerUrl}/${s}`])) as Record<
+      ServiceName,
+      string
+    >,
     redisUrl,
     queuePrefix: 'idem_console_test',
     ordersApi: 'http://127.0.0.1:1',

@@ -84,10 +84,10 @@ export const UNLIMITED_ORDERS_ENV = {
 
 /** The native run's ports (each plus `portOffset`). */
 export const DEFAULT_PORTS = {
-  orders: SERVICE_REGISTRY.orders.port,
-  inventory: SERVICE_REGISTRY.inventory.port,
-  payments: SERVICE_REGISTRY.payments.port,
-  notifications: SERVICE_REGISTRY.notifications.port,
+  ...(Object.fromEntries(SERVICES.map((service) => [service, SERVICE_REGISTRY[service].port])) as Record<
+    ServiceName,
+    number
+  >),
   stripe: 12111,
   smtp: 1025,
   mail: 8025,
@@ -122,10 +122,7 @@ export function describeSystem({
       SERVICES.map((s) => [s, `${postgresUrl.replace(/\/$/, '')}/${s}${suffix}`]),
     ) as Record<ServiceName, string>,
     urls: {
-      orders: http('orders'),
-      inventory: http('inventory'),
-      payments: http('payments'),
-      notifications: http('notifications'),
+      ...(Object.fromEntries(SERVICES.map((service) => [service, http(service)])) as Record<ServiceName, string>),
       stripe: http('stripe'),
       smtp: `smtp://127.0.0.1:${port.smtp}`,
       mail: http('mail'),

@@ -1,5 +1,6 @@
 export { envelopeSchema, type RawEnvelope } from './envelope.js';
 export * from './events.js';
+export { exampleBodies } from './examples.js';
 export * from './topology.js';
 export {
   parseEnvelope,

@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
+import { events, type EventType } from './events.js';
+import { exampleBodies } from './examples.js';
 import { MAX_REASON_LENGTH, parseEnvelope } from './parse-envelope.js';
 import { consumers, subscribersOf } from './topology.js';
 
@@ -78,5 +80,13 @@ describe('topology', () => {
     ]);
     expect(consumers['payments.stock-reserved.v1']).toBe('inventory.stock-reserved.v1');
     expect(Object.keys(consumers)).toHaveLength(14);
+  });
+});
+
+describe('exampleBodies', () => {
+  it('holds a valid body of every contract', () => {
+    for (const type of Object.keys(events) as EventType[]) {
+      expect(parseEnvelope({ ...valid(), type, body: exampleBodies[type] }, type).ok, type).toBe(true);
+    }
   });
 });

@@ -9,7 +9,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PrismaPg } from '@prisma/adapter-pg';
 import { Redis } from 'ioredis';
-import type { Envelope } from '@idem/contracts';
+import { exampleBodies, serviceOf, type Envelope, type EventBody, type EventType } from '@idem/contracts';
 import { dropDatabase, findSchemaDrift, migrate, packageModels, type TableSet } from '@idem/database';
 import { PrismaClient } from './generated/prisma/client.js';
 import { PACKAGE_TABLES } from './tables.js';
@@ -82,6 +82,28 @@ export async function waitFor<T>(
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, intervalMs));
   }
+}
+
+/**
+ * A valid envelope of contract `type` with fresh ids: the contract's example body
+ * (`exampleBodies`), with `body` fields and envelope fields replaced by `overrides`.
+ */
+export function testMessage<T extends EventType>(
+  type: T,
+  { body, ...overrides }: Partial<Omit<Envelope<T>, 'body'>> & { body?: Partial<EventBody<T>> } = {},
+): Envelope<T> {
+  return {
+    messageId: randomUUID(),
+    type,
+    producer: serviceOf(type),
+    occurredAt: new Date().toISOString(),
+    correlationId: randomUUID(),
+    causationId: null,
+    aggregateId: randomUUID(),
+    aggregateVersion: 1,
+    ...overrides,
+    body: { ...exampleBodies[type], ...body },
+  } as Envelope<T>;
 }
 
 /** A valid `orders.order-placed.v1` envelope for one unit of `sku`, with fresh ids. */

@@ -43,7 +43,7 @@ export async function addEmailWorkItem(
 export async function emailAboutOrder(
   tx: Tx,
   orderId: string,
-  kind: 'receipt' | 'refund',
+  kind: string,
   write: (order: OrderSummary) => Email,
   now: Date,
 ): Promise<HandlerResult> {

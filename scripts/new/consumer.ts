@@ -1,0 +1,162 @@
+/**
+ * `pnpm new consumer <service> <contract>`: a consumer of one contract in a service — its
+ * subscription in the topology, its handler (one file, named after the event), its tests
+ * (processed, duplicate, stale), and its place in the service's composition root.
+ */
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { isConsumerName, isEventType, serviceOf } from '@idem/contracts';
+import { create, insert, pascal, root, ScaffoldError, touched } from './edit.js';
+
+export function newConsumer(service: string, contract: string): void {
+  const composition = `services/${service}/src/service.ts`;
+  if (!existsSync(join(root, composition))) throw new ScaffoldError(`no service "${service}" (${composition})`);
+  if (!isEventType(contract))
+    throw new ScaffoldError(`"${contract}" is not a contract (packages/contracts/src/events.ts)`);
+  const event = contract.split('.')[1]!;
+  const name = `${service}.${contract.slice(contract.indexOf('.') + 1)}`;
+  if (isConsumerName(name)) throw new ScaffoldError(`${name} consumes ${contract} already`);
+  const handler = `handle${pascal(event)}`;
+
+  console.log(`new consumer ${name} of ${contract}`);
+  subscribe(contract, name);
+  create(`services/${service}/src/consumers/${event}.ts`, handlerFile({ service, contract, name, handler }));
+  create(
+    `services/${service}/src/consumers/${event}.int.spec.ts`,
+    specFile({ service, contract, name, event, handler }),
+  );
+  if (!readFileSync(join(root, composition), 'utf8').includes('\n  consumer,\n'))
+    insert(composition, 'before', /^ {2}consumers,$/, '  consumer,');
+  insert(
+    composition,
+    'after',
+    /^import .* from '\.\/config\.js';$/,
+    `import { ${handler} } from './consumers/${event}.js';`,
+  );
+  insert(
+    composition,
+    'after',
+    /^\s+(\/\/ `pnpm new consumer .* adds each consumer here\.|consumer\(')/,
+    `        consumer('${name}', ${handler}({ now })),`,
+  );
+  console.log(`
+next: write what ${name} does in services/${service}/src/consumers/${event}.ts, then
+  pnpm test services/${service}`);
+}
+
+/** Adds the consumer to the contract's subscribers in the topology. */
+function subscribe(contract: string, name: string): void {
+  const path = 'packages/contracts/src/topology.ts';
+  const source = readFileSync(join(root, path), 'utf8');
+  const start = source.indexOf(`'${contract}': [`);
+  if (start < 0) throw new ScaffoldError(`${path}: ${contract} has no subscription list`);
+  const end = source.indexOf(']', start);
+  const list = source
+    .slice(source.indexOf('[', start) + 1, end)
+    .trim()
+    .replace(/,$/, '');
+  const subscribers = [list, `'${name}'`].filter(Boolean).join(', ');
+  writeFileSync(
+    join(root, path),
+    `${source.slice(0, source.indexOf('[', start) + 1)}${subscribers}${source.slice(end)}`,
+  );
+  touched.add(path);
+  console.log(`  updated  ${path}`);
+}
+
+interface Names {
+  readonly service: string;
+  readonly contract: string;
+  readonly name: string;
+  readonly handler: string;
+}
+
+const handlerFile = ({
+  service,
+  contract,
+  name,
+  handler,
+}: Names) => `import { advanceAggregateVersion, processed, stale, type MessageHandler } from '@idem/inbox';
+import type { MessageOf } from '@idem/messaging';
+import type { Tx } from '../db.js';
+
+/**
+ * ${name}: what ${service} does when ${contract} arrives. It runs inside the inbox's
+ * transaction: the processed record, the change made with \`tx\` and the events enqueued with
+ * \`enqueue(tx, …)\` (@idem/outbox) commit together, or none of them do.
+ */
+export function ${handler}({ now }: { now: () => Date }): MessageHandler<Tx, MessageOf<'${name}'>> {
+  return async (message, tx) => {
+    // Stale: ${serviceOf(contract)} has published a newer version of this aggregate, and it was applied here.
+    const applied = await advanceAggregateVersion(tx, {
+      scope: '${service}:${serviceOf(contract)}',
+      aggregateId: message.aggregateId,
+      version: message.aggregateVersion,
+      now: now(),
+    });
+    if (!applied) return stale(\`\${message.aggregateId} is past version \${message.aggregateVersion} here\`);
+
+    // The business change goes here, with tx.
+    return processed;
+  };
+}
+`;
+
+const specFile = ({
+  service,
+  contract,
+  name,
+  event,
+  handler,
+}: Names & { event: string }) => `import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { createInbox } from '@idem/inbox';
+import { createMigratedDatabase, testMessage } from '@idem/testkit';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connectDatabase, type PrismaClient } from '../db.js';
+import { PACKAGE_TABLES } from '../tables.js';
+import { ${handler} } from './${event}.js';
+
+const CONSUMER = '${name}';
+let database: Awaited<ReturnType<typeof createMigratedDatabase>>;
+let db: PrismaClient;
+
+beforeAll(async () => {
+  const migrations = fileURLToPath(new URL('../../prisma/migrations', import.meta.url));
+  database = await createMigratedDatabase('${service}', migrations, PACKAGE_TABLES);
+  db = connectDatabase(database.url);
+});
+afterAll(async () => {
+  await db.$disconnect();
+  await database.drop();
+});
+
+const handler = ${handler}({ now: () => new Date() });
+const consume = (message: ReturnType<typeof testMessage<'${contract}'>>) =>
+  createInbox({ db }).consume(CONSUMER, message, handler);
+const processedRecords = (messageId: string) =>
+  db.processedMessage.count({ where: { consumer: CONSUMER, messageId } });
+
+describe(CONSUMER, () => {
+  it('processes a message and records it, once', async () => {
+    const message = testMessage('${contract}');
+    expect(await consume(message)).toEqual({ outcome: 'processed' });
+    expect(await processedRecords(message.messageId)).toBe(1);
+  });
+
+  it('answers a redelivery as a duplicate and changes nothing', async () => {
+    const message = testMessage('${contract}');
+    await consume(message);
+    expect(await consume(message)).toEqual({ outcome: 'duplicate' });
+    expect(await processedRecords(message.messageId)).toBe(1);
+  });
+
+  it('answers a message older than one already applied as stale', async () => {
+    const aggregateId = randomUUID();
+    await consume(testMessage('${contract}', { aggregateId, aggregateVersion: 2 }));
+    const late = testMessage('${contract}', { aggregateId, aggregateVersion: 1 });
+    expect(await consume(late)).toMatchObject({ outcome: 'stale' });
+    expect(await processedRecords(late.messageId)).toBe(1);
+  });
+});
+`;

@@ -1,0 +1,152 @@
+/**
+ * A new service's entries in every file that lists services (infra/service-registry.unit.spec.ts
+ * holds each against the registry). Each entry is inserted after the last service's.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { SERVICE_NAMES, SERVICE_REGISTRY } from '@idem/contracts';
+import { insert, replace, root } from './edit.js';
+
+export function addToInfrastructure(name: string, port: number): void {
+  const NAME = name.toUpperCase();
+  const last = SERVICE_NAMES.at(-1)!;
+  const LAST = last.toUpperCase();
+  const hostPort = freeHostPort(10_000 + port);
+
+  // Lists in shell loops and SQL.
+  const loop = /(for (?:service|s) in [\w ]+)(; do)/g;
+  replace('infra/Dockerfile', loop, (_, list: string, tail: string) => `${list} ${name}${tail}`);
+  replace('infra/postgres/init.sh', loop, (_, list: string, tail: string) => `${list} ${name}${tail}`);
+  replace(
+    'infra/postgres/init.sh',
+    /(GRANT CONNECT ON DATABASE [\w, ]+)( TO console)/,
+    (_, list: string, tail: string) => `${list}, ${name}${tail}`,
+  );
+
+  insert(
+    'infra/prometheus/prometheus.yml',
+    'after',
+    new RegExp(`^ {8}port: ${SERVICE_REGISTRY[last].port}$`),
+    `  - job_name: ${name}
+    dns_sd_configs:
+      - names: [${name}, ${name}-api]
+        type: A
+        port: ${port}`,
+  );
+
+  const env = '.env.example';
+  insert(env, 'after', `${LAST}_DB_PASSWORD=`, `${NAME}_DB_PASSWORD=`);
+  insert(env, 'after', `${LAST}_HOST_PORT=`, `${NAME}_HOST_PORT=${hostPort}`);
+
+  const compose = 'docker-compose.yml';
+  const password = `\${${NAME}_DB_PASSWORD:?run sh infra/compose-env.sh}`;
+  insert(compose, 'after', `${LAST}_DB_PASSWORD: `, `      ${NAME}_DB_PASSWORD: ${password}`);
+  insert(
+    compose,
+    'after',
+    new RegExp(`^ {6}${LAST}_DATABASE_URL: postgresql://${last}:`),
+    `      ${NAME}_DATABASE_URL: postgresql://${name}:${password}@postgres:5432/${name}`,
+  );
+  insert(
+    compose,
+    'after',
+    new RegExp(`^ {6}${LAST}_DATABASE_URL: postgresql://console:`),
+    `      ${NAME}_DATABASE_URL: postgresql://console:\${CONSOLE_DB_PASSWORD:?run sh infra/compose-env.sh}@postgres:5432/${name}`,
+  );
+  replace(
+    compose,
+    /(CONSOLE_PROCESSES: .*)$/m,
+    (_, list: string) => `${list},${name}-api=http://${name}-api:${port},${name}=http://${name}:${port}`,
+  );
+  insert(
+    compose,
+    'before',
+    '# The teaching console: every delivery',
+    `  ${name}-api:
+    build: { <<: *build, args: { PACKAGE: '@idem/${name}' } }
+    depends_on: *depends
+    environment: &${name}-env
+      <<: *service-env
+      OTEL_SERVICE_NAME: ${name}
+      DATABASE_URL: postgresql://${name}:${password}@postgres:5432/${name}
+      PORT: '${port}'
+      IDEM_ROLES: http
+    ports:
+      - '127.0.0.1:\${${NAME}_HOST_PORT:-${hostPort}}:${port}'
+    healthcheck: *healthcheck
+    <<: *idem
+
+  ${name}:
+    build: { <<: *build, args: { PACKAGE: '@idem/${name}' } }
+    depends_on:
+      <<: *depends
+      ${name}-api:
+        condition: service_started
+    environment:
+      <<: *${name}-env
+      IDEM_ROLES: consumers,relay,workers
+    healthcheck: *healthcheck
+    <<: *idem
+`,
+  );
+
+  // Kubernetes: the base is generated from the registry (pnpm k8s:generate); the overlays name
+  // each service's database and image.
+  const dev = 'deploy/kubernetes/overlays/dev';
+  insert(
+    `${dev}/kustomization.yaml`,
+    'after',
+    `- url=postgresql://${last}:dev-${last}-password@`,
+    `  - name: ${name}-database
+    type: kubernetes.io/basic-auth
+    literals:
+      - username=${name}
+      - password=dev-${name}-password
+      - url=postgresql://${name}:dev-${name}-password@idem-postgres-rw:5432/${name}`,
+  );
+  insert(
+    `${dev}/postgres.yaml`,
+    'after',
+    `passwordSecret: { name: ${last}-database }`,
+    `      - name: ${name}
+        ensure: present
+        login: true
+        passwordSecret: { name: ${name}-database }`,
+  );
+  insert(
+    `${dev}/postgres.yaml`,
+    'after',
+    `  owner: ${last}`,
+    `---
+apiVersion: postgresql.cnpg.io/v1
+kind: Database
+metadata:
+  name: ${name}
+spec:
+  cluster: { name: idem-postgres }
+  name: ${name}
+  owner: ${name}`,
+  );
+  const production = 'deploy/kubernetes/overlays/production';
+  insert(
+    `${production}/kustomization.yaml`,
+    'after',
+    `{ name: idem/${last}, `,
+    `  - { name: idem/${name}, newName: registry.example.com/idem/${name}, newTag: '0.1.0' }`,
+  );
+  replace(
+    `${production}/database-egress.yaml`,
+    /(operator: In, values: \[[\w, ]+)\]/,
+    (_, list: string) => `${list}, ${name}]`,
+  );
+}
+
+/** 10000 + the service's port, or the next hundred up that .env.example does not use yet. */
+function freeHostPort(preferred: number): number {
+  const used = new Set(
+    [...readFileSync(join(root, '.env.example'), 'utf8').matchAll(/_HOST_PORT=(\d+)/g)].map((m) => Number(m[1])),
+  );
+  let port = preferred;
+  while (used.has(port)) port += 100;
+  return port;
+}
