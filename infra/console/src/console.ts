@@ -122,7 +122,7 @@ export function createConsole(options: ConsoleOptions) {
       Object.entries(options.processes).map(([name, url]) => processFaults(name, url, options.adminToken)),
     );
     const targets = [
-      ...Object.values(subscriptions).flat(),
+      ...new Set(Object.values(subscriptions).flat()),
       'publisher',
       ...SERVICES.map((s) => `${s}.relay`),
       'payments.worker',

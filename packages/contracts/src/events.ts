@@ -36,6 +36,16 @@ export const orderCancelledV1 = z.object({
   reason: z.string().max(500),
 });
 
+/**
+ * v2 breaks v1: the reason says who cancelled, so it is an object where v1 had free text (a v1
+ * reader would refuse it). Consumers accept both while orders moves over (docs/extending.md,
+ * "A new version of a contract").
+ */
+export const orderCancelledV2 = z.object({
+  orderId,
+  reason: z.object({ by: z.enum(['customer', 'operator']), text: z.string().max(500) }),
+});
+
 export const stockReservedV1 = z.object({
   orderId,
   lines: z.array(z.object({ sku, quantity })).min(1).max(100),
@@ -75,6 +85,7 @@ export const paymentRefundedV1 = z.object({
 export const events = {
   'orders.order-placed.v1': orderPlacedV1,
   'orders.order-cancelled.v1': orderCancelledV1,
+  'orders.order-cancelled.v2': orderCancelledV2,
   'inventory.stock-reserved.v1': stockReservedV1,
   'inventory.stock-rejected.v1': stockRejectedV1,
   'payments.payment-captured.v1': paymentCapturedV1,

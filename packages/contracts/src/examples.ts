@@ -16,6 +16,7 @@ export const exampleBodies: { readonly [T in EventType]: EventBody<T> } = {
     totalCents: 4999,
   },
   'orders.order-cancelled.v1': { orderId, reason: 'changed my mind' },
+  'orders.order-cancelled.v2': { orderId, reason: { by: 'customer', text: 'changed my mind' } },
   'inventory.stock-reserved.v1': {
     orderId,
     lines: [{ sku: 'keyboard', quantity: 1 }],

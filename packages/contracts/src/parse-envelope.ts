@@ -36,12 +36,13 @@ const VERSIONED_NAME = /^(?<name>[a-z0-9-]+\.[a-z0-9-]+)\.v(?<version>\d+)$/;
 
 /**
  * Validates a message from the wire: first the envelope, then the contract name and version,
- * then the body against that contract. Pass `expectedType` when the caller subscribes to one
- * contract (a consumer), so a misrouted message is refused rather than half-understood.
+ * then the body against that contract. Pass `expected` when the caller subscribes to a
+ * contract (a consumer: one, or the versions it accepts), so a misrouted message is refused
+ * rather than half-understood.
  */
 export function parseEnvelope(input: unknown): ParseResult;
-export function parseEnvelope<T extends EventType>(input: unknown, expectedType: T): ParseResult<T>;
-export function parseEnvelope(input: unknown, expectedType?: EventType): ParseResult {
+export function parseEnvelope<T extends EventType>(input: unknown, expected: T | readonly T[]): ParseResult<T>;
+export function parseEnvelope(input: unknown, expected?: EventType | readonly EventType[]): ParseResult {
   const envelope = envelopeSchema.safeParse(input);
   if (!envelope.success) return failure('malformed_envelope', describeIssues(envelope.error));
 
@@ -53,8 +54,9 @@ export function parseEnvelope(input: unknown, expectedType?: EventType): ParseRe
       ? failure('unsupported_version', `type: contract version "${type}" is not supported`)
       : failure('unknown_type', `type: "${type}" is not a known contract`);
   }
-  if (expectedType !== undefined && type !== expectedType) {
-    return failure('unexpected_type', `type: expected "${expectedType}", received "${type}"`);
+  const accepted = typeof expected === 'string' ? [expected] : expected;
+  if (accepted !== undefined && !accepted.includes(type)) {
+    return failure('unexpected_type', `type: expected "${accepted.join('" or "')}", received "${type}"`);
   }
 
   const body = events[type].safeParse(envelope.data.body);

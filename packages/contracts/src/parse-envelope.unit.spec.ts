@@ -34,11 +34,11 @@ describe('parseEnvelope', () => {
   });
 
   it('tells an unknown contract from an unsupported version of a known one', () => {
-    expect(parseEnvelope({ ...valid(), type: 'orders.order-cancelled.v2' })).toMatchObject({
+    expect(parseEnvelope({ ...valid(), type: 'orders.order-cancelled.v3' })).toMatchObject({
       ok: false,
       error: {
         code: 'unsupported_version',
-        reason: 'type: contract version "orders.order-cancelled.v2" is not supported',
+        reason: 'type: contract version "orders.order-cancelled.v3" is not supported',
       },
     });
     expect(parseEnvelope({ ...valid(), type: 'orders.order-exploded.v1' })).toMatchObject({
@@ -78,8 +78,45 @@ describe('topology', () => {
       'inventory.order-placed.v1',
       'notifications.order-placed.v1',
     ]);
-    expect(consumers['payments.stock-reserved.v1']).toBe('inventory.stock-reserved.v1');
+    expect(consumers['payments.stock-reserved.v1']).toEqual(['inventory.stock-reserved.v1']);
     expect(Object.keys(consumers)).toHaveLength(14);
+  });
+
+  it('lets a consumer subscribe to several versions of one contract only, under one name', () => {
+    expect(consumers['inventory.order-cancelled.v1']).toEqual([
+      'orders.order-cancelled.v1',
+      'orders.order-cancelled.v2',
+    ]);
+    const unversioned = (type: string) => type.replace(/\.v\d+$/, '');
+    for (const [name, contracts] of Object.entries(consumers))
+      expect(new Set(contracts.map(unversioned)), name).toEqual(new Set([unversioned(contracts[0]!)]));
+  });
+});
+
+describe('parseEnvelope with the versions a consumer accepts', () => {
+  it('accepts each of them and refuses any other contract', () => {
+    const accepted = ['orders.order-cancelled.v1', 'orders.order-cancelled.v2'] as const;
+    const v2 = { ...valid(), type: 'orders.order-cancelled.v2', body: exampleBodies['orders.order-cancelled.v2'] };
+    expect(parseEnvelope(valid(), accepted).ok).toBe(true);
+    expect(parseEnvelope(v2, accepted).ok).toBe(true);
+    // v2 broke v1: a consumer of v1 only refuses it, and a v1 body is no v2.
+    expect(parseEnvelope(v2, 'orders.order-cancelled.v1')).toMatchObject({
+      ok: false,
+      error: { code: 'unexpected_type' },
+    });
+    expect(parseEnvelope({ ...valid(), type: 'orders.order-cancelled.v2' }, accepted)).toMatchObject({
+      ok: false,
+      error: { code: 'invalid_body' },
+    });
+    const placed = { ...valid(), type: 'orders.order-placed.v1', body: exampleBodies['orders.order-placed.v1'] };
+    expect(parseEnvelope(placed, accepted)).toMatchObject({
+      ok: false,
+      error: {
+        code: 'unexpected_type',
+        reason:
+          'type: expected "orders.order-cancelled.v1" or "orders.order-cancelled.v2", received "orders.order-placed.v1"',
+      },
+    });
   });
 });
 

@@ -3,11 +3,14 @@ import type { EventType } from './events.js';
 /**
  * Who consumes what. A consumer name is stable across deployments (it is half of the dedupe
  * key `(consumer, message_id)`: renaming one replays everything still retained), and it is
- * also the name of the consumer's BullMQ queue.
+ * also the name of the consumer's BullMQ queue. It keeps the version it was named with when
+ * it moves to a newer version of its contract.
  */
 export const subscriptions = {
   'orders.order-placed.v1': ['inventory.order-placed.v1', 'notifications.order-placed.v1'],
   'orders.order-cancelled.v1': ['inventory.order-cancelled.v1', 'payments.order-cancelled.v1'],
+  // Each consumer of v1 subscribes to v2 too, under its name: one dedupe key across both versions.
+  'orders.order-cancelled.v2': ['inventory.order-cancelled.v1', 'payments.order-cancelled.v1'],
   'inventory.stock-reserved.v1': ['payments.stock-reserved.v1', 'orders.stock-reserved.v1'],
   'inventory.stock-rejected.v1': ['orders.stock-rejected.v1'],
   'payments.payment-captured.v1': [
@@ -21,15 +24,19 @@ export const subscriptions = {
 
 export type ConsumerName = (typeof subscriptions)[EventType][number];
 
-/** The one contract a consumer subscribes to. */
+/**
+ * The contract a consumer subscribes to: one, or — while a producer moves to a new version —
+ * several versions of one (a union, so its handler reads each).
+ */
 export type ContractOf<C extends ConsumerName> = {
   [T in EventType]: C extends (typeof subscriptions)[T][number] ? T : never;
 }[EventType];
 
-/** Every consumer with the one contract it subscribes to. */
-export const consumers = Object.fromEntries(
-  Object.entries(subscriptions).flatMap(([type, names]) => names.map((name) => [name, type])),
-) as { readonly [C in ConsumerName]: ContractOf<C> };
+/** Every consumer with the contracts it subscribes to (versions of one contract). */
+export const consumers = Object.entries(subscriptions).reduce<Record<string, EventType[]>>((all, [type, names]) => {
+  for (const name of names) (all[name] ??= []).push(type as EventType);
+  return all;
+}, {}) as unknown as { readonly [C in ConsumerName]: readonly ContractOf<C>[] };
 
 export function subscribersOf<T extends EventType>(type: T): (typeof subscriptions)[T] {
   return subscriptions[type];

@@ -151,7 +151,7 @@ export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(opti
   const unsettled = new WeakMap<Job, DeliveryReport>();
   const acknowledgedFirst = new WeakMap<Job, MessageOf<C>>();
   const { redisUrl, prefix } = resolveBroker(options);
-  const contract = consumers[consumer];
+  const contracts = consumers[consumer];
 
   async function deadLetter(job: Job, code: string, reason: string, attempts: number): Promise<void> {
     await inbox.deadLetters.record({
@@ -201,7 +201,7 @@ export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(opti
             ok: false,
             error: { code: 'payload_too_large', reason: `${bytes} bytes, more than the ${maxPayloadBytes} accepted` },
           }
-        : parseEnvelope(job.data, contract);
+        : parseEnvelope(job.data, contracts);
     const envelope = parsed.ok ? (parsed.envelope as MessageOf<C>) : undefined;
     if (envelope && faults.fires('mistake-ack-before-commit', consumer)) {
       // WRONG WAY (a lesson's switch): settle now, do the work once the broker has forgotten

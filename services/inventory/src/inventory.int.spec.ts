@@ -320,6 +320,46 @@ describe('inventory service', () => {
     expect(await res.json()).toMatchObject({ errors: [{ field: 'body.available' }] });
   });
 
+  it('takes order-cancelled v1 and v2 side by side on one queue, under one dedupe key, while orders moves to v2', async () => {
+    const [first, second] = [placed([{ sku: 'mouse', quantity: 2 }]), placed([{ sku: 'cable', quantity: 3 }])];
+    await publisher.publish([first, second]);
+    const reserved = await waitFor(async () => (await db.reservation.count({ where: { status: 'reserved' } })) === 2);
+    expect(reserved).toBe(true);
+
+    const v1 = cancelled(first.body.orderId, 2);
+    const v2: Envelope<'orders.order-cancelled.v2'> = {
+      ...cancelled(second.body.orderId, 2),
+      type: 'orders.order-cancelled.v2',
+      body: { orderId: second.body.orderId, reason: { by: 'operator', text: 'out of stock at the supplier' } },
+    };
+    await publisher.publish([v1, v2]);
+    const released = (orderId: string) => db.reservation.count({ where: { orderId, status: 'released' } });
+    await waitFor(async () => (await released(first.body.orderId)) + (await released(second.body.orderId)) === 2, {
+      what: 'both orders released, one cancelled in v1 and one in v2',
+    });
+    expect(await stock('mouse')).toEqual({ available: 10, reserved: 0 });
+    expect(await stock('cable')).toEqual({ available: 10, reserved: 0 });
+
+    // One message id in the other version too (a producer must switch, not publish both): the
+    // dedupe key spans versions, so it applies nothing, and the changed body is reported.
+    const records = () => db.processedMessage.count({ where: { consumer: 'inventory.order-cancelled.v1' } });
+    const before = await records();
+    await publisher.publish([{ ...v2, messageId: v1.messageId, body: { ...v2.body, orderId: first.body.orderId } }]);
+    await waitFor(async () =>
+      (await (await fetch(url('/metrics'))).text())
+        .split('\n')
+        .some(
+          (line) =>
+            line.startsWith('idem_deliveries_total{') &&
+            line.includes('consumer="inventory.order-cancelled.v1"') &&
+            line.includes('contract="orders.order-cancelled.v2"') &&
+            line.includes('outcome="conflicting_duplicate"'),
+        ),
+    );
+    expect(await records()).toBe(before);
+    expect(await stock('mouse')).toEqual({ available: 10, reserved: 0 });
+  });
+
   it('seeds the demo stock without overwriting what an operator set', async () => {
     await db.stockItem.create({ data: { sku: 'keyboard', available: 2, updatedAt: now() } });
     await seedDemoStock(db, now());
