@@ -22,7 +22,7 @@ import { startConsumer, type Consumer, type ConsumerOptions, type DeliveryReport
 import { defaultDeliveryPolicy } from './delivery-policy.js';
 import { createPublisher, type Publisher } from './publisher.js';
 import { createDeliveryJournal, deliveryEntry, readJournal } from './journal.js';
-import { replayDeadLetters, ReplayWindowError } from './replay.js';
+import { replayDeadLetters, ReplayWindowError } from './dead-letters.js';
 
 const CONSUMER = 'inventory.order-placed.v1';
 const prefix = uniqueName('idem_test_consumer');

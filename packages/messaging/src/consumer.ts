@@ -10,6 +10,7 @@ import {
 import type { SqlClient } from '@idem/database';
 import { noFaults, type Faults } from '@idem/faults';
 import { isSettled, type DeliveryOutcome, type Inbox, type MessageHandler } from '@idem/inbox';
+import { deadLetterVerdict, DeadLetterWriteError } from './dead-letters.js';
 import { context, SpanKind, SpanStatusCode, trace, type Link, type Span } from '@opentelemetry/api';
 import { UnrecoverableError, Worker, type Job } from 'bullmq';
 import { createGroupCommit } from './group-commit.js';
@@ -101,23 +102,6 @@ export interface ConsumerOptions<Tx extends SqlClient, C extends ConsumerName> e
   readonly onSettled?: (report: DeliveryReport) => void;
   /** Errors of the worker itself (Redis connection, dead-letter write). */
   readonly onError?: (error: unknown) => void;
-}
-
-/** A dead letter that could not be stored: its delivery stays a failed job in BullMQ. */
-export class DeadLetterWriteError extends Error {
-  readonly code = 'dead_letter_write_failed';
-  constructor(
-    readonly consumer: string,
-    readonly messageId: string,
-    cause: unknown,
-  ) {
-    super(
-      `${consumer}: the dead letter of ${messageId} could not be stored: ${(cause as Error)?.message ?? String(cause)}`,
-      {
-        cause,
-      },
-    );
-  }
 }
 
 export interface Consumer {
@@ -213,19 +197,13 @@ export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(opti
 
     const outcome: DeliveryOutcome = await handle(envelope, parsed.ok ? undefined : parsed.error, span);
 
-    let deadLettered =
-      outcome.outcome === 'permanent_failure' || (outcome.outcome === 'transient_failure' && lastAttempt);
-    const [code, reason] =
-      outcome.outcome === 'transient_failure'
-        ? ['retries_exhausted', `still failing after ${attempt} attempts: ${outcome.code}: ${outcome.reason}`]
-        : 'code' in outcome
-          ? [outcome.code, outcome.reason]
-          : ['', ''];
-    if (deadLettered) {
+    const verdict = deadLetterVerdict(outcome, { attempt, lastAttempt });
+    let deadLettered = verdict !== undefined;
+    if (verdict) {
       // Stored first, then counted and logged: a dead letter that could not be written is not
       // one. The job then fails as it is, and BullMQ keeps it (failed jobs are kept for days).
       try {
-        await deadLetter(job, code, reason, attempt);
+        await deadLetter(job, verdict.code, verdict.reason, attempt);
       } catch (error) {
         deadLettered = false;
         onError(new DeadLetterWriteError(consumer, job.id ?? 'unknown', error));
@@ -259,7 +237,7 @@ export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(opti
       if (outcome.outcome === 'processed') faults.crashIf('crash-after-commit', consumer);
       return outcome.outcome;
     }
-    if (deadLettered) throw new UnrecoverableError(`${code}: ${reason}`);
+    if (verdict && deadLettered) throw new UnrecoverableError(`${verdict.code}: ${verdict.reason}`);
     throw new Error(`${outcome.code}: ${outcome.reason}`); // BullMQ retries with backoff (or keeps it failed)
   }
 

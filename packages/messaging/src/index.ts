@@ -1,13 +1,13 @@
 export { createPublisher, type Publisher, type PublisherOptions } from './publisher.js';
+export { startConsumer, type Consumer, type ConsumerOptions, type DeliveryReport, type MessageOf } from './consumer.js';
 export {
+  deadLetterVerdict,
   DeadLetterWriteError,
-  startConsumer,
-  type Consumer,
-  type ConsumerOptions,
-  type DeliveryReport,
-  type MessageOf,
-} from './consumer.js';
-export { replayDeadLetters, ReplayWindowError, type ReplayFilter, type ReplayWindow } from './replay.js';
+  replayDeadLetters,
+  ReplayWindowError,
+  type ReplayFilter,
+  type ReplayWindow,
+} from './dead-letters.js';
 export { defaultDeliveryPolicy, jobOptions, maxRetrySpanMs, type DeliveryPolicy } from './delivery-policy.js';
 export { resolveBroker, type BrokerOptions } from './redis.js';
 export {

@@ -21,7 +21,8 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Tx } from '../test/fixtures.js';
-import { DeadLetterWriteError, startConsumer, type Consumer, type DeliveryReport } from './consumer.js';
+import { startConsumer, type Consumer, type DeliveryReport } from './consumer.js';
+import { DeadLetterWriteError } from './dead-letters.js';
 import { defaultDeliveryPolicy, jobOptions } from './delivery-policy.js';
 
 const CONSUMER = 'inventory.order-placed.v1';
