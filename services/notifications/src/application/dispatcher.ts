@@ -5,6 +5,7 @@ import { noFaults, type Faults } from '@idem/faults';
 import { pollingWorker, settleAll, type BackgroundWorker, type Logger } from '@idem/runtime';
 import nodemailer from 'nodemailer';
 import type { PrismaClient } from '../db.js';
+import { afterFailedSend } from '../domain/email-work-item.js';
 import type { EmailWorkItem } from '../generated/prisma/client.js';
 
 export interface DispatcherOptions {
@@ -121,17 +122,16 @@ export function createDispatcher(options: DispatcherOptions): BackgroundWorker &
       });
     } catch (error) {
       const responseCode = (error as { responseCode?: number }).responseCode ?? 0;
-      const permanent = responseCode >= 500 && responseCode < 600;
-      const dead = permanent || item.attempts >= maxAttempts;
-      const delay = Math.min(600_000, retryDelayMs * 2 ** Math.max(0, item.attempts - 1));
+      const { status, retryInMs } = afterFailedSend(item, { responseCode, maxAttempts, retryDelayMs });
+      const dead = status === 'dead';
       await db.emailWorkItem.updateMany({
         where: { id: item.id, status: 'pending' },
         data: {
-          status: dead ? 'dead' : 'pending',
+          status,
           leaseOwner: null,
           leaseExpiresAt: null,
           lastError: boundReason((error as Error).message ?? String(error)),
-          nextAttemptAt: new Date(now().getTime() + delay),
+          nextAttemptAt: new Date(now().getTime() + retryInMs),
           updatedAt: now(),
         },
       });
