@@ -195,6 +195,16 @@ describe('inventory consumers', () => {
   });
 });
 
+/** The idem_deliveries_total line of a /metrics text with these labels, if there is one. */
+const deliveriesLine = (metrics: string, labels: Record<string, string>) =>
+  metrics
+    .split('\n')
+    .find(
+      (line) =>
+        line.startsWith('idem_deliveries_total{') &&
+        Object.entries(labels).every(([label, value]) => line.includes(`${label}="${value}"`)),
+    );
+
 describe('inventory service', () => {
   let publisher: Publisher;
   let service: Awaited<ReturnType<typeof startInventory>>;
@@ -239,22 +249,17 @@ describe('inventory service', () => {
     await waitFor(async () => (await db.processedMessage.count()) === 1);
     const before = await db.processedMessage.count();
     await publisher.publish([message]); // the relay's accepted duplicate
-    const metricLine = (text: string, outcome: string) =>
-      text
-        .split('\n')
-        .find(
-          (line) =>
-            line.startsWith('idem_deliveries_total{') &&
-            line.includes('consumer="inventory.order-placed.v1"') &&
-            line.includes('contract="orders.order-placed.v1"') &&
-            line.includes('producer="orders"') &&
-            line.includes(`outcome="${outcome}"`),
-        );
+    const placedDuplicate = {
+      consumer: 'inventory.order-placed.v1',
+      contract: 'orders.order-placed.v1',
+      producer: 'orders',
+      outcome: 'duplicate',
+    };
     const text = await waitFor(async () => {
       const body = await (await fetch(url('/metrics'))).text();
-      return metricLine(body, 'duplicate') !== undefined && body;
+      return deliveriesLine(body, placedDuplicate) !== undefined && body;
     });
-    expect(metricLine(text, 'duplicate')).toMatch(/ 1$/);
+    expect(deliveriesLine(text, placedDuplicate)).toMatch(/ 1$/);
     expect(await db.processedMessage.count()).toBe(before);
     expect(text).toMatch(/^idem_outbox_backlog\{service="inventory"\} \d+$/m);
     expect(text).toContain('idem_delivery_processing_seconds_bucket{');
@@ -346,15 +351,11 @@ describe('inventory service', () => {
     const before = await records();
     await publisher.publish([{ ...v2, messageId: v1.messageId, body: { ...v2.body, orderId: first.body.orderId } }]);
     await waitFor(async () =>
-      (await (await fetch(url('/metrics'))).text())
-        .split('\n')
-        .some(
-          (line) =>
-            line.startsWith('idem_deliveries_total{') &&
-            line.includes('consumer="inventory.order-cancelled.v1"') &&
-            line.includes('contract="orders.order-cancelled.v2"') &&
-            line.includes('outcome="conflicting_duplicate"'),
-        ),
+      deliveriesLine(await (await fetch(url('/metrics'))).text(), {
+        consumer: 'inventory.order-cancelled.v1',
+        contract: 'orders.order-cancelled.v2',
+        outcome: 'conflicting_duplicate',
+      }),
     );
     expect(await records()).toBe(before);
     expect(await stock('mouse')).toEqual({ available: 10, reserved: 0 });
