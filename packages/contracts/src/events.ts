@@ -38,8 +38,8 @@ export const orderCancelledV1 = z.object({
 
 /**
  * v2 breaks v1: the reason says who cancelled, so it is an object where v1 had free text (a v1
- * reader would refuse it). Consumers accept both while orders moves over (docs/extending.md,
- * "A new version of a contract").
+ * reader would refuse it). Consumers accept both, ready for orders to move over
+ * (docs/extending.md, "A new version of a contract").
  */
 export const orderCancelledV2 = z.object({
   orderId,

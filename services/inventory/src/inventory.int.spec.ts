@@ -325,7 +325,7 @@ describe('inventory service', () => {
     expect(await res.json()).toMatchObject({ errors: [{ field: 'body.available' }] });
   });
 
-  it('takes order-cancelled v1 and v2 side by side on one queue, under one dedupe key, while orders moves to v2', async () => {
+  it('takes order-cancelled v1 and v2 side by side on one queue, under one dedupe key, ready for orders to move to v2', async () => {
     const [first, second] = [placed([{ sku: 'mouse', quantity: 2 }]), placed([{ sku: 'cable', quantity: 3 }])];
     await publisher.publish([first, second]);
     const reserved = await waitFor(async () => (await db.reservation.count({ where: { status: 'reserved' } })) === 2);

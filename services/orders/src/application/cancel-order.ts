@@ -6,7 +6,7 @@ import { HTTP_TRANSACTION } from './idempotency-keys.js';
 import { applyTransition, findOrder, type OrderView, type Owner } from './orders.js';
 
 /**
- * Cancels an order the caller owns, and says so with `orders.order-cancelled.v2` in the same
+ * Cancels an order the caller owns, and says so with `orders.order-cancelled.v1` in the same
  * transaction (a paid order is then refunded by payments). Cancelling again answers the
  * cancelled order; an order past the point of cancelling is a conflict.
  */
@@ -31,12 +31,12 @@ export async function cancelOrder(
     await enqueue(
       tx,
       {
-        type: 'orders.order-cancelled.v2',
+        type: 'orders.order-cancelled.v1',
         aggregateId: orderId,
         aggregateVersion: result.order.version,
         correlationId,
         causationId: null,
-        body: { orderId, reason: { by: owner === undefined ? 'operator' : 'customer', text: reason } },
+        body: { orderId, reason },
       },
       at,
     );
