@@ -13,7 +13,8 @@ import { handleOrderPlaced } from './consumers/order-placed.js';
 import { handlePaymentCaptured } from './consumers/payment-captured.js';
 import { handlePaymentFailed } from './consumers/payment-failed.js';
 import { connectDatabase, type PrismaClient } from './db.js';
-import { seedDemoStock, startInventory } from './service.js';
+import { seedDemoStock } from './application/stock.js';
+import { startInventory } from './service.js';
 
 const ADMIN_TOKEN = 'test-admin-token-0123456789';
 let database: Awaited<ReturnType<typeof createMigratedDatabase>>;

@@ -12,6 +12,7 @@ import {
   runService,
   type RunningService,
 } from '@idem/runtime';
+import { seedDemoStock } from './application/stock.js';
 import type { InventoryConfig } from './config.js';
 import { handleOrderCancelled } from './consumers/order-cancelled.js';
 import { handleOrderPlaced } from './consumers/order-placed.js';
@@ -19,16 +20,6 @@ import { handlePaymentCaptured } from './consumers/payment-captured.js';
 import { handlePaymentFailed } from './consumers/payment-failed.js';
 import { connectDatabase, type PrismaClient } from './db.js';
 import { stockRoutes } from './http/routes.js';
-
-/** Stock the demo and the quick start rely on; inserted on first start, never overwritten. */
-export const DEMO_STOCK = { keyboard: 1000, mouse: 1000, monitor: 1000, cable: 1000, 'sold-out': 0 } as const;
-
-export async function seedDemoStock(db: PrismaClient, now: Date): Promise<void> {
-  await db.stockItem.createMany({
-    data: Object.entries(DEMO_STOCK).map(([sku, available]) => ({ sku, available, updatedAt: now })),
-    skipDuplicates: true,
-  });
-}
 
 /** Builds and starts the inventory service: the composition root, shared by main.ts and tests. */
 export async function startInventory(
