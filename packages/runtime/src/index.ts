@@ -2,7 +2,6 @@ export { baseConfigSchema, parseConfig, ConfigError, type BaseConfig } from './c
 export { createLogger, logDelivery, type Logger } from './logger.js';
 export {
   runService,
-  journalFor,
   processName,
   stopOnSignal,
   SHUTDOWN_TIMEOUT_MS,

@@ -61,8 +61,6 @@ export interface ServiceDefinition<Tx extends SqlClient> {
   readonly faults: Faults;
   /** Everything the service runs, in the order it starts (and the reverse order it stops). */
   readonly parts: readonly ServicePart<Tx>[];
-  /** @defaultValue one of its own ({@link journalFor}) */
-  readonly journal?: DeliveryJournal;
 }
 
 export interface RunningService {
@@ -76,7 +74,7 @@ export interface RunningService {
  * The process's delivery journal (see `createDeliveryJournal`), on a Redis connection of its own
  * that gives up at once when Redis is slow: the journal is lossy by design.
  */
-export function journalFor(config: BaseConfig): DeliveryJournal {
+function journalFor(config: BaseConfig): DeliveryJournal {
   // Connected from the start, so the first deliveries are journaled too; a write waits for a
   // reconnection at most once, then is dropped.
   const redis = new Redis(config.REDIS_URL, { maxRetriesPerRequest: 0 });
@@ -106,7 +104,7 @@ export async function runService<Tx extends SqlClient>(service: ServiceDefinitio
   const { name, config, log, db, faults } = service;
   const redis = new Redis(config.REDIS_URL, { maxRetriesPerRequest: 1, lazyConnect: true });
   const metrics = createMetrics(name);
-  const journal = service.journal ?? journalFor(config);
+  const journal = journalFor(config);
   const me = processName(name);
   const publisher = createPublisher({
     redisUrl: config.REDIS_URL,

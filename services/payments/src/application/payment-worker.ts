@@ -227,8 +227,9 @@ export function createPaymentWorker(options: PaymentWorkerOptions): BackgroundWo
         causationId: attempt.causationId,
       };
       const done = { leaseOwner: null, leaseExpiresAt: null, lastError: null, updatedAt: at };
+      const cancelRequested = current.cancel_requested_at !== null;
       if (result.kind === 'succeeded') {
-        const status = afterCharge('succeeded', { cancelRequested: current.cancel_requested_at !== null });
+        const status = afterCharge('succeeded', { cancelRequested });
         await tx.paymentAttempt.update({
           where: { id: attempt.id },
           data: {
@@ -259,7 +260,7 @@ export function createPaymentWorker(options: PaymentWorkerOptions): BackgroundWo
           where: { id: attempt.id },
           data: {
             ...done,
-            status: afterCharge('declined', { cancelRequested: false }),
+            status: afterCharge('declined', { cancelRequested }),
             failureCode: result.code,
             failureReason: boundReason(result.reason),
           },
