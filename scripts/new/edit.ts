@@ -41,7 +41,8 @@ export function insert(path: string, where: 'before' | 'after', anchor: string |
 export function replace(path: string, pattern: RegExp, by: (match: string, ...groups: string[]) => string): void {
   const file = join(root, path);
   const source = readFileSync(file, 'utf8');
-  if (source.search(pattern) < 0) throw new ScaffoldError(`${path}: nothing matches ${String(pattern)}; edit it by hand`);
+  if (source.search(pattern) < 0)
+    throw new ScaffoldError(`${path}: nothing matches ${String(pattern)}; edit it by hand`);
   writeFileSync(file, source.replace(pattern, by));
   touched.add(path);
   console.log(`  updated  ${path}`);
