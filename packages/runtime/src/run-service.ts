@@ -130,7 +130,22 @@ export async function runService<Tx extends SqlClient>(service: ServiceDefinitio
     process: me,
   };
   const started: StartedPart[] = [];
-  for (const part of service.parts) started.push(await part.start(context));
+  /** Parts in reverse (consumers finish or abandon in-flight deliveries), then the connections. */
+  async function shutDown(): Promise<void> {
+    for (const part of [...started].reverse()) await part.stop?.();
+    await publisher.close();
+    await journal.close();
+    redis.disconnect();
+    await db.$disconnect();
+  }
+  try {
+    for (const part of service.parts) started.push(await part.start(context));
+  } catch (error) {
+    // A part that refuses to start (a retention shorter than the replay horizon) must not leave
+    // those started before it running: a relay or consumers of a process that failed to start.
+    await shutDown();
+    throw error;
+  }
 
   const app = createHttpApp({
     health: {
@@ -167,7 +182,10 @@ export async function runService<Tx extends SqlClient>(service: ServiceDefinitio
       );
     },
   });
-  const http = await listen(app, config.PORT);
+  const http = await listen(app, config.PORT).catch(async (error: unknown) => {
+    await shutDown();
+    throw error;
+  });
   log.info({ roles: [...context.roles], port: http.port, parts: service.parts.map((p) => p.name) }, `${name} started`);
 
   return {
@@ -176,11 +194,7 @@ export async function runService<Tx extends SqlClient>(service: ServiceDefinitio
     publisher,
     async stop() {
       await http.close();
-      for (const part of [...started].reverse()) await part.stop?.();
-      await publisher.close();
-      await journal.close();
-      redis.disconnect();
-      await db.$disconnect();
+      await shutDown();
       log.info(`${name} stopped`);
     },
   };
