@@ -112,25 +112,11 @@ export function orderPlacedMessage(
   sku = 'sku-1',
 ): Envelope<'orders.order-placed.v1'> {
   const orderId = randomUUID();
-  return {
-    messageId: randomUUID(),
-    type: 'orders.order-placed.v1',
-    producer: 'orders',
-    occurredAt: new Date().toISOString(),
-    correlationId: randomUUID(),
-    causationId: null,
+  return testMessage('orders.order-placed.v1', {
     aggregateId: orderId,
-    aggregateVersion: 1,
-    body: {
-      orderId,
-      customerEmail: 'ada@example.com',
-      currency: 'eur',
-      paymentMethod: 'pm_card_visa',
-      lines: [{ sku, quantity: 1, unitPriceCents: 500 }],
-      totalCents: 500,
-    },
+    body: { orderId, lines: [{ sku, quantity: 1, unitPriceCents: 500 }], totalCents: 500 },
     ...overrides,
-  };
+  });
 }
 
 /**
