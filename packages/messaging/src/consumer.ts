@@ -10,9 +10,9 @@ import {
 import type { SqlClient } from '@idem/database';
 import { noFaults, type Faults } from '@idem/faults';
 import { isSettled, type DeliveryOutcome, type Inbox, type MessageHandler } from '@idem/inbox';
-import { deadLetterVerdict, DeadLetterWriteError } from './dead-letters.js';
 import { context, SpanKind, SpanStatusCode, trace, type Link, type Span } from '@opentelemetry/api';
 import { UnrecoverableError, Worker, type Job } from 'bullmq';
+import { deadLetterVerdict, DeadLetterWriteError } from './dead-letters.js';
 import { createGroupCommit } from './group-commit.js';
 import { createRedis, resolveBroker, type BrokerOptions } from './redis.js';
 
@@ -197,15 +197,15 @@ export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(opti
 
     const outcome: DeliveryOutcome = await handle(envelope, parsed.ok ? undefined : parsed.error, span);
 
-    const verdict = deadLetterVerdict(outcome, { attempt, lastAttempt });
-    let deadLettered = verdict !== undefined;
-    if (verdict) {
+    // The dead letter this delivery became, once stored.
+    let deadLettered = deadLetterVerdict(outcome, { attempt, lastAttempt });
+    if (deadLettered) {
       // Stored first, then counted and logged: a dead letter that could not be written is not
       // one. The job then fails as it is, and BullMQ keeps it (failed jobs are kept for days).
       try {
-        await deadLetter(job, verdict.code, verdict.reason, attempt);
+        await deadLetter(job, deadLettered.code, deadLettered.reason, attempt);
       } catch (error) {
-        deadLettered = false;
+        deadLettered = undefined;
         onError(new DeadLetterWriteError(consumer, job.id ?? 'unknown', error));
       }
     }
@@ -225,7 +225,7 @@ export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(opti
       attempt,
       durationMs: performance.now() - started,
       outcome,
-      deadLettered,
+      deadLettered: deadLettered !== undefined,
     };
     onDelivery(report);
     if (onSettled) unsettled.set(job, report);
@@ -237,7 +237,7 @@ export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(opti
       if (outcome.outcome === 'processed') faults.crashIf('crash-after-commit', consumer);
       return outcome.outcome;
     }
-    if (verdict && deadLettered) throw new UnrecoverableError(`${verdict.code}: ${verdict.reason}`);
+    if (deadLettered) throw new UnrecoverableError(`${deadLettered.code}: ${deadLettered.reason}`);
     throw new Error(`${outcome.code}: ${outcome.reason}`); // BullMQ retries with backoff (or keeps it failed)
   }
 
