@@ -16,7 +16,7 @@ beforeAll(async () => {
 afterAll(() => system?.stop(), 60_000);
 
 const order = (idempotencyKey?: string) =>
-  placeOrder(system.urls, [{ sku: 'cable', quantity: 1, unitPriceCents: 1234 }], 'pm_card_visa', idempotencyKey);
+  placeOrder(system.urls, [{ sku: 'cable', quantity: 1 }], 'pm_card_visa', idempotencyKey);
 const paid = (orderId: string) => waitForStatus(system.urls, orderId, new Set(['PAID']), 60_000);
 const reservationsOf = (orderId: string) =>
   readRows(system.databaseUrls.inventory, `SELECT status FROM reservations WHERE order_id = $1`, [orderId]);

@@ -41,7 +41,7 @@ describe('the whole system, as native processes', () => {
 
   it('drives 50 orders through to PAID, each with exactly one receipt', async () => {
     const orders = await Promise.all(
-      Array.from({ length: 50 }, () => placeOrder(system.urls, [{ sku: 'cable', quantity: 1, unitPriceCents: 999 }])),
+      Array.from({ length: 50 }, () => placeOrder(system.urls, [{ sku: 'cable', quantity: 1 }])),
     );
     const ended = await Promise.all(
       orders.map((o) => waitForStatus(system.urls, o.orderId, new Set(['PAID']), 90_000)),
@@ -82,6 +82,68 @@ describe('the whole system, as native processes', () => {
   }, 300_000);
 });
 
+describe('what an order costs: the catalog decides, the order keeps it', () => {
+  type Intent = { id: string; amount: number; currency: string; metadata: { order_id: string } };
+  const operator = () => asOperator(system.adminToken);
+  const put = (url: string, body: unknown) =>
+    fetch(url, {
+      method: 'PUT',
+      headers: { 'content-type': 'application/json', ...operator() },
+      body: JSON.stringify(body),
+    });
+
+  it("charges every order of the run its lines' catalog price × quantity", async () => {
+    const { items } = await getJson<{ items: { sku: string; unitPriceCents: number; currency: string }[] }>(
+      `${system.urls.orders}/catalog`,
+    );
+    const price = new Map(items.map((i) => [i.sku, i]));
+    const { orders } = await getJson<{ orders: { orderId: string; lines: { sku: string; quantity: number }[] }[] }>(
+      `${system.urls.orders}/orders?limit=100`,
+      operator(),
+    );
+    const intents = await stripe<Intent>('/v1/payment_intents');
+    const charged = intents.filter((i) => orders.some((o) => o.orderId === i.metadata.order_id));
+    expect(charged.length).toBeGreaterThanOrEqual(53); // the stories' three charges and the 50 orders
+    for (const intent of charged) {
+      const order = orders.find((o) => o.orderId === intent.metadata.order_id)!;
+      const expected = order.lines.reduce((sum, l) => sum + l.quantity * price.get(l.sku)!.unitPriceCents, 0);
+      expect({ order: order.orderId, amount: intent.amount, currency: intent.currency }).toEqual({
+        order: order.orderId,
+        amount: expected,
+        currency: price.get(order.lines[0]!.sku)!.currency,
+      });
+    }
+  }, 60_000);
+
+  it('charges and refunds the price an order was placed at, whatever the catalog says by then', async () => {
+    expect(
+      (await put(`${system.urls.orders}/catalog/lamp`, { name: 'Desk lamp', unitPriceCents: 2500, currency: 'eur' }))
+        .status,
+    ).toBe(200);
+    expect((await put(`${system.urls.inventory}/stock/lamp`, { available: 10 })).status).toBe(200);
+    const order = await placeOrder(system.urls, [{ sku: 'lamp', quantity: 2 }]);
+    // The operator changes the price before the order is paid.
+    expect(
+      (await put(`${system.urls.orders}/catalog/lamp`, { name: 'Desk lamp', unitPriceCents: 1, currency: 'eur' }))
+        .status,
+    ).toBe(200);
+    await waitForStatus(system.urls, order.orderId, new Set(['PAID']));
+    const [intent] = (await stripe<Intent>('/v1/payment_intents')).filter((i) => i.metadata.order_id === order.orderId);
+    expect(intent).toMatchObject({ amount: 5000, currency: 'eur' });
+
+    const cancel = await fetch(`${system.urls.orders}/orders/${order.orderId}/cancel`, {
+      method: 'POST',
+      headers: operator(),
+    });
+    expect(cancel.status).toBe(200);
+    const refunded = await waitForStatus(system.urls, order.orderId, new Set(['REFUNDED']));
+    expect(refunded).toMatchObject({ totalCents: 5000, lines: [{ sku: 'lamp', quantity: 2, unitPriceCents: 2500 }] });
+    expect(await stripe<{ id: string; amount: number }>(`/v1/refunds?payment_intent=${intent!.id}`)).toEqual([
+      expect.objectContaining({ amount: 5000 }),
+    ]);
+  }, 90_000);
+});
+
 describe('the exactly-once checker', () => {
   const check = () => checkSystem(system);
 
@@ -120,6 +182,9 @@ describe('the exactly-once checker', () => {
         99,
         rows[0]!.causation_id,
       ]);
+      // An order whose charge is not its total (as a client-set price would make it).
+      const { rows: paid } = await orders.query<{ id: string }>(`SELECT id FROM orders WHERE status = 'PAID' LIMIT 1`);
+      await orders.query(`UPDATE orders SET total_cents = total_cents + 1 WHERE id = $1`, [paid[0]!.id]);
 
       const report = await check();
       expect(report.ok).toBe(false);
@@ -135,6 +200,7 @@ describe('the exactly-once checker', () => {
             subject: 'notifications.order-placed.v1 (orders.order-placed.v1)',
             examples: [ghost],
           }),
+          expect.objectContaining({ check: 'mischarged', examples: [expect.stringContaining(paid[0]!.id)] }),
           expect.objectContaining({
             check: 'duplicated',
             subject: 'order status transitions per causing message',
@@ -151,7 +217,7 @@ describe('the exactly-once checker', () => {
 
 describe('traces exported over OTLP', () => {
   it('follow an order from the HTTP request through the outbox to each consumer, whose spans link to the publication', async () => {
-    const order = await placeOrder(system.urls, [{ sku: 'keyboard', quantity: 1, unitPriceCents: 100 }]);
+    const order = await placeOrder(system.urls, [{ sku: 'keyboard', quantity: 1 }]);
     await waitForStatus(system.urls, order.orderId, new Set(['PAID']));
     const sendOf = (messageSpan: ReceivedSpan) =>
       otlp.spans.find((s) => s.name.startsWith('send ') && messageSpan.links.some((l) => l.spanId === s.spanId));
@@ -175,6 +241,18 @@ describe('traces exported over OTLP', () => {
     // The inbox transaction's SQL is traced inside the consumer span (auto-instrumented pg).
     await waitFor(() => otlp.spans.some((s) => s.parentSpanId === processed.spanId && s.service === 'inventory'));
   }, 60_000);
+
+  it('carry no customer data: no e-mail address, token or card reference in any attribute of any span', async () => {
+    // The runs above put addresses, tokens and payment methods into requests, jobs and rows.
+    const redisSpans = otlp.spans.filter((s) => s.attributes['db.system.name'] === 'redis');
+    expect(redisSpans.length).toBeGreaterThan(0);
+    const leaks = otlp.spans.flatMap((span) =>
+      Object.entries(span.attributes)
+        .filter(([, value]) => /@example\.com|eyJhbGci|pm_card_/.test(String(value)))
+        .map(([key, value]) => `${span.service} ${span.name} ${key}=${String(value).slice(0, 120)}`),
+    );
+    expect(leaks).toEqual([]);
+  }, 30_000);
 });
 
 /** Reads the Stripe simulator's state, as an operator would read the provider's dashboard. */

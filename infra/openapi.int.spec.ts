@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SERVICE_NAMES, type ServiceName } from '@idem/contracts';
 import { faultsFromEnv } from '@idem/faults';
+import { DEFAULT_TOKEN_CLAIMS, mintCustomerToken } from '@idem/http';
 import type { RunningService } from '@idem/runtime';
 import { createMigratedDatabase, deleteQueues, uniqueName } from '@idem/testkit';
 import { Validator } from '@seriousme/openapi-schema-validator';
@@ -17,6 +18,10 @@ import { root } from './compose-file.js';
 import { SERVICE_CONFIGS } from './service-configs.js';
 
 const ADMIN_TOKEN = 'openapi-test-operator-token';
+const JWT_SECRET = 'openapi-test-signing-key-0123456789abcdef';
+const customerToken = mintCustomerToken({ secret: JWT_SECRET, ...DEFAULT_TOKEN_CLAIMS }, 'ada', {
+  email: 'ada@example.com',
+});
 const prefix = uniqueName('idem_test_openapi');
 type Service = ServiceName;
 type Start = (config: unknown, options: object) => Promise<RunningService>;
@@ -46,7 +51,7 @@ beforeAll(async () => {
       LOG_LEVEL: 'silent',
       IDEM_ROLES: 'http',
       ADMIN_TOKEN,
-      JWT_SECRET: 'openapi-test-signing-key-0123456789abcdef',
+      JWT_SECRET,
     });
     // With the fault switches on, so their routes are there too.
     running[service] = await START[service](config, {
@@ -60,6 +65,12 @@ afterAll(async () => {
   await deleteQueues(prefix);
 });
 
+/** A valid value of each path parameter. */
+const samples: Record<string, string> = {
+  id: '00000000-0000-4000-8000-000000000000',
+  paymentAttemptId: '00000000-0000-4000-8000-000000000000',
+  sku: 'keyboard',
+};
 const base = (service: Service) => `http://127.0.0.1:${running[service]!.http.port}`;
 const documentOf = async (service: Service) =>
   (await (await fetch(`${base(service)}/openapi.json`)).json()) as {
@@ -104,11 +115,6 @@ describe.each(Object.keys(START) as Service[])('%s /openapi.json', (service) => 
   });
 
   it('has a route behind every operation: none answers "no route"', async () => {
-    const samples: Record<string, string> = {
-      id: '00000000-0000-4000-8000-000000000000',
-      paymentAttemptId: '00000000-0000-4000-8000-000000000000',
-      sku: 'keyboard',
-    };
     for (const operation of operationsOf(await documentOf(service))) {
       const [method, path] = operation.split(' ') as [string, string];
       const url = base(service) + path.replace(/\{(\w+)\}/g, (_all, name: string) => samples[name] ?? 'x');
@@ -120,6 +126,60 @@ describe.each(Object.keys(START) as Service[])('%s /openapi.json', (service) => 
       const text = await res.text();
       expect(text, operation).not.toContain('no route for');
     }
+  });
+
+  it('refuses text PostgreSQL cannot store (NUL, a lone surrogate) with 400 naming the field, on every input of every operation', async () => {
+    type Operation = {
+      security?: Record<string, unknown>[];
+      parameters?: { name: string; in: string }[];
+      requestBody?: { content: Record<string, { schema: { properties?: Record<string, unknown> } }> };
+    };
+    const document = (await documentOf(service)) as unknown as { paths: Record<string, Record<string, Operation>> };
+    let inputs = 0;
+    for (const [path, methods] of Object.entries(document.paths)) {
+      for (const [method, operation] of Object.entries(methods)) {
+        const parameters = operation.parameters ?? [];
+        const properties = Object.keys(operation.requestBody?.content['application/json']?.schema.properties ?? {});
+        const cases = [
+          ...parameters
+            .filter((p) => p.in === 'path' || p.in === 'query')
+            .map((p) => ({ field: `${p.in}.${p.name}`, in: p.in, name: p.name, text: 'x\u0000y' })),
+          ...properties.flatMap((name) =>
+            ['x\u0000y', 'x\ud800y'].map((text) => ({ field: `body.${name}`, in: 'body', name, text })),
+          ),
+        ];
+        for (const input of cases) {
+          inputs++;
+          const url = new URL(
+            base(service) +
+              path.replace(/\{(\w+)\}/g, (_all, name: string) =>
+                input.in === 'path' && name === input.name ? encodeURIComponent(input.text) : (samples[name] ?? 'x'),
+              ),
+          );
+          if (input.in === 'query') url.searchParams.set(input.name, input.text);
+          // As the caller the operation is for: a customer where only a customer may call it.
+          const customerOnly = operation.security?.every((s) => Object.keys(s).includes('customer'));
+          const res = await fetch(url, {
+            method: method.toUpperCase(),
+            headers: {
+              authorization: `Bearer ${customerOnly ? await customerToken : ADMIN_TOKEN}`,
+              'content-type': 'application/json',
+            },
+            ...(method === 'get'
+              ? {}
+              : { body: JSON.stringify(input.in === 'body' ? { [input.name]: input.text } : {}) }),
+          });
+          const what = `${method.toUpperCase()} ${path} ${input.field}=${JSON.stringify(input.text)}`;
+          expect(res.status, what).toBe(400);
+          const problem = (await res.json()) as { errors?: { field: string }[] };
+          expect(
+            problem.errors?.map((e) => e.field),
+            what,
+          ).toContain(input.field);
+        }
+      }
+    }
+    expect(inputs).toBeGreaterThan(0);
   });
 
   it('is the copy committed under docs/openapi/', async () => {

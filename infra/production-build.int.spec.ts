@@ -166,7 +166,9 @@ describe('the production bundle', () => {
     const otlp = await startOtlpReceiver();
     const tracing = { OTEL_EXPORTER_OTLP_ENDPOINT: otlp.endpoint, OTEL_BSP_SCHEDULE_DELAY: '200' };
     const JWT_SECRET = 'production-build-test-key-0123456789abcdef';
-    const token = await mintCustomerToken({ secret: JWT_SECRET, ...DEFAULT_TOKEN_CLAIMS }, 'ada');
+    const token = await mintCustomerToken({ secret: JWT_SECRET, ...DEFAULT_TOKEN_CLAIMS }, 'ada', {
+      email: 'ada@example.com',
+    });
     const orders = startBundle('orders', port + 1, { ...tracing, OTEL_SERVICE_NAME: 'orders', JWT_SECRET });
     const inventory = startBundle('inventory', port + 2, { ...tracing, OTEL_SERVICE_NAME: 'inventory' });
     try {
@@ -178,12 +180,7 @@ describe('the production bundle', () => {
           'idempotency-key': randomUUID(),
           authorization: `Bearer ${token}`,
         },
-        body: JSON.stringify({
-          customerEmail: 'ada@example.com',
-          currency: 'eur',
-          paymentMethod: 'pm_card_visa',
-          lines: [{ sku: 'keyboard', quantity: 1, unitPriceCents: 100 }],
-        }),
+        body: JSON.stringify({ paymentMethod: 'pm_card_visa', lines: [{ sku: 'keyboard', quantity: 1 }] }),
       });
       expect(res.status).toBe(201);
 

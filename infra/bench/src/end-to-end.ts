@@ -81,15 +81,23 @@ export async function startLoadedSystem(
       if (/^(error|fatal)\b/.test(line)) options.log(`${part}: ${line}`);
     },
   });
-  const stocked = await fetch(`${system.urls.inventory}/stock/${SKU}`, {
-    method: 'PUT',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${adminToken}` },
-    body: JSON.stringify({ available: 1_000_000_000 }),
-  });
-  if (stocked.ok) return system;
-  const answer = `PUT /stock answered ${stocked.status}: ${await stocked.text()}`;
-  await stopLoadedSystem(system);
-  throw new Error(answer);
+  // The bench's SKU: priced in the catalog (orders) and stocked without limit (inventory).
+  const put = (url: string, body: unknown) =>
+    fetch(url, {
+      method: 'PUT',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${adminToken}` },
+      body: JSON.stringify(body),
+    });
+  for (const res of [
+    await put(`${system.urls.orders}/catalog/${SKU}`, { name: 'Bench item', unitPriceCents: 500, currency: 'eur' }),
+    await put(`${system.urls.inventory}/stock/${SKU}`, { available: 1_000_000_000 }),
+  ]) {
+    if (res.ok) continue;
+    const answer = `PUT ${new URL(res.url).pathname} answered ${res.status}: ${await res.text()}`;
+    await stopLoadedSystem(system);
+    throw new Error(answer);
+  }
+  return system;
 }
 
 export async function stopLoadedSystem(system: RunningSystem): Promise<void> {
@@ -132,7 +140,7 @@ export async function runStep(
     await sleep(started + (i * 1000) / offered - Date.now());
     const at = Date.now();
     placing.push(
-      placeOrder(system.urls, [{ sku: SKU, quantity: 1, unitPriceCents: 500 }], 'pm_card_visa', randomUUID()).then(
+      placeOrder(system.urls, [{ sku: SKU, quantity: 1 }], 'pm_card_visa', randomUUID()).then(
         (order) => void sent.set(order.orderId, at),
         (error: unknown) => options.log(`POST /orders failed: ${(error as Error).message}`),
       ),

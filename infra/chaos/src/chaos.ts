@@ -185,11 +185,7 @@ async function placeWithRetries(system: RunningSystem, sku: string, key: string)
       const res = await fetch(`${system.urls.orders}/orders`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', 'idempotency-key': key, ...(await asCustomer(CUSTOMER)) },
-        body: JSON.stringify({
-          customerEmail: `${CUSTOMER}@example.com`,
-          currency: 'eur',
-          lines: [{ sku, quantity: 1, unitPriceCents: 500 }],
-        }),
+        body: JSON.stringify({ lines: [{ sku, quantity: 1 }] }),
       });
       if (res.status === 201) return ((await res.json()) as { orderId: string }).orderId;
     } catch {

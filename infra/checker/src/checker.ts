@@ -25,7 +25,7 @@ export interface CheckerOptions {
 }
 
 export interface Finding {
-  readonly check: 'lost' | 'duplicated' | 'stuck' | 'repeated_send';
+  readonly check: 'lost' | 'duplicated' | 'mischarged' | 'stuck' | 'repeated_send';
   readonly subject: string;
   readonly count: number;
   readonly examples: readonly string[];
@@ -164,11 +164,14 @@ export async function runChecks(options: CheckerOptions): Promise<Report> {
   }
 
   // At the provider: one PaymentIntent and at most one refund per order.
-  const intents = await listStripe<{ id: string; metadata: Record<string, string> }>(
+  const intents = await listStripe<{ id: string; amount: number; currency: string; metadata: Record<string, string> }>(
     options.stripe,
     '/v1/payment_intents',
   );
-  const refunds = await listStripe<{ id: string; payment_intent: string }>(options.stripe, '/v1/refunds');
+  const refunds = await listStripe<{ id: string; amount: number; payment_intent: string }>(
+    options.stripe,
+    '/v1/refunds',
+  );
   const orderOfIntent = new Map(intents.map((i) => [i.id, i.metadata.order_id ?? i.id]));
   add(
     'duplicated',
@@ -179,6 +182,46 @@ export async function runChecks(options: CheckerOptions): Promise<Report> {
     'duplicated',
     'refunds per order at the provider',
     repeated(refunds.map((r) => orderOfIntent.get(r.payment_intent) ?? r.payment_intent)),
+  );
+
+  // Mischarged: each charge is what its order cost (the prices its lines were placed at, which
+  // the catalog decided), and each refund gives back what was charged. Charges of orders this
+  // system does not have (another system on the same provider) are not its to judge.
+  const costs = await readOnly(options.databaseUrls.orders, (q) =>
+    q<{ key: string; total_cents: number; lines_cents: string; currency: string }>(
+      `SELECT o.id::text AS key, o.total_cents, o.currency,
+              (SELECT sum(quantity::bigint * unit_price_cents) FROM order_lines l WHERE l.order_id = o.id)::text AS lines_cents
+         FROM orders o WHERE o.id = ANY($1::uuid[])`,
+      [intents.map((i) => i.metadata.order_id).filter((id) => id && /^[0-9a-f-]{36}$/i.test(id))],
+    ),
+  );
+  const costOf = new Map(costs.map((order) => [order.key, order]));
+  add(
+    'mischarged',
+    "charges that are not their order's total (Σ quantity × the unit price it was placed at)",
+    intents.flatMap((intent) => {
+      const order = costOf.get(intent.metadata.order_id ?? '');
+      const right =
+        !order ||
+        (intent.amount === order.total_cents &&
+          Number(order.lines_cents) === order.total_cents &&
+          intent.currency === order.currency);
+      return right
+        ? []
+        : [
+            {
+              key: `${order!.key}: charged ${intent.amount} ${intent.currency}, costs ${order!.total_cents} ${order!.currency}`,
+            },
+          ];
+    }),
+  );
+  const chargedBy = new Map(intents.map((i) => [i.id, i.amount]));
+  add(
+    'mischarged',
+    'refunds that are not what was charged',
+    refunds
+      .filter((r) => chargedBy.has(r.payment_intent) && r.amount !== chargedBy.get(r.payment_intent))
+      .map((r) => ({ key: `${r.payment_intent}: charged ${chargedBy.get(r.payment_intent)}, refunded ${r.amount}` })),
   );
 
   // At the mail server: the same Message-ID sent more than once (SMTP's documented limit).
@@ -238,7 +281,7 @@ export function formatReport(report: Report): string {
     );
   }
   lines.push('');
-  for (const check of ['lost', 'duplicated', 'stuck', 'repeated_send'] as const) {
+  for (const check of ['lost', 'duplicated', 'mischarged', 'stuck', 'repeated_send'] as const) {
     const found = report.findings.filter((f) => f.check === check);
     if (found.length === 0) lines.push(`${check.padEnd(14)} none`);
     for (const f of found) lines.push(`${check.padEnd(14)} ${f.count} × ${f.subject}  e.g. ${f.examples.join(', ')}`);

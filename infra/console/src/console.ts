@@ -250,10 +250,8 @@ async function placeOrder(options: ConsoleOptions, scenario: Scenario) {
       method: 'POST',
       headers: { 'content-type': 'application/json', 'idempotency-key': randomUUID(), ...(await asCustomer(options)) },
       body: JSON.stringify({
-        customerEmail: 'student@example.com',
-        currency: 'eur',
         paymentMethod,
-        lines: [{ sku, quantity: 1, unitPriceCents: 4999 }],
+        lines: [{ sku, quantity: 1 }],
       }),
     });
     if (res.status !== 201)

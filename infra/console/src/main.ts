@@ -29,7 +29,12 @@ const console_ = createConsole({
   },
   ...(env.ADMIN_TOKEN ? { adminToken: env.ADMIN_TOKEN } : {}),
   ...(env.JWT_SECRET
-    ? { customerToken: () => mintCustomerToken({ ...customerTokensFromEnv(env), secret: env.JWT_SECRET! }, 'console') }
+    ? {
+        customerToken: () =>
+          mintCustomerToken({ ...customerTokensFromEnv(env), secret: env.JWT_SECRET! }, 'console', {
+            email: 'student@example.com',
+          }),
+      }
     : {}),
   processes,
   lessons: env.CONSOLE_LESSONS === '1',

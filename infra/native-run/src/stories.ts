@@ -36,7 +36,7 @@ const FINAL = new Set(['PAID', 'REJECTED', 'PAYMENT_FAILED', 'REFUNDED']);
 
 export async function placeOrder(
   urls: SystemUrls,
-  lines: { sku: string; quantity: number; unitPriceCents: number }[],
+  lines: { sku: string; quantity: number }[],
   paymentMethod = 'pm_card_visa',
   idempotencyKey?: string,
   customerId = CUSTOMER,
@@ -49,7 +49,7 @@ export async function placeOrder(
     fetch(`${urls.orders}/orders`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', 'idempotency-key': key, ...auth },
-      body: JSON.stringify({ customerEmail: `${customerId}@example.com`, currency: 'eur', paymentMethod, lines }),
+      body: JSON.stringify({ paymentMethod, lines }),
     }),
   );
   if (res.status !== 201) throw new Error(`POST /orders answered ${res.status}: ${await res.text()}`);
@@ -128,14 +128,10 @@ async function settle(
 /** Needs the operator token: payments and e-mails are operator reads. */
 export async function runStories(urls: SystemUrls, adminToken: string | undefined): Promise<StoryResult[]> {
   const operator = asOperator(adminToken);
-  const paid = await placeOrder(urls, [{ sku: 'keyboard', quantity: 1, unitPriceCents: 4999 }]);
-  const rejected = await placeOrder(urls, [{ sku: 'sold-out', quantity: 1, unitPriceCents: 999 }]);
-  const declined = await placeOrder(
-    urls,
-    [{ sku: 'mouse', quantity: 1, unitPriceCents: 1999 }],
-    'pm_card_chargeDeclined',
-  );
-  const refunded = await placeOrder(urls, [{ sku: 'monitor', quantity: 1, unitPriceCents: 19999 }]);
+  const paid = await placeOrder(urls, [{ sku: 'keyboard', quantity: 1 }]);
+  const rejected = await placeOrder(urls, [{ sku: 'sold-out', quantity: 1 }]);
+  const declined = await placeOrder(urls, [{ sku: 'mouse', quantity: 1 }], 'pm_card_chargeDeclined');
+  const refunded = await placeOrder(urls, [{ sku: 'monitor', quantity: 1 }]);
 
   const results = await Promise.all([
     settle(urls, operator, 'paid', paid.orderId, 'PAID', ['order-received', 'receipt']),

@@ -1,11 +1,16 @@
-// `pnpm token [customer-id]`: mints a customer token for the orders API, as an identity provider
-// would, with the system's JWT_SECRET (the native run's development key when unset; for compose,
-// JWT_SECRET from .env). Use it as `Authorization: Bearer <token>`.
+// `pnpm token [customer-id] [email]`: mints a customer token for the orders API, as an identity
+// provider would, with the system's JWT_SECRET (the native run's development key when unset; for
+// compose, JWT_SECRET from .env). Its `email` claim (default <customer-id>@example.com) is where
+// the customer's receipts go. Use it as `Authorization: Bearer <token>`.
 import { customerToken } from './tokens.js';
 
-const customerId = process.argv[2] ?? 'ada';
+const [customerId = 'ada', email] = process.argv.slice(2);
 if (customerId.length > 255) {
   console.error('a customer id has at most 255 characters');
   process.exit(2);
 }
-console.log(await customerToken(customerId));
+if (email !== undefined && !/^[^\s@]+@[^\s@]+$/.test(email)) {
+  console.error(`"${email}" is not an e-mail address`);
+  process.exit(2);
+}
+console.log(await customerToken(customerId, email === undefined ? {} : { email }));

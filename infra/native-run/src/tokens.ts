@@ -12,9 +12,16 @@ export function customerTokensOf(env: NodeJS.ProcessEnv = process.env) {
   return { ...customerTokensFromEnv(env), secret: env.JWT_SECRET || DEVELOPMENT_JWT_SECRET };
 }
 
-/** What an identity provider would hand a signed-in customer: the demo's, bench's, chaos run's and console's credentials. */
-export function customerToken(customerId: string, env: NodeJS.ProcessEnv = process.env): Promise<string> {
-  return mintCustomerToken(customerTokensOf(env), customerId);
+/**
+ * What an identity provider would hand a signed-in customer: the demo's, bench's, chaos run's
+ * and console's credentials. Its verified `email` claim is where the customer's receipts go
+ * (`<customer>@example.com` unless told otherwise: the SMTP sink keeps every one).
+ */
+export function customerToken(
+  customerId: string,
+  { email = `${customerId}@example.com`, env = process.env }: { email?: string; env?: NodeJS.ProcessEnv } = {},
+): Promise<string> {
+  return mintCustomerToken(customerTokensOf(env), customerId, { email });
 }
 
 /** `Authorization` for a request as this customer. */

@@ -1,10 +1,15 @@
 import type { Request, RequestHandler, Response } from 'express';
 import { createRemoteJWKSet, errors, jwtVerify, SignJWT, type JWTVerifyResult } from 'jose';
+import { z } from 'zod';
 import { adminTokenMatcher } from './admin.js';
 import { HttpError } from './errors.js';
 
-/** Who sent a request: a customer (the `sub` of a verified JWT), or the operator (ADMIN_TOKEN). */
-export type Caller = { readonly kind: 'customer'; readonly customerId: string } | { readonly kind: 'operator' };
+/**
+ * Who sent a request: a customer (the `sub` of a verified JWT, and its `email` claim when the
+ * identity provider vouches for one), or the operator (ADMIN_TOKEN).
+ */
+export type Caller =
+  { readonly kind: 'customer'; readonly customerId: string; readonly email?: string } | { readonly kind: 'operator' };
 
 export interface CustomerTokens {
   /** HS256 key shared with whoever issues customer tokens (`pnpm token` in development). */
@@ -47,9 +52,9 @@ export function authenticate({ tokens, adminToken }: { tokens: CustomerTokens; a
       return next();
     }
     if (!verify) throw unauthorized('customer tokens are not accepted here: set JWT_SECRET or JWT_JWKS_URL');
-    const customerId = await verify(bearer);
-    if (!customerId) throw unauthorized('the token is not valid (signature, expiry, issuer or audience)');
-    res.locals.caller = { kind: 'customer', customerId } satisfies Caller;
+    const identity = await verify(bearer);
+    if (typeof identity === 'string') throw unauthorized(identity);
+    res.locals.caller = { kind: 'customer', ...identity } satisfies Caller;
     next();
   };
 }
@@ -64,13 +69,21 @@ export function callerOf(res: Response): Caller {
 /** A request's client address, for limits per address (`req.ip`: the socket's peer unless express trusts a proxy). */
 export const addressOf = (req: Request): string => req.ip ?? req.socket.remoteAddress ?? 'unknown';
 
-/** Signs a customer token, as an identity provider would; for development (`pnpm token`) and tests. */
+/**
+ * Signs a customer token, as an identity provider would; for development (`pnpm token`) and
+ * tests. `email` becomes OpenID Connect's `email` claim (verified unless told otherwise): the
+ * address an order's receipt goes to.
+ */
 export async function mintCustomerToken(
   { secret, issuer, audience }: Required<Omit<CustomerTokens, 'jwksUrl'>>,
   customerId: string,
-  { expiresIn = '12h' }: { expiresIn?: string } = {},
+  {
+    expiresIn = '12h',
+    email,
+    emailVerified = true,
+  }: { expiresIn?: string; email?: string; emailVerified?: boolean } = {},
 ): Promise<string> {
-  return new SignJWT({})
+  return new SignJWT(email === undefined ? {} : { email, email_verified: emailVerified })
     .setProtectedHeader({ alg: 'HS256' })
     .setSubject(customerId)
     .setIssuer(issuer)
@@ -80,7 +93,14 @@ export async function mintCustomerToken(
     .sign(new TextEncoder().encode(secret));
 }
 
-function verifierOf(tokens: CustomerTokens): ((token: string) => Promise<string | undefined>) | undefined {
+type Identity = { customerId: string; email?: string };
+/** A verified token's identity, or why the token is refused (a sentence for the 401). */
+type Verifier = (token: string) => Promise<Identity | string>;
+
+/** OpenID Connect's `email` claim as an address a receipt can go to (the orders contract's bound). */
+const emailClaim = z.email().max(254);
+
+function verifierOf(tokens: CustomerTokens): Verifier | undefined {
   const options = { issuer: tokens.issuer, audience: tokens.audience, requiredClaims: ['sub', 'exp'] };
   let verify: (token: string) => Promise<JWTVerifyResult>;
   if (tokens.secret) {
@@ -90,15 +110,25 @@ function verifierOf(tokens: CustomerTokens): ((token: string) => Promise<string 
     const keySet = createRemoteJWKSet(new URL(tokens.jwksUrl));
     verify = (token) => jwtVerify(token, keySet, { ...options, algorithms: ASYMMETRIC });
   } else return undefined;
+  const invalid = 'the token is not valid (signature, expiry, issuer or audience)';
   return async (token) => {
+    let payload: JWTVerifyResult['payload'];
     try {
-      const sub = (await verify(token)).payload.sub!;
-      return sub.length > 0 && sub.length <= 255 ? sub : undefined;
+      payload = (await verify(token)).payload;
     } catch (error) {
       // A token that fails a check is the caller's problem; a key set that cannot be fetched is ours.
-      if (error instanceof errors.JOSEError && !(error instanceof errors.JWKSTimeout)) return undefined;
+      if (error instanceof errors.JOSEError && !(error instanceof errors.JWKSTimeout)) return invalid;
       throw new HttpError('dependency_unavailable', "the identity provider's keys cannot be fetched", { cause: error });
     }
+    const customerId = payload.sub!;
+    if (customerId.length === 0 || customerId.length > 255) return invalid;
+    if (payload.email === undefined) return { customerId };
+    // The provider says the customer never proved the address is theirs: mail to it would go
+    // to whoever they claimed to be.
+    if (payload.email_verified === false) return "the token's email is not verified (email_verified is false)";
+    const email = emailClaim.safeParse(payload.email);
+    if (!email.success) return "the token's email claim is not an e-mail address";
+    return { customerId, email: email.data };
   };
 }
 

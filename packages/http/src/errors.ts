@@ -15,6 +15,7 @@ export const STATUS_OF = {
   rate_limited: 429,
   unsupported_media_type: 415,
   idempotency_key_reused: 422,
+  order_refused: 422,
   internal_error: 500,
   dependency_unavailable: 503,
 } as const;

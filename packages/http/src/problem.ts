@@ -14,6 +14,7 @@ const TITLES: Record<ErrorCode, string> = {
   rate_limited: 'Too many requests',
   unsupported_media_type: 'The request body must be application/json',
   idempotency_key_reused: 'This Idempotency-Key was used with a different request',
+  order_refused: 'The order cannot be placed as it stands',
   internal_error: 'Internal error',
   dependency_unavailable: 'A dependency is unavailable',
 };

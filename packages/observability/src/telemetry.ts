@@ -44,7 +44,9 @@ export async function startTelemetry(serviceName: string, env: NodeJS.ProcessEnv
       }),
       new express.ExpressInstrumentation(),
       new pg.PgInstrumentation({ requireParentSpan: true }),
-      new ioredis.IORedisInstrumentation({ requireParentSpan: true }),
+      // The command's name only: its arguments are the jobs BullMQ's scripts add, whose bodies
+      // carry customers' addresses and payment methods (the default serializer records them).
+      new ioredis.IORedisInstrumentation({ requireParentSpan: true, dbStatementSerializer: (command) => command }),
     ],
   });
   sdk.start();

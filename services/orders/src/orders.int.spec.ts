@@ -58,23 +58,35 @@ const orderOf = async (res: Response) => (await res.json()) as OrderJson;
 const pageOf = async (res: Response) => (await res.json()) as { orders: OrderView[]; nextCursor: string | null };
 
 const url = (path: string) => `http://127.0.0.1:${service.http.port}${path}`;
-const tokenOf = (customerId: string, claims: Partial<{ secret: string; issuer: string; audience: string }> = {}) =>
-  mintCustomerToken({ secret: JWT_SECRET, ...DEFAULT_TOKEN_CLAIMS, ...claims }, customerId);
+const tokenOf = (
+  customerId: string,
+  claims: Partial<{ secret: string; issuer: string; audience: string }> = {},
+  identity: { email?: string; emailVerified?: boolean } = { email: `${customerId}@example.com` },
+) => mintCustomerToken({ secret: JWT_SECRET, ...DEFAULT_TOKEN_CLAIMS, ...claims }, customerId, identity);
 /** `Authorization` as a customer, or as the operator. */
 const as = async (customerId: string) => ({ authorization: `Bearer ${await tokenOf(customerId)}` });
 const operator = { authorization: `Bearer ${ADMIN_TOKEN}` };
 /** GET as a caller (the customer ada unless told otherwise). */
 const get = async (path: string, auth?: Record<string, string>) =>
   fetch(url(path), { headers: auth ?? (await as('ada')) });
+/** SKUs and quantities only: the catalog (seeded with the demo's) decides what they cost. */
 const validOrder = () => ({
-  customerEmail: 'ada@example.com',
-  currency: 'EUR',
   paymentMethod: 'pm_card_visa',
   lines: [
-    { sku: 'keyboard', quantity: 2, unitPriceCents: 4999 },
-    { sku: 'mouse', quantity: 1, unitPriceCents: 1999 },
+    { sku: 'keyboard', quantity: 2 },
+    { sku: 'mouse', quantity: 1 },
   ],
 });
+/** The operator prices a SKU, or withdraws it. */
+const setPrice = (
+  sku: string,
+  item: { name?: string; unitPriceCents: number; currency?: string; withdrawn?: boolean },
+) =>
+  fetch(url(`/catalog/${sku}`), {
+    method: 'PUT',
+    headers: { 'content-type': 'application/json', ...operator },
+    body: JSON.stringify({ name: sku, currency: 'eur', ...item }),
+  });
 /** POST as a caller (the customer ada unless the headers carry another `authorization`). */
 const post = async (path: string, body: unknown, headers: Record<string, string> = {}) =>
   fetch(url(path), {
@@ -85,14 +97,27 @@ const post = async (path: string, body: unknown, headers: Record<string, string>
 const nothingWritten = async () => {
   expect(await db.order.count()).toBe(0);
   expect(await db.outboxMessage.count()).toBe(0);
+  expect(await db.idempotencyKey.count()).toBe(0);
 };
+const fieldsOf = async (res: Response) =>
+  ((await res.json()) as { errors: { field: string; message: string }[] }).errors;
 
 describe('POST /orders', () => {
   it('creates a PENDING order and its order-placed event in one transaction', async () => {
     const res = await post('/orders', validOrder(), { 'x-correlation-id': '7b1f3f2e-4e8f-4a8e-9d8e-2f1f3f2e4e8f' });
     expect(res.status).toBe(201);
     const order = await orderOf(res);
-    expect(order).toMatchObject({ status: 'PENDING', version: 1, totalCents: 11997, currency: 'eur' });
+    expect(order).toMatchObject({
+      status: 'PENDING',
+      version: 1,
+      totalCents: 11997,
+      currency: 'eur',
+      customerEmail: 'ada@example.com',
+      lines: [
+        { sku: 'keyboard', quantity: 2, unitPriceCents: 4999 },
+        { sku: 'mouse', quantity: 1, unitPriceCents: 1999 },
+      ],
+    });
     const [event] = await db.outboxMessage.findMany();
     expect(event!.envelope).toMatchObject({
       type: 'orders.order-placed.v1',
@@ -100,33 +125,23 @@ describe('POST /orders', () => {
       aggregateVersion: 1,
       correlationId: '7b1f3f2e-4e8f-4a8e-9d8e-2f1f3f2e4e8f',
       causationId: null,
-      body: { orderId: order.orderId, totalCents: 11997, lines: order.lines },
+      body: { orderId: order.orderId, totalCents: 11997, lines: order.lines, customerEmail: 'ada@example.com' },
     });
   });
 
   it.each([
-    ['a missing field', { ...validOrder(), customerEmail: undefined }, 'body.customerEmail'],
-    [
-      'a zero quantity',
-      { ...validOrder(), lines: [{ sku: 'a', quantity: 0, unitPriceCents: 1 }] },
-      'body.lines[0].quantity',
-    ],
-    [
-      'a negative quantity',
-      { ...validOrder(), lines: [{ sku: 'a', quantity: -2, unitPriceCents: 1 }] },
-      'body.lines[0].quantity',
-    ],
-    ['an unknown currency', { ...validOrder(), currency: 'xyz' }, 'body.currency'],
+    ['a missing field', { ...validOrder(), lines: undefined }, 'body.lines'],
+    ['a zero quantity', { ...validOrder(), lines: [{ sku: 'a', quantity: 0 }] }, 'body.lines[0].quantity'],
+    ['a negative quantity', { ...validOrder(), lines: [{ sku: 'a', quantity: -2 }] }, 'body.lines[0].quantity'],
     [
       'a SKU that is not a plain name (it is echoed in the order email)',
-      { ...validOrder(), lines: [{ sku: 'Click <a href="http://x">here</a>', quantity: 1, unitPriceCents: 1 }] },
+      { ...validOrder(), lines: [{ sku: 'Click <a href="http://x">here</a>', quantity: 1 }] },
       'body.lines[0].sku',
     ],
-    [
-      'more than 100 lines',
-      { ...validOrder(), lines: Array(101).fill({ sku: 'a', quantity: 1, unitPriceCents: 1 }) },
-      'body.lines',
-    ],
+    ['more than 100 lines', { ...validOrder(), lines: Array(101).fill({ sku: 'a', quantity: 1 }) }, 'body.lines'],
+    ['a field no order has', { ...validOrder(), discount: 90 }, 'body'],
+    ['a NUL character in any text', { ...validOrder(), paymentMethod: 'pm_card_visa\u0000' }, 'body.paymentMethod'],
+    ['a lone surrogate in any text', { ...validOrder(), paymentMethod: 'pm_\ud800' }, 'body.paymentMethod'],
   ])('refuses %s with 400 naming the field, writing nothing', async (_what, body, field) => {
     const res = await post('/orders', body);
     expect(res.status).toBe(400);
@@ -137,11 +152,118 @@ describe('POST /orders', () => {
     await nothingWritten();
   });
 
+  it.each([
+    [
+      "a line's unit price",
+      { lines: [{ sku: 'keyboard', quantity: 5, unitPriceCents: 10 }] },
+      'body.lines[0].unitPriceCents',
+      /catalog/,
+    ],
+    ['a total', { ...validOrder(), totalCents: 50 }, 'body.totalCents', /catalog/],
+    ['a currency', { ...validOrder(), currency: 'eur' }, 'body.currency', /catalog/],
+    ['a receipt address', { ...validOrder(), customerEmail: 'victim@example.com' }, 'body.customerEmail', /token/],
+  ])(
+    'refuses %s sent by the client with 400 saying who decides it, writing nothing',
+    async (_what, body, field, says) => {
+      const res = await post('/orders', body, { 'idempotency-key': randomUUID() });
+      expect(res.status).toBe(400);
+      expect(await fieldsOf(res)).toContainEqual({ field, message: expect.stringMatching(says) });
+      await nothingWritten();
+    },
+  );
+
+  it.each([
+    [
+      'an unknown SKU',
+      [
+        { sku: 'keyboard', quantity: 1 },
+        { sku: 'unicorn', quantity: 1 },
+      ],
+      'body.lines[1]',
+      /not in the catalog/,
+    ],
+    ['a withdrawn SKU', [{ sku: 'floppy', quantity: 1 }], 'body.lines[0]', /withdrawn/],
+    [
+      'lines in two currencies',
+      [
+        { sku: 'keyboard', quantity: 1 },
+        { sku: 'bagel', quantity: 1 },
+      ],
+      'body.lines[1]',
+      /USD/,
+    ],
+  ])(
+    'answers 422 to %s, naming the line, writing nothing (not even the Idempotency-Key)',
+    async (_what, lines, field, says) => {
+      expect((await setPrice('floppy', { unitPriceCents: 99, withdrawn: true })).status).toBe(200);
+      expect((await setPrice('bagel', { unitPriceCents: 300, currency: 'usd' })).status).toBe(200);
+      const res = await post('/orders', { lines }, { 'idempotency-key': randomUUID() });
+      expect(res.status).toBe(422);
+      expect(await res.clone().json()).toMatchObject({ code: 'order_refused' });
+      expect(await fieldsOf(res)).toEqual([{ field, message: expect.stringMatching(says) }]);
+      await nothingWritten();
+    },
+  );
+
+  it('keeps the prices an order was placed at when the catalog changes after', async () => {
+    const placed = await orderOf(await post('/orders', validOrder()));
+    expect((await setPrice('keyboard', { unitPriceCents: 1 })).status).toBe(200);
+    try {
+      const now = await orderOf(await get(`/orders/${placed.orderId}`));
+      expect(now).toMatchObject({ totalCents: 11997, lines: placed.lines });
+      const [event] = await db.outboxMessage.findMany();
+      expect(event!.envelope).toMatchObject({ body: { totalCents: 11997, lines: placed.lines } });
+      // The next order pays the new price.
+      expect(await orderOf(await post('/orders', validOrder()))).toMatchObject({ totalCents: 2 + 1999 });
+    } finally {
+      await setPrice('keyboard', { name: 'Mechanical keyboard', unitPriceCents: 4999 });
+    }
+  });
+
+  it("sends the receipt to the token's email: none answers 403, an unverified one 401, writing nothing", async () => {
+    const without = await post('/orders', validOrder(), { authorization: `Bearer ${await tokenOf('ada', {}, {})}` });
+    expect(without.status).toBe(403);
+    expect(await without.json()).toMatchObject({ detail: expect.stringMatching(/email claim/) });
+    const unverified = await tokenOf('ada', {}, { email: 'ada@example.com', emailVerified: false });
+    const res = await post('/orders', validOrder(), { authorization: `Bearer ${unverified}` });
+    expect(res.status).toBe(401);
+    expect(await res.json()).toMatchObject({ detail: expect.stringMatching(/not verified/) });
+    await nothingWritten();
+  });
+
   it('refuses a body that is not JSON (400) or too large (413), writing nothing', async () => {
-    expect((await post('/orders', '{"customerEmail":')).status).toBe(400);
+    expect((await post('/orders', '{"lines":')).status).toBe(400);
     const huge = { ...validOrder(), paymentMethod: 'x'.repeat(100_000) };
     expect((await post('/orders', huge)).status).toBe(413);
     await nothingWritten();
+  });
+});
+
+describe('the catalog', () => {
+  it('is readable by anyone, and priced (or withdrawn) by the operator only', async () => {
+    const catalog = (await (await fetch(url('/catalog'))).json()) as { items: { sku: string }[] };
+    // The demo's SKUs are seeded on first start (other tests here price a few more).
+    expect(catalog.items.map((i) => i.sku)).toEqual(
+      expect.arrayContaining(['cable', 'keyboard', 'monitor', 'mouse', 'sold-out']),
+    );
+    expect(await (await fetch(url('/catalog/keyboard'))).json()).toMatchObject({
+      sku: 'keyboard',
+      unitPriceCents: 4999,
+      currency: 'eur',
+      withdrawn: false,
+    });
+    const asAda = await fetch(url('/catalog/keyboard'), {
+      method: 'PUT',
+      headers: { 'content-type': 'application/json', ...(await as('ada')) },
+      body: JSON.stringify({ name: 'cheap', unitPriceCents: 1, currency: 'eur' }),
+    });
+    expect(asAda.status).toBe(403);
+    expect((await setPrice('lamp', { unitPriceCents: 2500, withdrawn: true })).status).toBe(200);
+    const listed = (await (await fetch(url('/catalog'))).json()) as { items: { sku: string }[] };
+    expect(listed.items.map((i) => i.sku)).not.toContain('lamp');
+    expect(await (await fetch(url('/catalog/lamp'))).json()).toMatchObject({ withdrawn: true });
+    expect((await fetch(url('/catalog/nothing'))).status).toBe(404);
+    expect(await (await fetch(url('/catalog/keyboard'))).json()).toMatchObject({ unitPriceCents: 4999 });
   });
 });
 
@@ -159,7 +281,11 @@ describe('Idempotency-Key', () => {
 
   it('answers 422 when the key is reused with a different body', async () => {
     await post('/orders', validOrder(), { 'idempotency-key': 'key-2' });
-    const res = await post('/orders', { ...validOrder(), currency: 'usd' }, { 'idempotency-key': 'key-2' });
+    const res = await post(
+      '/orders',
+      { ...validOrder(), paymentMethod: 'pm_card_mastercard' },
+      { 'idempotency-key': 'key-2' },
+    );
     expect(res.status).toBe(422);
     expect(await res.json()).toMatchObject({ code: 'idempotency_key_reused' });
     expect(await db.order.count()).toBe(1);

@@ -14,6 +14,7 @@ import {
   worker,
   type RunningService,
 } from '@idem/runtime';
+import { seedDemoCatalog } from './application/catalog.js';
 import { purgeExpiredKeys } from './application/idempotency-keys.js';
 import type { OrdersConfig } from './config.js';
 import { handlePaymentCaptured } from './consumers/payment-captured.js';
@@ -22,6 +23,7 @@ import { handlePaymentRefunded } from './consumers/payment-refunded.js';
 import { handleStockRejected } from './consumers/stock-rejected.js';
 import { handleStockReserved } from './consumers/stock-reserved.js';
 import { connectDatabase, type PrismaClient } from './db.js';
+import { catalogRoutes } from './http/catalog.js';
 import { orderRoutes } from './http/routes.js';
 
 /** Builds and starts the orders service: the composition root, shared by main.ts and tests. */
@@ -31,6 +33,7 @@ export async function startOrders(
 ): Promise<RunningService & { db: PrismaClient }> {
   const log = createLogger('orders', config.LOG_LEVEL);
   const db = connectDatabase(config.DATABASE_URL, config.DATABASE_POOL_MAX);
+  await seedDemoCatalog(db, now());
   const inbox = createInbox({ db, faults, now });
   const running = await runService({
     name: 'orders',
@@ -72,6 +75,7 @@ export async function startOrders(
           },
         }),
       ),
+      api('catalog API', (app) => catalogRoutes(app, { db, adminToken: config.ADMIN_TOKEN, now })),
       deadLetters(inbox),
       faultSwitches(),
     ],

@@ -1,14 +1,23 @@
 import { randomUUID } from 'node:crypto';
 import type { Tx, PrismaClient } from '../db.js';
 import { nextStatus, type OrderStatus, type OrderTrigger } from '../domain/order-status.js';
+import type { PricedLine, RequestedLine } from '../domain/pricing.js';
 
+/** An order as a customer asks for it: what the request says, and who the token says they are. */
 export interface NewOrder {
   /** The customer placing it (their token's `sub`): the only caller besides the operator who sees it. */
   readonly customerId: string;
+  /** Where its mail goes: their token's `email` claim, never an address the request names. */
   readonly customerEmail: string;
-  readonly currency: string;
   readonly paymentMethod: string;
-  readonly lines: readonly { sku: string; quantity: number; unitPriceCents: number }[];
+  readonly lines: readonly RequestedLine[];
+}
+
+/** A new order priced from the catalog: the prices it is placed, charged and refunded at. */
+export interface PricedOrder extends Omit<NewOrder, 'lines'> {
+  readonly currency: string;
+  readonly lines: readonly PricedLine[];
+  readonly totalCents: number;
 }
 
 export interface OrderView {
@@ -30,8 +39,7 @@ const withLines = { lines: { orderBy: { lineNo: 'asc' } } } as const;
 const withHistory = { ...withLines, history: { orderBy: { version: 'asc' } } } as const;
 
 /** Writes a PENDING order (version 1) with its first history entry. */
-export async function createOrder(tx: Tx, order: NewOrder, now: Date): Promise<OrderView> {
-  const totalCents = order.lines.reduce((sum, line) => sum + line.quantity * line.unitPriceCents, 0);
+export async function createOrder(tx: Tx, order: PricedOrder, now: Date): Promise<OrderView> {
   const created = await tx.order.create({
     data: {
       id: randomUUID(),
@@ -41,7 +49,7 @@ export async function createOrder(tx: Tx, order: NewOrder, now: Date): Promise<O
       paymentMethod: order.paymentMethod,
       status: 'PENDING',
       version: 1,
-      totalCents,
+      totalCents: order.totalCents,
       createdAt: now,
       updatedAt: now,
       lines: { create: order.lines.map((line, index) => ({ lineNo: index + 1, ...line })) },

@@ -1,11 +1,19 @@
 import { enqueue } from '@idem/outbox';
 import type { PrismaClient, Tx } from '../db.js';
+import { priceOrder, type LineRefusal } from '../domain/pricing.js';
+import { catalogEntriesOf } from './catalog.js';
 import { HTTP_TRANSACTION, idempotent, type StoredResponse } from './idempotency-keys.js';
 import { createOrder, type NewOrder } from './orders.js';
 
+export type PlaceOrderResult =
+  | (StoredResponse & { readonly kind: 'placed'; readonly replayed: boolean })
+  /** A line the catalog cannot sell: nothing was written, the Idempotency-Key stays free. */
+  | { readonly kind: 'refused'; readonly refusals: readonly LineRefusal[] };
+
 /**
- * Places an order: the PENDING order and its `orders.order-placed.v1` event commit together
- * (transactional outbox). With an Idempotency-Key, a repeat replays the first answer instead.
+ * Places an order: priced from the catalog in its own transaction, the PENDING order and its
+ * `orders.order-placed.v1` event commit together (transactional outbox). With an
+ * Idempotency-Key, a repeat replays the first answer instead (and is not priced again).
  */
 export async function placeOrder(
   db: PrismaClient,
@@ -22,10 +30,21 @@ export async function placeOrder(
     now: () => Date;
     keyRetentionMs: number;
   },
-): Promise<StoredResponse & { replayed: boolean }> {
+): Promise<PlaceOrderResult> {
   const place = async (tx: Tx) => {
     const at = now();
-    const created = await createOrder(tx, order, at);
+    // Read in the transaction that writes the order: the prices it stores are the ones it is
+    // charged, refunded and mailed at, whatever the catalog says later.
+    const pricing = priceOrder(
+      order.lines,
+      await catalogEntriesOf(
+        tx,
+        order.lines.map((line) => line.sku),
+      ),
+    );
+    // Thrown to roll the transaction back: a refused order writes nothing, not even its key.
+    if (pricing.kind === 'refused') throw new OrderRefused(pricing.refusals);
+    const created = await createOrder(tx, { ...order, ...pricing }, at);
     await enqueue(
       tx,
       {
@@ -47,16 +66,33 @@ export async function placeOrder(
     );
     return { status: 201, body: created };
   };
-  if (idempotencyKey === undefined) return { ...(await db.$transaction(place, HTTP_TRANSACTION)), replayed: false };
-  return idempotent(
-    db,
-    {
-      customerId: order.customerId,
-      key: idempotencyKey,
-      request: { method: 'POST', path: '/orders', body: order },
-      now: now(),
-      retentionMs: keyRetentionMs,
-    },
-    place,
-  );
+  try {
+    if (idempotencyKey === undefined) {
+      return { kind: 'placed', ...(await db.$transaction(place, HTTP_TRANSACTION)), replayed: false };
+    }
+    const { customerId, paymentMethod, lines } = order;
+    const response = await idempotent(
+      db,
+      {
+        customerId,
+        key: idempotencyKey,
+        // What the customer sent: the same body is the same request, whatever their token's
+        // address is by the time they retry.
+        request: { method: 'POST', path: '/orders', body: { paymentMethod, lines } },
+        now: now(),
+        retentionMs: keyRetentionMs,
+      },
+      place,
+    );
+    return { kind: 'placed', ...response };
+  } catch (error) {
+    if (error instanceof OrderRefused) return { kind: 'refused', refusals: error.refusals };
+    throw error;
+  }
+}
+
+class OrderRefused extends Error {
+  constructor(readonly refusals: readonly LineRefusal[]) {
+    super('the catalog cannot sell this order');
+  }
 }

@@ -19,30 +19,29 @@ import { findOrder, listOrders, type OrderView, type Owner } from '../applicatio
 import { placeOrder } from '../application/place-order.js';
 import type { PrismaClient } from '../db.js';
 
-export const CURRENCIES = ['eur', 'usd', 'gbp', 'chf', 'sek', 'nok', 'dkk', 'pln', 'cad', 'aud'] as const;
-/** Stripe's largest amount for most currencies; also keeps totals inside a 32-bit integer. */
-const MAX_TOTAL_CENTS = 99_999_999;
+/**
+ * A field a client may believe it sets, which the server decides instead: refused with the
+ * reason, never silently ignored, so a client that thinks it sets prices learns it does not.
+ */
+const decidedByTheServer = (reason: string) => z.never({ error: reason }).optional().describe(`Never sent: ${reason}`);
+const FROM_THE_CATALOG = "prices come from the catalog (GET /catalog): send each line's sku and quantity only";
 
-const newOrderSchema = z
-  .object({
-    customerEmail: z.email().max(254),
-    currency: z.string().toLowerCase().pipe(z.enum(CURRENCIES)),
-    paymentMethod: z.string().min(1).max(100).default('pm_card_visa'),
-    lines: z
-      .array(
-        z.object({
-          sku: skuSchema,
-          quantity: z.number().int().positive().max(10_000),
-          unitPriceCents: z.number().int().nonnegative().max(MAX_TOTAL_CENTS),
-        }),
-      )
-      .min(1)
-      .max(100),
-  })
-  .refine((o) => o.lines.reduce((sum, l) => sum + l.quantity * l.unitPriceCents, 0) <= MAX_TOTAL_CENTS, {
-    path: ['lines'],
-    message: `the order total must not exceed ${MAX_TOTAL_CENTS} cents`,
-  });
+const newOrderSchema = z.strictObject({
+  paymentMethod: z.string().min(1).max(100).default('pm_card_visa'),
+  lines: z
+    .array(
+      z.strictObject({
+        sku: skuSchema,
+        quantity: z.number().int().positive().max(10_000),
+        unitPriceCents: decidedByTheServer(FROM_THE_CATALOG),
+      }),
+    )
+    .min(1)
+    .max(100),
+  totalCents: decidedByTheServer(FROM_THE_CATALOG),
+  currency: decidedByTheServer("the currency is the catalog's, the same for every line of an order"),
+  customerEmail: decidedByTheServer("the receipt goes to the email claim of the customer's token"),
+});
 
 const orderIdParam = z.object({ id: z.uuid() });
 const idempotencyKeyHeader = z.string().min(1).max(255).optional();
@@ -83,7 +82,7 @@ export function orderRoutes(app: Express, options: OrderRoutesOptions): void {
         per: 'customer',
         points: rateLimits.perCustomer,
         windowMs: rateLimits.windowMs,
-        keyOf: (_req, res) => customerOf(res),
+        keyOf: (_req, res) => customerOf(res).customerId,
       },
       { per: 'address', points: rateLimits.perAddress, windowMs: rateLimits.windowMs, keyOf: addressOf },
     ],
@@ -94,7 +93,8 @@ export function orderRoutes(app: Express, options: OrderRoutesOptions): void {
     {
       method: 'post',
       path: '/orders',
-      summary: 'Place an order (its order-placed event commits with it)',
+      summary:
+        "Place an order: SKUs and quantities, priced from the catalog; the receipt goes to the token's email (its order-placed event commits with it)",
       audience: 'customer',
       use: [limitPlacing],
       headers: {
@@ -107,20 +107,32 @@ export function orderRoutes(app: Express, options: OrderRoutesOptions): void {
       },
       body: newOrderSchema,
       responses: {
-        201: 'The order, PENDING',
+        201: 'The order, PENDING, at the prices it was placed at',
+        403: 'The token carries no email claim: there is nowhere to send the receipt',
         409: 'A request with this Idempotency-Key is still in progress',
-        422: 'This Idempotency-Key was used with another body',
+        422: 'A line the catalog cannot sell (unknown or withdrawn SKU, another currency, too large a total), named in `errors`; or this Idempotency-Key was used with another body',
         429: 'Too many orders from this customer or address (Retry-After)',
       },
     },
-    async ({ body }, req, res) => {
+    async ({ body: { paymentMethod, lines } }, req, res) => {
+      const customer = customerOf(res);
+      if (!customer.email) {
+        throw new HttpError(
+          'forbidden',
+          "the token carries no email claim: an order's receipt goes to the customer's own address, so ask the identity provider for the email scope",
+        );
+      }
       const response = await placeOrder(db, {
-        order: { customerId: customerOf(res), ...body },
+        order: { customerId: customer.customerId, customerEmail: customer.email, paymentMethod, lines },
         correlationId: correlationIdOf(req),
         idempotencyKey: validate(idempotencyKeyHeader, req.get('idempotency-key'), 'header.Idempotency-Key'),
         now,
         keyRetentionMs: idempotencyKeyRetentionMs,
       });
+      if (response.kind === 'refused') {
+        const errors = response.refusals.map(({ line, reason }) => ({ field: `body.lines[${line}]`, message: reason }));
+        throw new HttpError('order_refused', errors.map((e) => `${e.field}: ${e.message}`).join('; '), { errors });
+      }
       if (response.replayed) res.set('Idempotent-Replayed', 'true');
       res.status(response.status).json(response.body);
     },
@@ -197,11 +209,11 @@ export function orderRoutes(app: Express, options: OrderRoutesOptions): void {
 const ownerOf = (caller: Caller): Owner => (caller.kind === 'customer' ? caller.customerId : undefined);
 
 /** The customer calling; the operator places no orders. */
-function customerOf(res: Response): string {
+function customerOf(res: Response): Extract<Caller, { kind: 'customer' }> {
   const caller = callerOf(res);
   if (caller.kind !== 'customer')
     throw new HttpError('forbidden', 'orders are placed by customers, with a customer token');
-  return caller.customerId;
+  return caller;
 }
 
 /** The caller's X-Correlation-Id when it is a UUID; a new one otherwise. */
