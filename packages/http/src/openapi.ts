@@ -78,7 +78,8 @@ export function openApiDocument(app: Express, info: { title: string; version: st
           type: 'http',
           scheme: 'bearer',
           bearerFormat: 'JWT',
-          description: "A customer's token: `sub` is the customer id, its verified `email` claim where the customer's receipts go",
+          description:
+            "A customer's token: `sub` is the customer id, its verified `email` claim where the customer's receipts go",
         },
         operator: { type: 'http', scheme: 'bearer', description: 'The operator token (ADMIN_TOKEN)' },
       },
