@@ -1,10 +1,18 @@
-import { asOperator, getJson, placeOrder, waitForStatus, runStories, type RunningSystem } from '@idem/native-run';
+import {
+  asOperator,
+  getJson,
+  placeOrder,
+  SERVICES,
+  waitForStatus,
+  runStories,
+  type RunningSystem,
+} from '@idem/native-run';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
 import { formatReport, listStripe } from '@idem/checker';
 import { startOtlpReceiver, waitFor, type ReceivedSpan } from '@idem/testkit';
 import pg from 'pg';
-import { checkSystem, startIsolatedSystem, stripeOf } from './support.js';
+import { checkSystem, readRows, startIsolatedSystem, stripeOf } from './support.js';
 
 let system: RunningSystem;
 let otlp: Awaited<ReturnType<typeof startOtlpReceiver>>;
@@ -80,6 +88,28 @@ describe('the whole system, as native processes', () => {
       perOrder.set(intent.metadata.order_id, (perOrder.get(intent.metadata.order_id) ?? 0) + 1);
     for (const order of orders) expect(perOrder.get(order.orderId)).toBe(1);
   }, 300_000);
+});
+
+describe('database roles', () => {
+  it('each service connects as its runtime role, which may change its data and not its schema', async () => {
+    for (const service of SERVICES) {
+      const sessions = await readRows<{ role: string }>(
+        system.databaseUrls[service],
+        `SELECT DISTINCT usename AS role FROM pg_stat_activity
+          WHERE datname = current_database() AND backend_type = 'client backend' AND usename <> current_user`,
+      );
+      expect(sessions, service).toEqual([{ role: `${service}_runtime` }]);
+    }
+    const runtime = new URL(system.databaseUrls.orders);
+    runtime.username = 'orders_runtime';
+    const client = new pg.Client({ connectionString: runtime.toString() });
+    await client.connect();
+    try {
+      await expect(client.query('ALTER TABLE orders ADD COLUMN discount int')).rejects.toMatchObject({ code: '42501' });
+    } finally {
+      await client.end();
+    }
+  });
 });
 
 describe('what an order costs: the catalog decides, the order keeps it', () => {

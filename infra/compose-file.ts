@@ -25,18 +25,23 @@ export interface ComposeService {
   environment?: Environment;
   ports?: string[];
   depends_on?: Record<string, { condition: string }>;
+  entrypoint?: string[];
   healthcheck?: unknown;
 }
 
-/** `${VAR:-default}`, `${VAR-default}`, `${VAR:?error}`, `${VAR}` with the given variables, as compose does. */
+/** `${VAR:-default}`, `${VAR-default}`, `${VAR:?error}`, `${VAR}` with the given variables, and `$$` as `$`, as compose does. */
 export function interpolate(text: string, variables: Record<string, string>): string {
-  return text.replace(/\$\{(\w+)(?:(:?[-?])([^}]*))?\}/g, (_all, name: string, op: string | undefined, arg = '') => {
-    const value = variables[name];
-    if (op === ':-') return value ? value : arg;
-    if (op === '-') return value ?? arg;
-    if (op === ':?' && !value) throw new Error(`required variable ${name} is missing a value: ${arg}`);
-    return value ?? '';
-  });
+  return text.replace(
+    /\$\$|\$\{(\w+)(?:(:?[-?])([^}]*))?\}/g,
+    (all, name: string, op: string | undefined, arg = '') => {
+      if (all === '$$') return '$';
+      const value = variables[name];
+      if (op === ':-') return value ? value : arg;
+      if (op === '-') return value ?? arg;
+      if (op === ':?' && !value) throw new Error(`required variable ${name} is missing a value: ${arg}`);
+      return value ?? '';
+    },
+  );
 }
 
 /** Runs infra/compose-env.sh in a copy of what it reads; returns the .env it writes. */

@@ -5,7 +5,7 @@
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { randomInt } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { migrate } from '@idem/database';
@@ -28,9 +28,12 @@ describe('infra/postgres/init.sh on a real PostgreSQL', () => {
     url.pathname = `/${database}`;
     return url.toString();
   };
-  /** A service's DATABASE_URL from compose (its own role), pointed at the test server. */
+  /** A service's DATABASE_URL from compose (its runtime role), pointed at the test server. */
   const urlOf = (service: string, database = service) =>
     onTestServer(services[service]!.environment!.DATABASE_URL!, database);
+  /** The migrate job's URL for a service (the role that owns its database). */
+  const ownerUrlOf = (service: string) =>
+    onTestServer(services.migrate!.environment![`${service.toUpperCase()}_DATABASE_URL`]!, service);
   const connect = async (url: string) => {
     const client = new pg.Client({ connectionString: url });
     await client.connect();
@@ -75,14 +78,35 @@ describe('infra/postgres/init.sh on a real PostgreSQL', () => {
     }
   });
 
-  it("migrates each service's database as its own role, as the migrate job does", async () => {
+  it("migrates each service's database as the role that owns it, granting the runtime role, as the migrate job does", async () => {
     for (const service of SERVICES) {
       const applied = await migrate({
-        databaseUrl: urlOf(service),
+        databaseUrl: ownerUrlOf(service),
         migrationsDir: join(root, 'services', service, 'prisma/migrations'),
         include: SERVICE_CONFIGS[service].tables,
+        runtimeRole: `${service}_runtime`,
       });
       expect(applied.length, service).toBeGreaterThan(0);
+    }
+  });
+
+  it("lets each service's runtime role change its data and not its schema", async () => {
+    for (const service of SERVICES) {
+      const runtime = await connect(urlOf(service));
+      try {
+        // Privileges are checked whether or not a row matches.
+        for (const dml of [
+          'INSERT INTO processed_messages SELECT * FROM processed_messages WHERE false',
+          'UPDATE processed_messages SET processed_at = now() WHERE false',
+          'DELETE FROM processed_messages WHERE false',
+        ]) {
+          await runtime.query(dml);
+        }
+        await expect(runtime.query('DROP TABLE processed_messages'), service).rejects.toMatchObject({ code: '42501' });
+        await expect(runtime.query('CREATE TABLE sneaky (id int)'), service).rejects.toMatchObject({ code: '42501' });
+      } finally {
+        await runtime.end();
+      }
     }
   });
 
@@ -102,20 +126,28 @@ describe('infra/postgres/init.sh on a real PostgreSQL', () => {
     }
   });
 
-  it("refuses a service's role a connection to another service's database", async () => {
+  it("refuses a service's roles a connection to another service's database", async () => {
     await expect(connect(urlOf('orders', 'payments'))).rejects.toMatchObject({ code: '42501' });
     await expect(connect(urlOf('notifications', 'orders'))).rejects.toMatchObject({ code: '42501' });
+    await expect(
+      connect(onTestServer(services.migrate!.environment!.ORDERS_DATABASE_URL!, 'payments')),
+    ).rejects.toMatchObject({ code: '42501' });
   });
 });
 
-describe("Redis with compose's command", () => {
-  it('requires the password, keeps an append-only file, has a memory limit and evicts nothing', async () => {
+describe("Redis with compose's entrypoint and command", () => {
+  it('requires the password (never on its command line), keeps an append-only file, has a memory limit and evicts nothing', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'idem-redis-'));
+    // The image's entrypoint drops root and runs its arguments; on this machine, it just runs them.
+    writeFileSync(join(dir, 'docker-entrypoint.sh'), '#!/bin/sh\nexec "$@"\n', { mode: 0o755 });
     const port = randomInt(16_400, 17_000);
-    const [command, ...args] = services.redis!.command!;
-    const redisServer = spawn(command!, [...args, '--port', String(port), '--bind', '127.0.0.1', '--dir', dir], {
-      stdio: 'ignore',
-    });
+    const [shell, ...entrypoint] = services.redis!.entrypoint!;
+    const password = services.redis!.environment!.REDIS_PASSWORD!;
+    const redisServer = spawn(
+      shell!,
+      [...entrypoint, ...services.redis!.command!, '--port', String(port), '--bind', '127.0.0.1', '--dir', dir],
+      { stdio: 'ignore', env: { ...process.env, PATH: `${dir}:${process.env.PATH}`, REDIS_PASSWORD: password } },
+    );
     const url = new URL(services.orders!.environment!.REDIS_URL!);
     url.host = `127.0.0.1:${port}`;
     // Commands wait while ioredis retries its connection, until the server listens.
@@ -128,6 +160,10 @@ describe("Redis with compose's command", () => {
       expect(await service.config('GET', 'appendonly')).toEqual(['appendonly', 'yes']);
       expect(await service.config('GET', 'maxmemory-policy')).toEqual(['maxmemory-policy', 'noeviction']);
       expect(((await service.config('GET', 'maxmemory')) as string[])[1]).toBe(String(256 * 1024 * 1024));
+      // The shell exec'd the server: same process, and its command line has no password.
+      const commandLine = readFileSync(`/proc/${redisServer.pid}/cmdline`, 'utf8');
+      expect(commandLine).toContain('redis-server');
+      expect(commandLine).not.toContain(password);
     } finally {
       anonymous.disconnect();
       service.disconnect();

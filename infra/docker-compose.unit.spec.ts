@@ -54,6 +54,10 @@ describe('docker-compose.yml', () => {
         'INVENTORY_DB_PASSWORD',
         'PAYMENTS_DB_PASSWORD',
         'NOTIFICATIONS_DB_PASSWORD',
+        'ORDERS_RUNTIME_DB_PASSWORD',
+        'INVENTORY_RUNTIME_DB_PASSWORD',
+        'PAYMENTS_RUNTIME_DB_PASSWORD',
+        'NOTIFICATIONS_RUNTIME_DB_PASSWORD',
         'CONSOLE_DB_PASSWORD',
         'REDIS_PASSWORD',
         'GRAFANA_ADMIN_PASSWORD',
@@ -134,18 +138,23 @@ describe('docker-compose.yml', () => {
     }
   });
 
-  it('connects every service and the migrate job as its own role to its own database, never as the superuser', () => {
+  it('connects every service as its runtime role and the migrate job as the owning role, each to its own database, never as the superuser', () => {
     for (const service of Object.keys(SERVICES)) {
+      const SERVICE = service.toUpperCase();
       const urls = [
-        services[service]!.environment!.DATABASE_URL!,
-        services[`${service}-api`]!.environment!.DATABASE_URL!,
-        services.migrate!.environment![`${service.toUpperCase()}_DATABASE_URL`]!,
-      ];
-      for (const url of urls) {
+        [services[service]!.environment!.DATABASE_URL!, `${service}_runtime`, `${SERVICE}_RUNTIME_DB_PASSWORD`],
+        [
+          services[`${service}-api`]!.environment!.DATABASE_URL!,
+          `${service}_runtime`,
+          `${SERVICE}_RUNTIME_DB_PASSWORD`,
+        ],
+        [services.migrate!.environment![`${SERVICE}_DATABASE_URL`]!, service, `${SERVICE}_DB_PASSWORD`],
+      ] as const;
+      for (const [url, role, password] of urls) {
         const parsed = new URL(url);
-        expect(parsed.username, url).toBe(service);
+        expect(parsed.username, url).toBe(role);
         expect(parsed.pathname, url).toBe(`/${service}`);
-        expect(decodeURIComponent(parsed.password), url).toBe(dotEnv[`${service.toUpperCase()}_DB_PASSWORD`]);
+        expect(decodeURIComponent(parsed.password), url).toBe(dotEnv[password]);
       }
     }
     // The console reads every database as its read-only role.
@@ -164,10 +173,13 @@ describe('docker-compose.yml', () => {
     expect(test[test.indexOf('-h') + 1]).toBe('127.0.0.1');
   });
 
-  it('runs Redis with a password, append-only persistence, a memory limit and noeviction', () => {
+  it('runs Redis with a password (never on its command line), append-only persistence, a memory limit and noeviction', () => {
     const command = services.redis!.command!;
     const option = (name: string) => command[command.indexOf(name) + 1];
-    expect(option('--requirepass')).toBe(dotEnv.REDIS_PASSWORD);
+    // The password goes into a configuration file written from the environment, not onto argv.
+    expect(services.redis!.environment!.REDIS_PASSWORD).toBe(dotEnv.REDIS_PASSWORD);
+    expect(services.redis!.entrypoint!.join(' ')).toMatch(/requirepass %s.*"\$REDIS_PASSWORD"/);
+    expect(command.join(' ')).not.toContain(dotEnv.REDIS_PASSWORD);
     expect(option('--appendonly')).toBe('yes');
     expect(option('--maxmemory')).toBe(example.REDIS_MAXMEMORY);
     expect(option('--maxmemory-policy')).toBe('noeviction');

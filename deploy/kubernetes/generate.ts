@@ -46,9 +46,19 @@ export interface SecretVariable {
   readonly optional?: true;
 }
 
+/**
+ * The role a service's migrations run as (it owns the database) and the role the service runs
+ * as (data, never schema: the migrator grants it), the same names as compose and the native run.
+ */
+export const databaseRolesOf = (service: ServiceName) => ({ owner: service, runtime: `${service}_runtime` });
+
+/** The Secret the migrate init container reads: the database as the role that owns it. */
+export const migratorSecretOf = (service: ServiceName) => `${service}-database-owner`;
+
 /** The Secrets each service's pods read; deploy/kubernetes/README.md lists them for production. */
 export function secretVariablesOf(service: ServiceName): SecretVariable[] {
   return [
+    // As its runtime role, which the migrate init container grants its rights.
     { variable: 'DATABASE_URL', secret: `${service}-database`, key: 'url' },
     { variable: 'REDIS_URL', secret: 'idem-redis', key: 'url' },
     { variable: 'ADMIN_TOKEN', secret: 'idem-admin', key: 'token', optional: true },
@@ -137,8 +147,13 @@ function serviceObjects(service: ServiceName): object[] {
                 name: 'migrate',
                 image: 'idem/migrate',
                 command: ['node', `services/${service}/dist/migrate.js`],
+                // As the role that owns the database; it grants the runtime role its rights.
                 env: [
-                  { name: 'DATABASE_URL', valueFrom: { secretKeyRef: { name: `${service}-database`, key: 'url' } } },
+                  {
+                    name: 'DATABASE_URL',
+                    valueFrom: { secretKeyRef: { name: migratorSecretOf(service), key: 'url' } },
+                  },
+                  { name: 'DATABASE_RUNTIME_ROLE', value: databaseRolesOf(service).runtime },
                 ],
                 securityContext: restricted,
                 resources: { requests: { cpu: '50m', memory: '128Mi' }, limits: { memory: '256Mi' } },

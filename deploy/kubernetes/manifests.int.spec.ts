@@ -32,7 +32,7 @@ import { parseAllDocuments } from 'yaml';
 import { ENTRYPOINTS } from '../../scripts/build.js';
 import { bundlesStartedBy, MIGRATE_IMAGE_SERVICES, SERVICE_IMAGE_COMMAND } from '../../infra/compose-file.js';
 import { SERVICE_CONFIGS, unknownVariables } from '../../infra/service-configs.js';
-import { generateBase, secretVariablesOf } from './generate.js';
+import { databaseRolesOf, generateBase, migratorSecretOf, secretVariablesOf } from './generate.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const OVERLAYS = ['dev', 'production'] as const;
@@ -167,6 +167,13 @@ export function consistencyProblems(objects: readonly K8sObject[]): string[] {
         problems.push(`${where}: no migrate init container running ${expected.join(' ')}`);
       else if (!MIGRATE_IMAGE_SERVICES.includes(service) || !ENTRYPOINTS[`services/${service}`]?.migrate)
         problems.push(`${where}: the migrate image has no ${expected[1]}`);
+      // The service runs as its runtime role; only its migrations run as the role that owns the database.
+      const secretOf = (c: Container | undefined) =>
+        c?.env?.find((e) => e.name === 'DATABASE_URL')?.valueFrom?.secretKeyRef?.name;
+      if (secretOf(migrate) !== migratorSecretOf(service) || secretOf(container) !== `${service}-database`)
+        problems.push(`${where}: DATABASE_URL is not the runtime role's, or the migrator's is not the owner's`);
+      if (migrate?.env?.find((e) => e.name === 'DATABASE_RUNTIME_ROLE')?.value !== databaseRolesOf(service).runtime)
+        problems.push(`${where}: the migrator does not grant ${databaseRolesOf(service).runtime}`);
     }
   }
 
@@ -274,7 +281,12 @@ describe('deploy/kubernetes', () => {
   it('renders no Secret for production, and documents every Secret the pods reference', () => {
     expect(rendered.production.filter((o) => o.kind === 'Secret')).toEqual([]);
     const documented = readFileSync(join(here, 'README.md'), 'utf8');
-    const referenced = new Set(SERVICES.flatMap((s) => secretVariablesOf(s).map((v) => `${v.secret}.${v.key}`)));
+    const referenced = new Set(
+      SERVICES.flatMap((s) => [
+        ...secretVariablesOf(s).map((v) => `${v.secret}.${v.key}`),
+        `${migratorSecretOf(s)}.url`,
+      ]),
+    );
     for (const reference of referenced) {
       const [name, key] = reference.split('.');
       expect(documented, reference).toMatch(new RegExp(`\\|\\s*\`${name}\`\\s*\\|[^|]*\`${key}\``));

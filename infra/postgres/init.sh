@@ -1,21 +1,28 @@
 #!/bin/sh
-# One database per service, each owned by the service's own role: a service (and the migrate
-# job, which uses the same roles) can reach its own database and no other, and none is a
-# superuser. The teaching console reads every service's database as `console`, a role that can
-# read and write nothing else. The postgres image runs this once, on an empty volume, as its
-# superuser; each <SERVICE>_DB_PASSWORD and CONSOLE_DB_PASSWORD comes from .env.
+# One database per service and two roles per service: `<service>` owns the database and is the
+# role its migrations run as; `<service>_runtime` is the role the service runs as, which the
+# migrate job grants its rights (data, never schema: @idem/database's `runtimeRole`). None is a
+# superuser, and none reaches another service's database. The teaching console reads every
+# service's database as `console`, a role that can read and write nothing else. The postgres
+# image runs this once, on an empty volume, as its superuser. The passwords come from the
+# environment (<SERVICE>_DB_PASSWORD, <SERVICE>_RUNTIME_DB_PASSWORD, CONSOLE_DB_PASSWORD) and
+# reach psql through its own environment (\getenv), never a command line.
 set -eu
 for service in orders inventory payments notifications; do
-  password=$(printenv "$(echo "$service" | tr a-z A-Z)_DB_PASSWORD")
-  psql -v ON_ERROR_STOP=1 -v role="$service" -v password="$password" \
+  upper=$(echo "$service" | tr a-z A-Z)
+  OWNER_PASSWORD=$(printenv "${upper}_DB_PASSWORD") RUNTIME_PASSWORD=$(printenv "${upper}_RUNTIME_DB_PASSWORD") \
+    psql -v ON_ERROR_STOP=1 -v role="$service" -v runtime="${service}_runtime" \
     --username "${POSTGRES_USER:-postgres}" --dbname postgres --no-psqlrc --quiet <<'SQL'
-CREATE ROLE :"role" LOGIN PASSWORD :'password';
+\getenv owner_password OWNER_PASSWORD
+\getenv runtime_password RUNTIME_PASSWORD
+CREATE ROLE :"role" LOGIN PASSWORD :'owner_password';
+CREATE ROLE :"runtime" LOGIN PASSWORD :'runtime_password';
 CREATE DATABASE :"role" OWNER :"role";
 REVOKE ALL ON DATABASE :"role" FROM PUBLIC;
 SQL
 done
-psql -v ON_ERROR_STOP=1 -v password="$CONSOLE_DB_PASSWORD" \
-  --username "${POSTGRES_USER:-postgres}" --dbname postgres --no-psqlrc --quiet <<'SQL'
+psql -v ON_ERROR_STOP=1 --username "${POSTGRES_USER:-postgres}" --dbname postgres --no-psqlrc --quiet <<'SQL'
+\getenv password CONSOLE_DB_PASSWORD
 CREATE ROLE console LOGIN PASSWORD :'password';
 GRANT pg_read_all_data TO console;
 GRANT CONNECT ON DATABASE orders, inventory, payments, notifications TO console;

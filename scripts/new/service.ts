@@ -230,7 +230,8 @@ export const PACKAGE_TABLES: readonly TableSet[] = [inboxTables, aggregateVersio
 
 const migrate = (
   name: string,
-) => `// Applies the ${name} service's migrations to DATABASE_URL (creating the database if needed).
+) => `// Applies the ${name} service's migrations to DATABASE_URL (creating the database if needed), as the
+// role that owns it; DATABASE_RUNTIME_ROLE, when set, is the role the service runs as.
 // The native run and the docker compose \`migrate\` service both run this entrypoint.
 import { fileURLToPath } from 'node:url';
 import { migrate } from '@idem/database';
@@ -243,6 +244,8 @@ const applied = await migrate({
   databaseUrl,
   migrationsDir,
   include: PACKAGE_TABLES,
+  // The role the service runs as: data, never schema (docs/operations.md, "Database roles").
+  runtimeRole: process.env.DATABASE_RUNTIME_ROLE || undefined,
   log: (line) => console.log(\`${name}: \${line}\`),
 });
 console.log(\`${name}: database up to date (\${applied.length} migration(s) applied)\`);

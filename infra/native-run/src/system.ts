@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { SERVICE_NAMES, SERVICE_REGISTRY, type ServiceName } from '@idem/contracts';
+import { asRole, databaseRolesOf, provisionDatabase } from './databases.js';
 import { customerTokensOf } from './tokens.js';
 
 /**
@@ -48,6 +49,11 @@ export interface RunningSystem {
   readonly urls: Record<ServiceName | 'stripe' | 'smtp' | 'mail' | 'console', string>;
   /** The operator token the services were started with (ADMIN_TOKEN), if any. */
   readonly adminToken: string | undefined;
+  /**
+   * Each service's database as the server's superuser reaches it (for tools and tests: the
+   * checker, the console, a test that plants a row). The services themselves connect as their
+   * runtime role, and migrate as the role that owns the database (databases.ts).
+   */
   readonly databaseUrls: Record<ServiceName, string>;
   readonly queuePrefix: string;
   /** The running process of each part, e.g. to SIGKILL one. */
@@ -179,7 +185,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
           instrumented: true,
           env: {
             OTEL_SERVICE_NAME: service,
-            DATABASE_URL: databaseUrls[service],
+            DATABASE_URL: asRole(databaseUrls[service], databaseRolesOf(service).runtime),
             REDIS_URL: redisUrl,
             PORT: String(port[service]),
             IDEM_QUEUE_PREFIX: queuePrefix,
@@ -249,11 +255,15 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
     return child;
   };
 
-  // Migrations first, through each service's own migrate entrypoint (the compose `migrate` job runs the same).
+  // Migrations first, through each service's own migrate entrypoint (the compose `migrate` job
+  // runs the same), as the role that owns the database; it grants the runtime role its rights.
   await Promise.all(
     SERVICES.map(async (service) => {
+      await provisionDatabase(databaseUrls[service], service);
+      const { owner, runtime } = databaseRolesOf(service);
       const child = launch(`${service}-migrate`, `services/${service}/src/migrate.ts`, {
-        DATABASE_URL: databaseUrls[service],
+        DATABASE_URL: asRole(databaseUrls[service], owner),
+        DATABASE_RUNTIME_ROLE: runtime,
       });
       const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
       if (code !== 0) throw new Error(`migrating the ${service} database failed (exit ${code})`);

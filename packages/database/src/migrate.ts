@@ -46,6 +46,14 @@ export interface MigrateOptions {
   readonly migrationsDir: string;
   /** Tables of the packages the service uses (the inbox's, the outbox's), migrated beside its own. */
   readonly include?: readonly TableSet[];
+  /**
+   * The role the service runs as, when it is not the one that migrates (it should not be: a
+   * service that can `DROP TABLE` will, one day). `databaseUrl`'s role owns the schema; this one
+   * gets CONNECT, and SELECT/INSERT/UPDATE/DELETE on the tables and USAGE on the sequences, now
+   * and for every table a later migration creates (default privileges), never DDL, and never the
+   * migrator's own bookkeeping. @defaultValue none: the service runs as the migrating role
+   */
+  readonly runtimeRole?: string;
   readonly log?: (line: string) => void;
   /**
    * How long to keep trying while the server refuses connections (it is still starting, or not
@@ -90,6 +98,7 @@ export async function migrate({
   databaseUrl,
   migrationsDir,
   include = [],
+  runtimeRole,
   log = () => {},
   connectTimeoutMs = 60_000,
 }: MigrateOptions): Promise<string[]> {
@@ -130,10 +139,35 @@ export async function migrate({
       log(`applied migration ${migration.name}`);
       applied.push(migration.name);
     }
+    if (runtimeRole) {
+      await grantRuntimeRole(client, runtimeRole);
+      log(`${runtimeRole} may read and write the tables, and change none of them`);
+    }
     return applied;
   } finally {
     await client.end();
   }
+}
+
+/**
+ * What the role a service runs as may do in the database the migrating role owns: data, never
+ * schema. Run by the owner after every migration (so it also repairs a grant someone revoked);
+ * the default privileges cover tables that a migration applied by other means creates.
+ */
+async function grantRuntimeRole(client: pg.Client, role: string): Promise<void> {
+  const runtime = pg.escapeIdentifier(role);
+  const { rows } = await client.query<{ name: string }>('SELECT current_database() AS name');
+  const database = pg.escapeIdentifier(rows[0]!.name);
+  await client.query(`
+    REVOKE ALL ON DATABASE ${database} FROM PUBLIC;
+    GRANT CONNECT ON DATABASE ${database} TO ${runtime};
+    REVOKE CREATE ON SCHEMA public FROM PUBLIC;
+    GRANT USAGE ON SCHEMA public TO ${runtime};
+    GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO ${runtime};
+    GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA public TO ${runtime};
+    ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO ${runtime};
+    ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO ${runtime};
+    REVOKE ALL ON "_prisma_migrations" FROM ${runtime};`);
 }
 
 async function applyMigration(client: pg.Client, migration: MigrationFile): Promise<void> {

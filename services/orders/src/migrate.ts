@@ -1,4 +1,5 @@
-// Applies the orders service's migrations to DATABASE_URL (creating the database if needed).
+// Applies the orders service's migrations to DATABASE_URL (creating the database if needed), as the
+// role that owns it; DATABASE_RUNTIME_ROLE, when set, is the role the service runs as.
 // The native run and the docker compose `migrate` service both run this entrypoint.
 import { fileURLToPath } from 'node:url';
 import { migrate } from '@idem/database';
@@ -11,6 +12,8 @@ const applied = await migrate({
   databaseUrl,
   migrationsDir,
   include: PACKAGE_TABLES,
+  // The role the service runs as: data, never schema (docs/operations.md, "Database roles").
+  runtimeRole: process.env.DATABASE_RUNTIME_ROLE || undefined,
   log: (line) => console.log(`orders: ${line}`),
 });
 console.log(`orders: database up to date (${applied.length} migration(s) applied)`);
