@@ -176,9 +176,9 @@ describe('docker-compose.yml', () => {
   it('runs Redis with a password (never on its command line), append-only persistence, a memory limit and noeviction', () => {
     const command = services.redis!.command!;
     const option = (name: string) => command[command.indexOf(name) + 1];
-    // The password goes into a configuration file written from the environment, not onto argv.
+    // The password is configuration read from standard input, written from the environment, not argv.
     expect(services.redis!.environment!.REDIS_PASSWORD).toBe(dotEnv.REDIS_PASSWORD);
-    expect(services.redis!.entrypoint!.join(' ')).toMatch(/requirepass %s.*"\$REDIS_PASSWORD"/);
+    expect(services.redis!.entrypoint!.join(' ')).toMatch(/redis-server - .*requirepass \$REDIS_PASSWORD/s);
     expect(command.join(' ')).not.toContain(dotEnv.REDIS_PASSWORD);
     expect(option('--appendonly')).toBe('yes');
     expect(option('--maxmemory')).toBe(example.REDIS_MAXMEMORY);

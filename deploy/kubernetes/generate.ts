@@ -366,7 +366,10 @@ function redisObjects(): object[] {
               {
                 name: 'redis',
                 image: 'redis:7.4-alpine',
-                // BullMQ needs what it writes kept (append-only file) and never evicted.
+                // The password is configuration on standard input, never on the command line (which
+                // `ps` shows on the node). BullMQ needs what it writes kept (append-only file) and
+                // never evicted.
+                command: ['sh', '-c', 'exec redis-server - "$@" <<EOF\nrequirepass $REDIS_PASSWORD\nEOF\n', 'redis'],
                 args: [
                   '--appendonly',
                   'yes',
@@ -374,19 +377,19 @@ function redisObjects(): object[] {
                   '$(REDIS_MAXMEMORY)',
                   '--maxmemory-policy',
                   'noeviction',
-                  '--requirepass',
-                  '$(REDIS_PASSWORD)',
                   '--dir',
                   '/data',
                 ],
                 env: [
                   { name: 'REDIS_PASSWORD', valueFrom: { secretKeyRef: { name: 'idem-redis', key: 'password' } } },
+                  // redis-cli's own variable: the probe passes no password on its command line either.
+                  { name: 'REDISCLI_AUTH', valueFrom: { secretKeyRef: { name: 'idem-redis', key: 'password' } } },
                   { name: 'REDIS_MAXMEMORY', value: '256mb' },
                 ],
                 ports: [{ name: 'redis', containerPort: 6379 }],
                 readinessProbe: {
                   exec: {
-                    command: ['sh', '-c', 'redis-cli -a "$REDIS_PASSWORD" --no-auth-warning ping | grep -q PONG'],
+                    command: ['sh', '-c', 'redis-cli ping | grep -q PONG'],
                   },
                   periodSeconds: 5,
                 },

@@ -42,6 +42,7 @@ interface Container {
   name: string;
   image: string;
   command?: string[];
+  args?: string[];
   env?: { name: string; value?: string; valueFrom?: { secretKeyRef?: { name: string; key: string } } }[];
   envFrom?: { configMapRef?: { name: string } }[];
   ports?: { name: string; containerPort: number }[];
@@ -116,6 +117,20 @@ export function consistencyProblems(objects: readonly K8sObject[]): string[] {
   const configMaps = new Map(objects.filter((o) => o.kind === 'ConfigMap').map((o) => [o.metadata.name, o.data ?? {}]));
   const deployments = objects.filter((o) => o.kind === 'Deployment');
   const prefix = configMaps.get('idem-config')?.IDEM_QUEUE_PREFIX ?? 'idem';
+
+  // A secret on a command line is visible to anyone who can list the node's processes.
+  for (const workload of objects.filter((o) => o.spec?.template?.spec.containers)) {
+    const pod = workload.spec!.template!.spec;
+    for (const container of [...pod.containers, ...(pod.initContainers ?? [])]) {
+      const secret = new Set(container.env?.filter((e) => e.valueFrom?.secretKeyRef).map((e) => e.name));
+      const argv = [...(container.command ?? []), ...(container.args ?? [])].join(' ');
+      // Kubernetes itself expands $(VAR) there; a shell's $VAR in a script is the script's business.
+      for (const [, name] of argv.matchAll(/\$\((\w+)\)/g)) {
+        if (secret.has(name!))
+          problems.push(`${workload.metadata.name}/${container.name}: puts the secret ${name} on its command line`);
+      }
+    }
+  }
 
   for (const deployment of deployments) {
     const pod = deployment.spec!.template!.spec;
@@ -304,6 +319,16 @@ describe('deploy/kubernetes', () => {
     };
     const find = (objects: K8sObject[], kind: string, name: string) =>
       objects.find((o) => o.kind === kind && o.metadata.name === name)!;
+
+    it('a secret on a command line', () => {
+      const objects = mutated((o) =>
+        find(o, 'StatefulSet', 'redis').spec!.template!.spec.containers[0]!.args!.push(
+          '--requirepass',
+          '$(REDIS_PASSWORD)',
+        ),
+      );
+      expect(consistencyProblems(objects)).toEqual(['redis/redis: puts the secret REDIS_PASSWORD on its command line']);
+    });
 
     it('a misspelt environment variable', () => {
       const objects = mutated((o) =>
