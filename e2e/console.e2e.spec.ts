@@ -2,11 +2,12 @@
  * The teaching console in a real browser, the way a student uses it: switch a fault on, place
  * an order from the form, and watch the order's timeline fill in live.
  */
-import { duplicateStory, SERVICES, type RunningSystem } from '@idem/native-run';
+import { createServer, request, type Server } from 'node:http';
+import { asOperator, duplicateStory, getJson, SERVICES, type RunningSystem } from '@idem/native-run';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { launchChromium, screenshotPath } from './browser.js';
-import { startIsolatedSystem } from './support.js';
+import { readRows, startIsolatedSystem } from './support.js';
 
 const ADMIN_TOKEN = 'console-e2e-admin-token-0123';
 let system: RunningSystem;
@@ -133,4 +134,71 @@ describe('the console', () => {
     expect(await page.locator('table').last().textContent()).toContain('inventory.order-placed.v1');
     await page.screenshot({ path: await screenshotPath('checker'), fullPage: true });
   }, 60_000);
+
+  describe('a page on another origin', () => {
+    let attacker: Server;
+    let attackerUrl: string;
+    /** What the attacker's page posts: each of the console's state-changing forms. */
+    let forms: Record<string, { action: string; fields: Record<string, string> }>;
+    beforeAll(async () => {
+      forms = {
+        fault: { action: '/faults/orders', fields: { name: 'publish-twice', target: 'publisher', probability: '1' } },
+        'all switches off': { action: '/faults/orders/clear', fields: {} },
+        order: { action: '/orders', fields: { scenario: 'paid' } },
+        lesson: { action: '/lessons/no-inbox', fields: {} },
+      };
+      // A page served from another local origin that submits a form to the console as soon as it loads.
+      attacker = createServer((req, res) => {
+        const form = forms[decodeURIComponent(new URL(req.url!, 'http://x').searchParams.get('form') ?? '')];
+        if (!form) return void res.writeHead(404).end();
+        const inputs = Object.entries(form.fields)
+          .map(([name, value]) => `<input type="hidden" name="${name}" value="${value}">`)
+          .join('');
+        res.writeHead(200, { 'content-type': 'text/html' }).end(
+          `<!doctype html><body><form id="f" method="post" action="${system.urls.console}${form.action}">${inputs}</form>
+<script>document.getElementById('f').submit()</script></body>`,
+        );
+      });
+      await new Promise<void>((resolve) => attacker.listen(0, '127.0.0.1', resolve));
+      attackerUrl = `http://localhost:${(attacker.address() as { port: number }).port}`;
+    });
+    afterAll(() => new Promise<void>((resolve) => attacker.close(() => resolve())));
+
+    const ordersPlaced = async () =>
+      Number((await readRows<{ n: string }>(system.databaseUrls.orders, 'SELECT count(*) AS n FROM orders'))[0]!.n);
+    const rulesInOrders = async () =>
+      (await getJson<{ rules: unknown[] }>(`${system.urls.orders}/faults`, asOperator(ADMIN_TOKEN))).rules.length;
+
+    it('auto-submitting each state-changing form of the console changes nothing: every post is refused', async () => {
+      await switchOn('orders', 'crash-after-commit', 'nobody.v1'); // something "switch all off" could clear
+      const before = { orders: await ordersPlaced(), rules: await rulesInOrders() };
+      for (const name of Object.keys(forms)) {
+        const refused = page.waitForResponse(
+          (res) => res.url().startsWith(system.urls.console) && res.request().method() === 'POST',
+        );
+        await page.goto(`${attackerUrl}/?form=${encodeURIComponent(name)}`);
+        const response = await refused;
+        expect(response.status(), name).toBe(403);
+        expect(await response.text(), name).toMatch(/another web page|did not come from a page of this console/);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 1_000)); // anything it had started would show by now
+      expect({ orders: await ordersPlaced(), rules: await rulesInOrders() }).toEqual(before);
+      await page.screenshot({ path: await screenshotPath('cross-origin-refused'), fullPage: true });
+    }, 60_000);
+
+    it('cannot read the console under another name (DNS rebinding): a foreign Host is refused', async () => {
+      const port = new URL(system.urls.console).port;
+      const status = await new Promise<number>((resolve, reject) => {
+        const get = request(
+          { host: '127.0.0.1', port, path: '/faults', headers: { host: `evil.example:${port}` } },
+          (res) => resolve(res.statusCode!),
+        );
+        get.on('error', reject).end();
+      });
+      expect(status).toBe(403);
+      // ... while the console's own pages still work in the same browser.
+      await page.goto(`${system.urls.console}/faults`);
+      expect(await page.locator('tr[data-process="orders"]').count()).toBe(1);
+    });
+  });
 });

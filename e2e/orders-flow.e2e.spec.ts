@@ -8,6 +8,7 @@ import {
   type RunningSystem,
 } from '@idem/native-run';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { formatReport, listStripe } from '@idem/checker';
 import { startOtlpReceiver, waitFor, type ReceivedSpan } from '@idem/testkit';
@@ -88,6 +89,18 @@ describe('the whole system, as native processes', () => {
       perOrder.set(intent.metadata.order_id, (perOrder.get(intent.metadata.order_id) ?? 0) + 1);
     for (const order of orders) expect(perOrder.get(order.orderId)).toBe(1);
   }, 300_000);
+});
+
+describe('the native run', () => {
+  it('listens on loopback only: no process of the system serves the network', () => {
+    const pids = new Set([...system.processes.values()].map((child) => child.pid));
+    const listening = execFileSync('ss', ['-ltnpH'], { encoding: 'utf8' })
+      .split('\n')
+      .filter((line) => [...line.matchAll(/pid=(\d+)/g)].some(([, pid]) => pids.has(Number(pid))))
+      .map((line) => line.split(/\s+/)[3]!);
+    expect(listening.length).toBeGreaterThanOrEqual(pids.size); // every process listens somewhere
+    expect(listening.filter((address) => !/^(127\.0\.0\.1|\[::1\]):\d+$/.test(address))).toEqual([]);
+  });
 });
 
 describe('database roles', () => {

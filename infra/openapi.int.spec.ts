@@ -42,6 +42,7 @@ beforeAll(async () => {
     const database = await createMigratedDatabase(
       service,
       fileURLToPath(new URL(`../services/${service}/prisma/migrations`, import.meta.url)),
+      SERVICE_CONFIGS[service].tables,
     );
     databases.push(database);
     const config = SERVICE_CONFIGS[service].load({
@@ -180,6 +181,52 @@ describe.each(Object.keys(START) as Service[])('%s /openapi.json', (service) => 
       }
     }
     expect(inputs).toBeGreaterThan(0);
+  });
+
+  it('records one audit event for every call of every operator operation, refused ones too (counted on /metrics)', async () => {
+    type Operation = { security?: Record<string, unknown>[] };
+    const document = (await documentOf(service)) as unknown as { paths: Record<string, Record<string, Operation>> };
+    const counted = async () => {
+      const text = await (await fetch(`${base(service)}/metrics`)).text();
+      return new Map(
+        [...text.matchAll(/^idem_operator_actions_total\{([^}]*)\} (\d+)/gm)].map(([, labels, value]) => {
+          const of = (name: string) => new RegExp(`${name}="([^"]*)"`).exec(labels!)?.[1];
+          return [`${of('action')} ${of('outcome')}`, Number(value)];
+        }),
+      );
+    };
+    let operations = 0;
+    for (const [path, methods] of Object.entries(document.paths)) {
+      for (const [method, operation] of Object.entries(methods)) {
+        const operatorOnly = operation.security?.every((s) => Object.keys(s).includes('operator'));
+        if (!operatorOnly) continue;
+        operations++;
+        const action = `${method.toUpperCase()} ${path.replace(/\{(\w+)\}/g, ':$1')}`;
+        const url = base(service) + path.replace(/\{(\w+)\}/g, (_all, name: string) => samples[name] ?? 'x');
+        for (const [token, outcome] of [
+          ['not-the-operator-token', 'refused'],
+          [ADMIN_TOKEN, undefined],
+        ] as const) {
+          const before = await counted();
+          const res = await fetch(url, {
+            method: method.toUpperCase(),
+            headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+            ...(method === 'get' ? {} : { body: '{}' }),
+          });
+          await res.text();
+          await new Promise((resolve) => setTimeout(resolve, 20));
+          const after = await counted();
+          const grew = [...after].filter(
+            ([key, value]) => key.startsWith(`${action} `) && value > (before.get(key) ?? 0),
+          );
+          expect(
+            grew.map(([key, value]) => [key, value - (before.get(key) ?? 0)]),
+            action,
+          ).toEqual([[`${action} ${outcome ?? grew[0]?.[0].split(' ').at(-1)}`, 1]]);
+        }
+      }
+    }
+    expect(operations).toBeGreaterThan(0);
   });
 
   it('is the copy committed under docs/openapi/', async () => {

@@ -1,52 +1,232 @@
+import { randomUUID } from 'node:crypto';
+import { request } from 'node:http';
+import { fileURLToPath } from 'node:url';
 import { SERVICE_NAMES, type ServiceName } from '@idem/contracts';
 import { createHttpApp, listen, type RunningServer } from '@idem/http';
-import { postgresServerUrl, redisUrl } from '@idem/testkit';
+import { createMigratedDatabase, redisUrl, uniqueName } from '@idem/testkit';
+import { Redis } from 'ioredis';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createConsole } from './console.js';
+import { SERVICE_CONFIGS } from '../../service-configs.js';
+import { createConsole, FORM_POST, type ConsoleOptions } from './console.js';
 
 /** A service process started without IDEM_FAULTS_ENABLED=1: it has no /faults at all. */
 let plain: RunningServer;
+let databases: Awaited<ReturnType<typeof createMigratedDatabase>>[];
+let databaseUrls: Record<ServiceName, string>;
+const prefix = uniqueName('idem_console_test');
 beforeAll(async () => {
   plain = await listen(createHttpApp({ health: {}, routes: () => {} }), 0);
+  databases = await Promise.all(
+    SERVICE_NAMES.map((service) =>
+      createMigratedDatabase(
+        `console_${service}`,
+        fileURLToPath(new URL(`../../../services/${service}/prisma/migrations`, import.meta.url)),
+        SERVICE_CONFIGS[service].tables,
+      ),
+    ),
+  );
+  databaseUrls = Object.fromEntries(SERVICE_NAMES.map((s, i) => [s, databases[i]!.url])) as Record<ServiceName, string>;
 });
-afterAll(() => plain.close());
+afterAll(async () => {
+  await plain.close();
+  await Promise.all(databases.map((d) => d.drop()));
+  const redis = new Redis(redisUrl);
+  await redis.del(`${prefix}:journal`);
+  redis.disconnect();
+});
 
-const consoleFor = (adminToken?: string) =>
-  createConsole({
-    // The fault switches page reads no database.
-    databaseUrls: Object.fromEntries(SERVICE_NAMES.map((s) => [s, `${postgresServerUrl}/${s}`])) as Record<
-      ServiceName,
-      string
-    >,
+/** A console on a free port; `use` gets its base URL, and the console is closed after. */
+async function withConsole(
+  options: Partial<ConsoleOptions>,
+  use: (base: string, port: number) => Promise<void>,
+): Promise<void> {
+  const console_ = createConsole({
+    databaseUrls,
     redisUrl,
-    queuePrefix: 'idem_console_test',
+    queuePrefix: prefix,
     ordersApi: 'http://127.0.0.1:1',
     stripe: { apiBase: 'http://127.0.0.1:1', apiKey: 'sk_test_idem_simulator' },
     processes: { orders: `http://127.0.0.1:${plain.port}` },
-    ...(adminToken ? { adminToken } : {}),
+    ...options,
   });
-
-async function faultsPage(adminToken?: string): Promise<string> {
-  const console_ = consoleFor(adminToken);
   const server = await console_.listen(0);
   try {
     const { port } = server.address() as { port: number };
-    return await (await fetch(`http://127.0.0.1:${port}/faults`)).text();
+    await use(`http://127.0.0.1:${port}`, port);
   } finally {
+    server.closeAllConnections();
     server.close();
     await console_.close();
   }
 }
 
+/** GET with a Host of our choosing (fetch does not let a caller set one). */
+function getWithHost(port: number, path: string, host: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    request({ host: '127.0.0.1', port, path, headers: { host } }, (res) => {
+      let body = '';
+      res.on('data', (chunk: Buffer) => (body += chunk.toString()));
+      res.on('end', () => resolve({ status: res.statusCode!, body }));
+    })
+      .on('error', reject)
+      .end();
+  });
+}
+
+const formTokenOf = (html: string) => /name="csrf" value="([^"]+)"/.exec(html)?.[1];
+
 describe('the console’s fault switches page', () => {
   it('says so when a process was started without switches', async () => {
-    const html = await faultsPage('console-test-admin-token-01');
-    expect(html).toContain('Switches are unavailable in orders');
-    expect(html).toContain('started without IDEM_FAULTS_ENABLED=1');
-    expect(html).not.toContain('switch on</button>');
+    await withConsole({ adminToken: 'console-test-admin-token-01' }, async (base) => {
+      const html = await (await fetch(`${base}/faults`)).text();
+      expect(html).toContain('Switches are unavailable in orders');
+      expect(html).toContain('started without IDEM_FAULTS_ENABLED=1');
+      expect(html).not.toContain('switch on</button>');
+    });
   });
 
   it('says so when the console has no operator token', async () => {
-    expect(await faultsPage()).toContain('The console has no ADMIN_TOKEN');
+    await withConsole({}, async (base) => {
+      expect(await (await fetch(`${base}/faults`)).text()).toContain('The console has no ADMIN_TOKEN');
+    });
+  });
+});
+
+describe('the console refuses every page but its own', () => {
+  it('answers only to its own names: a foreign Host (DNS rebinding) is refused, a configured one served', async () => {
+    await withConsole({ allowedHosts: ['console.test:8080'] }, async (_base, port) => {
+      expect((await getWithHost(port, '/faults', 'evil.example')).status).toBe(403);
+      expect((await getWithHost(port, '/', `evil.example:${port}`)).status).toBe(403);
+      expect((await getWithHost(port, '/faults', `localhost:${port}`)).status).toBe(200);
+      expect((await getWithHost(port, '/faults', 'console.test:8080')).status).toBe(200);
+      expect((await getWithHost(port, '/health', 'anything:1')).status).toBe(200); // a probe
+    });
+  });
+
+  it('refuses a form post from another origin or site, or without its token, and takes its own', async () => {
+    await withConsole({}, async (base) => {
+      const home = await (await fetch(`${base}/`)).text();
+      const token = formTokenOf(home);
+      expect(token).toMatch(/^[\w-]{40,}$/);
+      const post = (headers: Record<string, string>, body: Record<string, string>) =>
+        fetch(`${base}/orders`, {
+          method: 'POST',
+          redirect: 'manual',
+          headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers },
+          body: new URLSearchParams(body).toString(),
+        });
+      expect((await post({ origin: 'http://evil.example' }, { scenario: 'nope', csrf: token! })).status).toBe(403);
+      expect((await post({ 'sec-fetch-site': 'cross-site' }, { scenario: 'nope', csrf: token! })).status).toBe(403);
+      expect((await post({ 'sec-fetch-site': 'same-site' }, { scenario: 'nope', csrf: token! })).status).toBe(403);
+      expect((await post({ origin: base }, { scenario: 'nope' })).status).toBe(403);
+      expect((await post({ origin: base }, { scenario: 'nope', csrf: 'guessed' })).status).toBe(403);
+      // Its own form, with its token: past the guard (the scenario is then refused as unknown).
+      expect(
+        (await post({ origin: base, 'sec-fetch-site': 'same-origin' }, { scenario: 'nope', csrf: token! })).status,
+      ).toBe(400);
+    });
+  });
+
+  it('sends every page with a policy that runs nothing inline and forbids framing, and no inline script or style', async () => {
+    await withConsole({}, async (base) => {
+      for (const path of ['/', '/faults', '/lessons', '/assets/console.css', '/assets/live.js']) {
+        const res = await fetch(`${base}${path}`);
+        expect(res.status, path).toBe(200);
+        const policy = res.headers.get('content-security-policy') ?? '';
+        expect(policy, path).toContain("frame-ancestors 'none'");
+        expect(policy, path).toContain("script-src 'self'");
+        expect(policy, path).not.toContain('unsafe-inline');
+        expect(res.headers.get('x-content-type-options'), path).toBe('nosniff');
+        expect(res.headers.get('referrer-policy'), path).toBe('no-referrer');
+        const body = await res.text();
+        if (res.headers.get('content-type')?.startsWith('text/html')) {
+          expect(body, path).not.toMatch(/<script>|<style>| style=| on\w+=/);
+          for (const form of body.match(FORM_POST) ?? []) {
+            expect(body.slice(body.indexOf(form) + form.length), path).toMatch(/^<input type="hidden" name="csrf"/);
+          }
+        }
+      }
+    });
+  });
+});
+
+describe('the live view', () => {
+  let orderId: string;
+  let redis: Redis;
+  beforeAll(async () => {
+    // An order and its first event, as the orders service writes them, and a journal with entries.
+    orderId = randomUUID();
+    const correlationId = randomUUID();
+    const orders = new pg.Client({ connectionString: databaseUrls.orders });
+    await orders.connect();
+    await orders.query(
+      `INSERT INTO orders (id, customer_id, customer_email, currency, payment_method, status, version, total_cents, created_at, updated_at)
+       VALUES ($1, 'ada', 'ada@example.com', 'eur', 'pm_card_visa', 'PENDING', 1, 4999, now(), now())`,
+      [orderId],
+    );
+    const messageId = randomUUID();
+    await orders.query(
+      `INSERT INTO outbox_messages (message_id, type, envelope, created_at, next_attempt_at)
+       VALUES ($1, 'orders.order-placed.v1', $2, now(), now())`,
+      [
+        messageId,
+        JSON.stringify({ messageId, producer: 'orders', aggregateId: orderId, correlationId, causationId: null }),
+      ],
+    );
+    await orders.end();
+    redis = new Redis(redisUrl);
+    for (let i = 0; i < 3; i++) {
+      await redis.xadd(
+        `${prefix}:journal`,
+        '*',
+        'entry',
+        JSON.stringify({ kind: 'publication', correlationId, messageId, at: new Date().toISOString(), copies: 1 }),
+      );
+    }
+  });
+  afterAll(() => redis.disconnect());
+
+  const open = (base: string) => {
+    const aborted = new AbortController();
+    return {
+      response: fetch(`${base}/orders/${orderId}/live`, { signal: aborted.signal }),
+      close: () => aborted.abort(),
+    };
+  };
+
+  it('reads the journal whole once, then only the entries newer than the last it saw', async () => {
+    const monitor = await new Redis(redisUrl).monitor();
+    const reads: string[][] = [];
+    monitor.on('monitor', (_time: string, args: string[]) => {
+      if (args[0]?.toLowerCase() === 'xrange' && args[1] === `${prefix}:journal`) reads.push(args);
+    });
+    try {
+      await withConsole({ livePollMs: 50 }, async (base) => {
+        const live = open(base);
+        expect((await live.response).status).toBe(200);
+        await expect.poll(() => reads.length, { timeout: 5_000 }).toBeGreaterThanOrEqual(5);
+        live.close();
+      });
+      expect(reads.filter((args) => args[2] === '-')).toHaveLength(1);
+      expect(reads.slice(1).every((args) => args[2]!.startsWith('('))).toBe(true);
+    } finally {
+      monitor.disconnect();
+    }
+  });
+
+  it('holds at most maxLiveViews streams at once, each for at most liveViewMs', async () => {
+    await withConsole({ maxLiveViews: 1, liveViewMs: 400, livePollMs: 50 }, async (base) => {
+      const first = open(base);
+      const stream = await first.response;
+      expect(stream.status).toBe(200);
+      const second = open(base);
+      expect((await second.response).status).toBe(503);
+      // The first ends by itself within its lifetime; then there is room again.
+      await stream.text();
+      const third = open(base);
+      expect((await third.response).status).toBe(200);
+      third.close();
+    });
   });
 });

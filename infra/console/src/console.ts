@@ -1,12 +1,14 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import type { Server } from 'node:http';
 import { runChecks, SERVICES, type CheckerOptions } from '@idem/checker';
 import { subscriptions } from '@idem/contracts';
 import { FAULT_NAMES, type FaultRule } from '@idem/faults';
-import express, { type Request, type Response } from 'express';
+import { localToolGuard, localToolHeaders } from '@idem/http';
+import express, { type Request, type RequestHandler, type Response } from 'express';
 import { Redis } from 'ioredis';
-import { connectDatabases, latestOrders, newEntries, orderTimeline, type Sources } from './reads.js';
+import { connectDatabases, latestOrders, orderTimeline, withNewEntries, type Sources } from './reads.js';
 import {
+  ASSETS,
   checkerPage,
   escape,
   lessonsPage,
@@ -39,6 +41,17 @@ export interface ConsoleOptions {
   readonly processes: Record<string, string>;
   /** How often the live view looks for new journal entries. @defaultValue 500 */
   readonly livePollMs?: number;
+  /** Live views open at once; one more answers 503 (each holds a connection and polls). @defaultValue 16 */
+  readonly maxLiveViews?: number;
+  /** A live view's stream ends after this (the browser's EventSource opens a new one). @defaultValue 600000 */
+  readonly liveViewMs?: number;
+  /**
+   * Names the console answers to besides 127.0.0.1, localhost and [::1] on the port a request
+   * arrives on (compose: the published port, CONSOLE_ALLOWED_HOSTS). @defaultValue none
+   */
+  readonly allowedHosts?: readonly string[];
+  /** The consumers' broker lock (CONSUMER_LOCK_MS), to tell a settling delivery from a dead one. @defaultValue 30000 */
+  readonly consumerLockMs?: number;
   /**
    * Run the lessons here (`pnpm lesson` in-process: they create databases of their own and
    * start a consumer process with tsx, so only in a checkout, as the native run is). @defaultValue false
@@ -60,22 +73,32 @@ export function createConsole(options: ConsoleOptions) {
     redis,
     prefix: options.queuePrefix,
     ...(options.mailApi ? { mailApi: options.mailApi } : {}),
+    ...(options.consumerLockMs ? { consumerLockMs: options.consumerLockMs } : {}),
   };
+  // The console holds the operator token and starts processes: every page it serves, and every
+  // form it answers, is its own. A page elsewhere can neither read it (Host) nor post to it
+  // (Origin, Sec-Fetch-Site, and the form token below, which only a page of this console has).
+  const formToken = randomBytes(32).toString('base64url');
+  const html = (res: Response, content: string, status = 200) =>
+    void res.status(status).type('html').send(withFormToken(content, formToken));
   const app = express();
   app.disable('x-powered-by');
-  app.use(express.urlencoded({ extended: false, limit: '16kb' }));
+  app.use(localToolHeaders, localToolGuard({ allowedHosts: options.allowedHosts ?? [] }));
+  app.use(express.urlencoded({ extended: false, limit: '16kb' }), requireFormToken(formToken));
 
   app.get('/health', (_req, res) => void res.json({ status: 'ok' }));
+  for (const [path, asset] of Object.entries(ASSETS)) {
+    app.get(path, (_req, res) => void res.type(asset.type).set('cache-control', 'no-cache').send(asset.body));
+  }
 
   app.get('/', async (req, res) => {
     const notice = typeof req.query.notice === 'string' ? req.query.notice : undefined;
-    res.type('html').send(ordersPage(await latestOrders(sources), notice));
+    html(res, ordersPage(await latestOrders(sources), notice));
   });
 
   app.post('/orders', async (req, res) => {
     const scenario = String((req.body as { scenario?: string }).scenario ?? '') as Scenario;
-    if (!(scenario in SCENARIOS))
-      return void res.status(400).type('html').send(page('bad request', '<p>Unknown scenario.</p>'));
+    if (!(scenario in SCENARIOS)) return html(res, page('bad request', '<p>Unknown scenario.</p>'), 400);
     const placed = await placeOrder(options, scenario);
     if (!placed.ok) return void res.redirect(303, `/?notice=${encodeURIComponent(placed.problem)}`);
     if (scenario === 'cancel-after-payment') void cancelOncePaid(options, placed.orderId);
@@ -84,36 +107,50 @@ export function createConsole(options: ConsoleOptions) {
 
   app.get('/orders/:id', async (req, res) => {
     const timeline = /^[0-9a-f-]{36}$/.test(req.params.id) ? await orderTimeline(sources, req.params.id) : undefined;
-    if (!timeline) return void res.status(404).type('html').send(page('not found', '<p>No such order.</p>'));
-    res.type('html').send(req.query.fragment ? timelineFragment(timeline) : timelinePage(timeline));
+    if (!timeline) return html(res, page('not found', '<p>No such order.</p>'), 404);
+    html(res, req.query.fragment ? timelineFragment(timeline) : timelinePage(timeline));
   });
 
   // Live: the timeline is sent again whenever it changed — at once when the journal records
-  // something of this order, and every two seconds for what only the databases show (an email sent).
+  // something of this order, and every two seconds for what only the databases show (an email
+  // sent). Each tick reads only the journal entries newer than the last it saw. Live views are
+  // bounded in number and in lifetime, so a page left open (or a hundred) cannot hold the
+  // console's connections forever.
+  let liveViews = 0;
   app.get('/orders/:id/live', async (req, res) => {
     const orderId = req.params.id;
+    if (liveViews >= (options.maxLiveViews ?? 16)) {
+      return void res.status(503).set('retry-after', '5').type('text/plain').send('too many live views are open');
+    }
     const first = /^[0-9a-f-]{36}$/.test(orderId) ? await orderTimeline(sources, orderId) : undefined;
     if (!first) return void res.status(404).end();
+    liveViews++;
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store', connection: 'keep-alive' });
     res.write(': live\n\n');
     let shown = timelineFragment(first);
-    let after = first.journalId;
+    let journal = first.journal;
     let closed = false;
     req.on('close', () => (closed = true));
-    for (let tick = 1; !closed; tick++) {
-      await new Promise((resolve) => setTimeout(resolve, options.livePollMs ?? 500));
-      try {
-        const fresh = await newEntries(sources, first.correlationId, after);
-        after = fresh.last;
-        if (fresh.entries.length === 0 && tick % 4 !== 0) continue;
-        const timeline = await orderTimeline(sources, orderId);
-        const html = timeline ? timelineFragment(timeline) : shown;
-        if (html === shown) continue;
-        shown = html;
-        res.write(`event: change\ndata: ${JSON.stringify(html)}\n\n`);
-      } catch {
-        // Redis or a database is away for a moment: try again on the next tick.
+    const endsAt = Date.now() + (options.liveViewMs ?? 600_000);
+    try {
+      for (let tick = 1; !closed && Date.now() < endsAt; tick++) {
+        await new Promise((resolve) => setTimeout(resolve, options.livePollMs ?? 500));
+        try {
+          const fresh = await withNewEntries(sources, first.correlationId, journal);
+          journal = fresh.journal;
+          if (!fresh.changed && tick % 4 !== 0) continue;
+          const timeline = await orderTimeline(sources, orderId, journal);
+          const fragment = timeline ? timelineFragment(timeline) : shown;
+          if (fragment === shown) continue;
+          shown = fragment;
+          res.write(`event: change\ndata: ${JSON.stringify(fragment)}\n\n`);
+        } catch {
+          // Redis or a database is away for a moment: try again on the next tick.
+        }
       }
+    } finally {
+      liveViews--;
+      res.end();
     }
   });
 
@@ -128,12 +165,12 @@ export function createConsole(options: ConsoleOptions) {
       'payments.worker',
       'notifications.dispatcher',
     ];
-    res.type('html').send(faultsPage(processes, targets, Boolean(options.adminToken)));
+    html(res, faultsPage(processes, targets, Boolean(options.adminToken)));
   });
 
   app.post('/faults/:process', async (req, res) => {
     const url = options.processes[req.params.process];
-    if (!url) return void res.status(404).type('html').send(page('not found', '<p>No such process.</p>'));
+    if (!url) return html(res, page('not found', '<p>No such process.</p>'), 404);
     const body = req.body as Record<string, string | undefined>;
     if (!FAULT_NAMES.includes(body.name as FaultRule['name'])) return void res.status(400).send('unknown switch');
     const rule: FaultRule = {
@@ -148,22 +185,22 @@ export function createConsole(options: ConsoleOptions) {
 
   app.post('/faults/:process/clear', async (req, res) => {
     const url = options.processes[req.params.process];
-    if (!url) return void res.status(404).type('html').send(page('not found', '<p>No such process.</p>'));
+    if (!url) return html(res, page('not found', '<p>No such process.</p>'), 404);
     await setRules(url, options.adminToken, [], res);
   });
 
   app.get('/lessons', async (_req, res) => {
     const lessons = options.lessons ? (await import('@idem/lessons')).LESSONS : undefined;
-    res.type('html').send(lessonsPage(lessons));
+    html(res, lessonsPage(lessons));
   });
 
   app.post('/lessons/:name', async (req, res) => {
-    if (!options.lessons) return void res.status(404).type('html').send(lessonsPage(undefined));
+    if (!options.lessons) return html(res, lessonsPage(undefined), 404);
     const { LESSONS, runLesson } = await import('@idem/lessons');
     const name = req.params.name as keyof typeof LESSONS;
-    if (!(name in LESSONS)) return void res.status(404).type('html').send(page('not found', '<p>No such lesson.</p>'));
+    if (!(name in LESSONS)) return html(res, page('not found', '<p>No such lesson.</p>'), 404);
     const runs = [await runLesson(name, 'wrong'), await runLesson(name, 'right')];
-    res.type('html').send(lessonsPage(LESSONS, { name, runs }));
+    html(res, lessonsPage(LESSONS, { name, runs }));
   });
 
   app.get('/checker', async (_req, res) => {
@@ -175,24 +212,21 @@ export function createConsole(options: ConsoleOptions) {
         settleWindowMs: 30_000,
         stuckAfterMs: 120_000,
       });
-      res.type('html').send(checkerPage(report));
+      html(res, checkerPage(report));
     } catch (error) {
-      res
-        .type('html')
-        .send(checkerPage(undefined, `The checker could not read the system: ${(error as Error).message}`));
+      html(res, checkerPage(undefined, `The checker could not read the system: ${(error as Error).message}`));
     }
   });
 
   app.use((error: unknown, _req: Request, res: Response, _next: () => void) => {
-    res
-      .status(503)
-      .type('html')
-      .send(
-        page(
-          'unavailable',
-          `<p class="warn">The console could not read the system: ${escape((error as Error).message)}</p>`,
-        ),
-      );
+    html(
+      res,
+      page(
+        'unavailable',
+        `<p class="warn">The console could not read the system: ${escape((error as Error).message)}</p>`,
+      ),
+      503,
+    );
   });
 
   return {
@@ -206,6 +240,29 @@ export function createConsole(options: ConsoleOptions) {
       redis.disconnect();
       await Promise.all(Object.values(sources.databases).map((pool) => pool.end()));
     },
+  };
+}
+
+/** The opening tag of a form that posts. */
+export const FORM_POST = /<form\b[^>]*\bmethod="post"[^>]*>/g;
+
+/**
+ * Every form of the console posts its token back (a synchronizer token, one per console
+ * process): added here to each `<form method="post">` the pages render, so no form can be
+ * written without it.
+ */
+function withFormToken(content: string, token: string): string {
+  return content.replace(FORM_POST, (form) => `${form}<input type="hidden" name="csrf" value="${token}">`);
+}
+
+/** Refuses a form post without this console's token (403): it came from a page the console did not serve. */
+function requireFormToken(token: string): RequestHandler {
+  const expected = createHash('sha256').update(token).digest();
+  return (req, res, next) => {
+    if (req.method !== 'POST') return next();
+    const sent = String((req.body as { csrf?: unknown } | undefined)?.csrf ?? '');
+    if (timingSafeEqual(createHash('sha256').update(sent).digest(), expected)) return next();
+    res.status(403).type('text/plain').send('Refused: this form did not come from a page of this console.');
   };
 }
 

@@ -15,6 +15,17 @@ export interface Sources {
   readonly prefix: string;
   /** A Mailpit-compatible API, for the SMTP sends. */
   readonly mailApi?: string;
+  /**
+   * The consumers' broker lock (CONSUMER_LOCK_MS): an inbox record older than this whose
+   * delivery the journal never saw settle was committed by a process that died. @defaultValue 30000
+   */
+  readonly consumerLockMs?: number;
+}
+
+/** An order's journal entries so far, and the stream id to read on from. */
+export interface JournalSoFar {
+  readonly entries: readonly JournalEntry[];
+  readonly last: string | undefined;
 }
 
 export function connectDatabases(urls: Record<Service, string>): Record<Service, pg.Pool> {
@@ -47,6 +58,12 @@ export interface SubscriberView {
   readonly service: string;
   /** When the processed-message record committed (absent: not processed, or dead-lettered). */
   readonly processedAt?: Date;
+  /**
+   * For a record whose settled delivery the journal has not seen: `settling` while the process
+   * that committed it may still settle it (the journal is written after settlement, in
+   * batches), `never_settled` once its broker lock has expired (the process died).
+   */
+  readonly unsettled?: 'settling' | 'never_settled';
   readonly deadLettered?: { code: string; reason: string };
   readonly deliveries: DeliveryEntry[];
 }
@@ -87,8 +104,8 @@ export interface Timeline {
   readonly providerCalls: ProviderCallEntry[];
   readonly reservation?: { status: string; created_at: Date; released_at: Date | null };
   readonly emails: EmailView[];
-  /** The journal's newest entry id, so a live view knows where to continue. */
-  readonly journalId: string | undefined;
+  /** This order's journal entries and where the journal stood, so a live view reads only what is newer. */
+  readonly journal: JournalSoFar;
 }
 
 /** What the order did in each service beyond its inbox: the payment attempt, the reservation, the emails. */
@@ -113,8 +130,17 @@ interface OutboxRow {
   published_at: Date | null;
 }
 
-/** One order's whole story: every message of its correlation id in causal order, with each delivery. */
-export async function orderTimeline(sources: Sources, orderId: string): Promise<Timeline | undefined> {
+/**
+ * One order's whole story: every message of its correlation id in causal order, with each
+ * delivery. The journal is read whole on the first call; a live view passes what it has
+ * (`known`) and the journal is not read at all.
+ */
+export async function orderTimeline(
+  sources: Sources,
+  orderId: string,
+  known?: JournalSoFar,
+  now = new Date(),
+): Promise<Timeline | undefined> {
   const { databases } = sources;
   // The orders database first: the order, and the correlation id its first event carries.
   const placed = await readOnly(databases.orders, async (query) => {
@@ -191,8 +217,9 @@ export async function orderTimeline(sources: Sources, orderId: string): Promise<
     sent_at: Date | null;
   }[];
 
-  const journal = await readJournal(sources.redis, sources.prefix);
-  const ours = journal.filter((e) => correlationId !== undefined && e.entry.correlationId === correlationId);
+  const journal = known ?? (await ourJournal(sources, correlationId));
+  const ours = journal.entries;
+  const lockMs = sources.consumerLockMs ?? 30_000;
 
   const messages: MessageView[] = outbox
     .sort((a, b) => a.created_at.getTime() - b.created_at.getTime())
@@ -204,23 +231,27 @@ export async function orderTimeline(sources: Sources, orderId: string): Promise<
       createdAt: row.created_at,
       publishedAt: row.published_at,
       publications: ours
-        .map((e) => e.entry)
         .filter((e) => e.kind === 'publication' && e.messageId === row.message_id)
         .map((e) => ({ at: e.at, copies: e.kind === 'publication' ? e.copies : 0 })),
       subscribers: (isEventType(row.type) ? [...subscribersOf(row.type)] : []).map((consumer: ConsumerName) => {
         const dead = deadLetters.find((d) => d.consumer === consumer && d.message_id === row.message_id);
+        const processedAt = processed.find(
+          (p) => p.consumer === consumer && p.message_id === row.message_id,
+        )?.processed_at;
+        const deliveries = ours.filter(
+          (e): e is DeliveryEntry => e.kind === 'delivery' && e.consumer === consumer && e.messageId === row.message_id,
+        );
+        const settled = deliveries.some((d) => d.outcome === 'processed');
         return {
           consumer,
           service: serviceOf(consumer),
-          processedAt: processed.find((p) => p.consumer === consumer && p.message_id === row.message_id)?.processed_at,
+          processedAt,
+          ...(processedAt && !settled
+            ? { unsettled: now.getTime() - processedAt.getTime() > lockMs ? 'never_settled' : 'settling' }
+            : {}),
           ...(dead ? { deadLettered: { code: dead.code, reason: dead.reason } } : {}),
-          deliveries: ours
-            .map((e) => e.entry)
-            .filter(
-              (e): e is DeliveryEntry =>
-                e.kind === 'delivery' && e.consumer === consumer && e.messageId === row.message_id,
-            ),
-        };
+          deliveries,
+        } satisfies SubscriberView;
       }),
     }));
 
@@ -232,7 +263,7 @@ export async function orderTimeline(sources: Sources, orderId: string): Promise<
     messages,
     payment,
     reservation,
-    providerCalls: ours.map((e) => e.entry).filter((e): e is ProviderCallEntry => e.kind === 'provider-call'),
+    providerCalls: ours.filter((e): e is ProviderCallEntry => e.kind === 'provider-call'),
     emails: emails.map((e) => ({
       kind: e.kind,
       messageId: e.message_id,
@@ -241,7 +272,18 @@ export async function orderTimeline(sources: Sources, orderId: string): Promise<
       sentAt: e.sent_at,
       sends: sends?.filter((id) => id === bare(e.message_id)).length,
     })),
-    journalId: journal.at(-1)?.id,
+    journal,
+  };
+}
+
+/** Every journal entry of one correlation id, and where the journal stands. */
+async function ourJournal(sources: Sources, correlationId: string | undefined): Promise<JournalSoFar> {
+  const journal = await readJournal(sources.redis, sources.prefix);
+  return {
+    entries: journal
+      .map((e) => e.entry)
+      .filter((e) => correlationId !== undefined && e.correlationId === correlationId),
+    last: journal.at(-1)?.id,
   };
 }
 
@@ -261,15 +303,21 @@ async function mailSends(mailApi: string | undefined): Promise<string[] | undefi
   }
 }
 
-/** Journal entries newer than `after` that belong to `correlationId` (for the live view). */
-export async function newEntries(
+/**
+ * The journal so far with what is newer than it, for the live view: only entries after
+ * `known.last` are read. Returns whether any of them is this order's.
+ */
+export async function withNewEntries(
   sources: Sources,
   correlationId: string | undefined,
-  after: string | undefined,
-): Promise<{ last: string | undefined; entries: JournalEntry[] }> {
-  const rows = await readJournal(sources.redis, sources.prefix, { after, count: 5_000 });
+  known: JournalSoFar,
+): Promise<{ journal: JournalSoFar; changed: boolean }> {
+  const rows = await readJournal(sources.redis, sources.prefix, { after: known.last, count: 5_000 });
+  const fresh = rows
+    .map((r) => r.entry)
+    .filter((e) => correlationId !== undefined && e.correlationId === correlationId);
   return {
-    last: rows.at(-1)?.id ?? after,
-    entries: rows.map((r) => r.entry).filter((e) => e.correlationId === correlationId),
+    journal: { entries: [...known.entries, ...fresh], last: rows.at(-1)?.id ?? known.last },
+    changed: fresh.length > 0,
   };
 }

@@ -4,7 +4,7 @@ import type { FaultRule } from '@idem/faults';
 import type { Lesson, LessonRun } from '@idem/lessons';
 import type { MessageView, OrderRow, Timeline } from './reads.js';
 
-/** Server-rendered pages: plain HTML, one small script for the live view and the forms. */
+/** Server-rendered pages: plain HTML, one small script for the live view. */
 
 export const escape = (value: unknown): string =>
   String(value ?? '').replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
@@ -13,12 +13,14 @@ const short = (id: string | null | undefined) => (id ? escape(id.slice(0, 8)) : 
 
 const LANES = SERVICE_NAMES;
 
-export function page(title: string, body: string, script = ''): string {
-  return `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>${escape(title)} · idem console</title>
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<style>
-  body { font: 14px/1.45 system-ui, sans-serif; margin: 0; color: #1d2330; background: #f6f7f9; }
+/**
+ * The console's stylesheet and its one script (the live view), served as files of its own: the
+ * Content-Security-Policy runs nothing inline, so injected markup could run nothing either.
+ */
+export const ASSETS = {
+  '/assets/console.css': {
+    type: 'text/css',
+    body: `  body { font: 14px/1.45 system-ui, sans-serif; margin: 0; color: #1d2330; background: #f6f7f9; }
   header { background: #1d2330; color: #fff; padding: .6rem 1.2rem; display: flex; gap: 1.5rem; align-items: baseline; }
   header a { color: #cfe0ff; text-decoration: none; } header strong { font-size: 1.1rem; }
   main { padding: 1rem 1.2rem; max-width: 1400px; }
@@ -36,9 +38,25 @@ export function page(title: string, body: string, script = ''): string {
   .deliveries { margin: .2rem 0 0; padding-left: 1rem; } form.inline { display: inline; }
   fieldset { border: 1px solid #c9cfdb; background: #fff; margin: 0 0 1rem; } button { cursor: pointer; }
   .warn { background: #fff3c4; border: 1px solid #e6cf6e; padding: .5rem .8rem; }
-</style></head>
+`,
+  },
+  '/assets/live.js': {
+    type: 'text/javascript',
+    body: `const box = document.getElementById('timeline');
+new EventSource(location.pathname + '/live').addEventListener('change', (event) => {
+  box.innerHTML = JSON.parse(event.data);
+});
+`,
+  },
+} as const;
+
+export function page(title: string, body: string, { live = false }: { live?: boolean } = {}): string {
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>${escape(title)} · idem console</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="stylesheet" href="/assets/console.css"></head>
 <body><header><strong>idem console</strong><a href="/">orders</a><a href="/faults">fault switches</a><a href="/lessons">lessons</a><a href="/checker">checker</a></header>
-<main>${body}</main>${script ? `<script>${script}</script>` : ''}</body></html>`;
+<main>${body}</main>${live ? '<script src="/assets/live.js"></script>' : ''}</body></html>`;
 }
 
 export const SCENARIOS = {
@@ -81,10 +99,7 @@ export function timelinePage(timeline: Timeline): string {
     `order ${timeline.order.id.slice(0, 8)}`,
     `<div id="timeline">${timelineFragment(timeline)}</div>
 <p class="note" id="live">live: new deliveries appear as they happen</p>`,
-    `const box = document.getElementById('timeline');
-new EventSource(location.pathname + '/live').addEventListener('change', (event) => {
-  box.innerHTML = JSON.parse(event.data);
-});`,
+    { live: true },
   );
 }
 
@@ -150,7 +165,7 @@ ${m.publishedAt ? `published ${time(m.publishedAt)}` : '<b>not published yet</b>
           `<li><span class="outcome ${escape(d.outcome)}" data-outcome="${escape(d.outcome)}">${escape(d.outcome)}</span> attempt ${d.attempt} · ${d.durationMs} ms · ${time(d.at)}${d.deadLettered ? ' <span class="outcome dead">dead-lettered</span>' : ''}${d.reason ? ` <span class="note">${escape(d.reason)}</span>` : ''} <span class="note">${escape(d.process)}</span></li>`,
       )
       .join('')}</ul>
-<span class="note">${s.processedAt ? `inbox record committed ${time(s.processedAt)}` : 'no inbox record'}${s.deadLettered ? ` · dead letter: ${escape(s.deadLettered.code)}` : ''}${s.processedAt && !s.deliveries.some((d) => d.outcome === 'processed') ? ' · the delivery that committed it never settled (its process died); the redelivery found the record' : ''}</span></div>`;
+<span class="note">${s.processedAt ? `inbox record committed ${time(s.processedAt)}` : 'no inbox record'}${s.deadLettered ? ` · dead letter: ${escape(s.deadLettered.code)}` : ''}${s.unsettled === 'never_settled' ? ' · the delivery that committed it never settled (its process died); the redelivery found the record' : s.unsettled === 'settling' ? ' · <span data-settling>settling: committed, the broker is being told</span>' : ''}</span></div>`;
     const key = s.service as (typeof LANES)[number];
     cells[key] = (cells[key] ?? '') + html;
   }

@@ -1,16 +1,18 @@
 // `pnpm demo`: against a running system (pnpm start), tells four stories and how each ended,
 // then a fifth with a duplicate: per consumer, how many deliveries were processed and how many
-// suppressed (with `IDEM_FAULTS_ENABLED=1 ADMIN_TOKEN=… pnpm start` and the same ADMIN_TOKEN here).
+// suppressed (with `IDEM_FAULTS_ENABLED=1 pnpm start`). It needs the system's operator token:
+// ADMIN_TOKEN, or the one `pnpm start` generated and saved.
 import { duplicateStory } from './duplicate-story.js';
 import { runStories } from './stories.js';
 import { systemFromEnv } from './system.js';
+import { operatorTokenFile, savedOperatorToken } from './tokens.js';
 
-const { urls, queuePrefix } = systemFromEnv();
-const adminToken = process.env.ADMIN_TOKEN;
+const { urls, queuePrefix, name } = systemFromEnv();
+const adminToken = savedOperatorToken(name);
 if (!adminToken) {
   console.error(
-    'set ADMIN_TOKEN to the system’s operator token: the demo reads payments and e-mails, which only the operator may\n' +
-      '(start the system with it too: IDEM_FAULTS_ENABLED=1 ADMIN_TOKEN=0123456789abcdef pnpm start)',
+    'the demo reads payments and e-mails, which only the operator may: set ADMIN_TOKEN to the system’s operator\n' +
+      `token, or start the system with pnpm start, which saves the one it generates in ${operatorTokenFile(name)}`,
   );
   process.exit(2);
 }

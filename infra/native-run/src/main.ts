@@ -1,6 +1,7 @@
 // `pnpm start`: the whole system, natively. Ctrl-C stops everything.
 import { unreachablePrerequisites } from './prerequisites.js';
 import { startSystem, systemFromEnv } from './system.js';
+import { operatorTokenFile, operatorTokenFor } from './tokens.js';
 
 const { postgresUrl, portOffset, name } = systemFromEnv();
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -13,6 +14,7 @@ if (missing) {
   process.exit(1);
 }
 
+const adminToken = operatorTokenFor(name);
 const system = await startSystem({
   postgresUrl,
   redisUrl,
@@ -20,6 +22,7 @@ const system = await startSystem({
   name,
   restartOnExit: true,
   console: true,
+  env: { ADMIN_TOKEN: adminToken },
 });
 console.log(`
 idem is running${name ? ` as system "${name}" (databases *_${name}, queue prefix ${system.queuePrefix})` : ''}:
@@ -30,6 +33,7 @@ idem is running${name ? ` as system "${name}" (databases *_${name}, queue prefix
   notifications  ${system.urls.notifications}   (GET /emails?orderId=)
   stripe-sim     ${system.urls.stripe}
   smtp-sink      ${system.urls.smtp}, mail API ${system.urls.mail}/api/v1/messages
+operator token   ${process.env.ADMIN_TOKEN ? 'ADMIN_TOKEN, as given' : `${adminToken}  (generated; saved in ${operatorTokenFile(name)}, where pnpm demo reads it; the console has it)`}
 Try: pnpm demo     Stop: Ctrl-C
 `);
 let stopping = false;

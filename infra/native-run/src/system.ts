@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { SERVICE_NAMES, SERVICE_REGISTRY, type ServiceName } from '@idem/contracts';
+import { DEVELOPMENT_JWT_SECRET, isLoopbackAddress } from '@idem/http';
 import { asRole, databaseRolesOf, provisionDatabase } from './databases.js';
 import { customerTokensOf } from './tokens.js';
 
@@ -43,6 +44,11 @@ export interface SystemOptions {
   readonly console?: boolean;
   /** Node.js options for every process, after tsx is loaded: `--cpu-prof` (which NODE_OPTIONS refuses), `--import` of a .ts file. @defaultValue none */
   readonly nodeOptions?: readonly string[];
+  /**
+   * The address every process binds: this machine only unless told otherwise (0.0.0.0 serves
+   * the network, and then needs a JWT_SECRET of its own). @defaultValue IDEM_BIND_ADDRESS or 127.0.0.1
+   */
+  readonly bindAddress?: string;
 }
 
 export interface RunningSystem {
@@ -165,16 +171,21 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
   const env = { ...process.env, ...options.env };
   // Customer tokens are checked by orders and minted by the console (and by any client: tokens.ts).
   const jwtSecret = customerTokensOf(env).secret;
+  const bindAddress = options.bindAddress ?? env.IDEM_BIND_ADDRESS ?? '127.0.0.1';
+  const refusal = bindRefusal(bindAddress, jwtSecret);
+  if (refusal) throw new Error(refusal);
+  // Every process binds it: the services, the simulators, the console.
+  const everywhere = { HOST: bindAddress };
 
   const parts: Record<string, { entry: string; instrumented?: true; env: Record<string, string>; health: string }> = {
     'stripe-sim': {
       entry: 'infra/stripe-sim/src/main.ts',
-      env: { STRIPE_SIM_PORT: String(port.stripe) },
+      env: { ...everywhere, STRIPE_SIM_PORT: String(port.stripe) },
       health: `${urls.stripe}/health`,
     },
     'smtp-sink': {
       entry: 'infra/smtp-sink/src/main.ts',
-      env: { SMTP_SINK_PORT: String(port.smtp), SMTP_SINK_HTTP_PORT: String(port.mail) },
+      env: { ...everywhere, SMTP_SINK_PORT: String(port.smtp), SMTP_SINK_HTTP_PORT: String(port.mail) },
       health: `${urls.mail}/health`,
     },
     ...Object.fromEntries(
@@ -184,6 +195,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
           entry: `services/${service}/src/main.ts`,
           instrumented: true,
           env: {
+            ...everywhere,
             OTEL_SERVICE_NAME: service,
             DATABASE_URL: asRole(databaseUrls[service], databaseRolesOf(service).runtime),
             REDIS_URL: redisUrl,
@@ -204,6 +216,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
     parts.console = {
       entry: 'infra/console/src/main.ts',
       env: {
+        ...everywhere,
         PORT: String(port.console),
         POSTGRES_URL: postgresUrl,
         ...Object.fromEntries(SERVICES.map((s) => [`${s.toUpperCase()}_DATABASE_URL`, databaseUrls[s]])),
@@ -217,6 +230,8 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
         CONSOLE_LESSONS: '1',
         TEST_POSTGRES_URL: postgresUrl,
         ...(options.env?.ADMIN_TOKEN ? { ADMIN_TOKEN: options.env.ADMIN_TOKEN } : {}),
+        // The services' broker lock: a delivery whose journal entry has not arrived by then died.
+        ...(env.CONSUMER_LOCK_MS ? { CONSUMER_LOCK_MS: env.CONSUMER_LOCK_MS } : {}),
         JWT_SECRET: jwtSecret,
       },
       health: `${urls.console}/health`,
@@ -310,6 +325,18 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
       return stopAll(processes);
     },
   };
+}
+
+/**
+ * Why the system must not start as asked, if it must not: bound beyond this machine with the
+ * public development key, anyone on the network could sign customer tokens.
+ */
+export function bindRefusal(bindAddress: string, jwtSecret: string): string | undefined {
+  if (isLoopbackAddress(bindAddress) || jwtSecret !== DEVELOPMENT_JWT_SECRET) return undefined;
+  return (
+    `IDEM_BIND_ADDRESS=${bindAddress} serves the network, and customer tokens would be checked against the ` +
+    'public development key (anyone could sign one): set a JWT_SECRET of your own (32 characters or more) as well'
+  );
 }
 
 async function waitForHealth(url: string, child: ChildProcess, name: string, timeoutMs = 60_000): Promise<void> {

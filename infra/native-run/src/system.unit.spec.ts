@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { SERVICES, systemFromEnv } from './system.js';
+import { DEVELOPMENT_JWT_SECRET } from '@idem/http';
+import { bindRefusal, SERVICES, systemFromEnv } from './system.js';
 
 describe('which system a command means', () => {
   it('is the default system with no offset: the plain databases and the idem prefix', () => {
@@ -28,5 +29,15 @@ describe('which system a command means', () => {
       queuePrefix: 'idem_lab',
       databaseUrls: expect.objectContaining({ payments: 'postgresql://postgres@127.0.0.1:5432/payments_lab' }),
     });
+  });
+});
+
+describe('bindRefusal', () => {
+  it('refuses the public development key beyond loopback, and nothing else', () => {
+    expect(bindRefusal('127.0.0.1', DEVELOPMENT_JWT_SECRET)).toBeUndefined();
+    expect(bindRefusal('::1', DEVELOPMENT_JWT_SECRET)).toBeUndefined();
+    expect(bindRefusal('0.0.0.0', DEVELOPMENT_JWT_SECRET)).toMatch(/JWT_SECRET of your own/);
+    expect(bindRefusal('192.168.1.20', DEVELOPMENT_JWT_SECRET)).toMatch(/development key/);
+    expect(bindRefusal('0.0.0.0', 'a-key-of-our-own-0123456789abcdef')).toBeUndefined();
   });
 });

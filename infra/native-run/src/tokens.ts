@@ -1,11 +1,10 @@
-import { customerTokensFromEnv, mintCustomerToken } from '@idem/http';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { customerTokensFromEnv, DEVELOPMENT_JWT_SECRET, mintCustomerToken } from '@idem/http';
 
-/**
- * The native run's key for customer tokens when JWT_SECRET is unset. It is public, so it only
- * suits a system on 127.0.0.1 (the native run binds nothing else); compose requires a secret
- * of its own, written by infra/compose-env.sh.
- */
-export const DEVELOPMENT_JWT_SECRET = 'idem-native-run-development-key-not-a-secret';
+export { DEVELOPMENT_JWT_SECRET };
 
 /** The key, issuer and audience a system's orders API checks customer tokens against. */
 export function customerTokensOf(env: NodeJS.ProcessEnv = process.env) {
@@ -32,4 +31,36 @@ export async function asCustomer(customerId: string): Promise<{ authorization: s
 /** `Authorization` for a request as the operator; nothing when no token is known. */
 export function asOperator(adminToken: string | undefined): { authorization?: string } {
   return adminToken ? { authorization: `Bearer ${adminToken}` } : {};
+}
+
+/**
+ * Where `pnpm start` keeps the operator token it generated for a system (readable by its owner
+ * only), so `pnpm demo` in another terminal finds it: `.idem/<system>.admin-token` in the checkout.
+ */
+export function operatorTokenFile(system: string | undefined): string {
+  return fileURLToPath(new URL(`../../../.idem/${system ?? 'default'}.admin-token`, import.meta.url));
+}
+
+/**
+ * The operator token for `pnpm start`: ADMIN_TOKEN when given, or a fresh random one (there is
+ * no default token: anyone who read the README would have it), saved for `pnpm demo`.
+ */
+export function operatorTokenFor(system: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
+  if (env.ADMIN_TOKEN) return env.ADMIN_TOKEN;
+  const token = randomBytes(24).toString('base64url');
+  const file = operatorTokenFile(system);
+  mkdirSync(dirname(file), { recursive: true });
+  writeFileSync(file, `${token}\n`, { mode: 0o600 });
+  chmodSync(file, 0o600);
+  return token;
+}
+
+/** ADMIN_TOKEN, or the one `pnpm start` generated for this system; undefined when neither exists. */
+export function savedOperatorToken(
+  system: string | undefined,
+  env: NodeJS.ProcessEnv = process.env,
+): string | undefined {
+  if (env.ADMIN_TOKEN) return env.ADMIN_TOKEN;
+  const file = operatorTokenFile(system);
+  return existsSync(file) ? readFileSync(file, 'utf8').trim() || undefined : undefined;
 }

@@ -87,3 +87,26 @@ describe('SMTP sink', () => {
     expect(sink.messages()).toHaveLength(1);
   });
 });
+
+describe('SMTP sink, as a browser on the same machine reaches it', () => {
+  it('refuses its control routes to another web page, and its messages to a foreign Host', async () => {
+    const refused = await api('/_sink/fail-next', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', origin: 'http://evil.example' },
+      body: JSON.stringify({ count: 5 }),
+    });
+    expect(refused.status).toBe(403);
+    await send('<guard@idem.local>'); // no failure was switched on
+    expect(sink.messages()).toHaveLength(1);
+    const { request } = await import('node:http');
+    const status = await new Promise<number>((resolve, reject) =>
+      request(
+        { host: '127.0.0.1', port: sink.httpPort, path: '/api/v1/messages', headers: { host: 'evil.example' } },
+        (res) => resolve(res.statusCode!),
+      )
+        .on('error', reject)
+        .end(),
+    );
+    expect(status).toBe(403);
+  });
+});

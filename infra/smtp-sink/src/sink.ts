@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
+import { localToolGuard } from '@idem/http';
 import express from 'express';
 import { simpleParser, type AddressObject, type ParsedMail } from 'mailparser';
 import { SMTPServer } from 'smtp-server';
@@ -40,6 +41,8 @@ export interface SmtpSinkOptions {
   readonly smtpPort?: number;
   readonly httpPort?: number;
   readonly host?: string;
+  /** Names its HTTP API answers to besides 127.0.0.1, localhost and [::1] on its port. @defaultValue none */
+  readonly allowedHosts?: readonly string[];
 }
 
 export interface SmtpSink {
@@ -57,7 +60,8 @@ export interface SmtpSink {
 export async function startSmtpSink({
   smtpPort = 1025,
   httpPort = 8025,
-  host = '0.0.0.0',
+  host = '127.0.0.1',
+  allowedHosts = [],
 }: SmtpSinkOptions = {}): Promise<SmtpSink> {
   const stored: StoredMessage[] = [];
   let failures = 0;
@@ -99,6 +103,9 @@ export async function startSmtpSink({
 
   const app = express();
   app.disable('x-powered-by');
+  // The messages hold customers' addresses, /_sink changes its behaviour: no other page may
+  // read the one or post to the other from the developer's browser.
+  app.use(localToolGuard({ allowedHosts }));
   app.use(express.json());
   const summary = ({ Text, HTML: _html, Headers: _headers, Date: _date, ...rest }: StoredMessage) => ({
     ...rest,

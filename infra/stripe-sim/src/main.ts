@@ -1,5 +1,8 @@
 // The Stripe-compatible payment simulator on STRIPE_SIM_PORT (default 12111).
 // STRIPE_SIM_ERROR_AFTER_CREATE / STRIPE_SIM_DROP_AFTER_CREATE: fault probabilities (0..1).
+// ALLOWED_HOSTS: host:port,… it answers to besides 127.0.0.1 and localhost on its port.
+// HOST: the address it binds (loopback unless told otherwise; its image sets 0.0.0.0).
+import { hostList } from '@idem/http';
 import { createStripeSimulator } from './simulator.js';
 
 const port = Number(process.env.STRIPE_SIM_PORT ?? process.env.PORT ?? 12111);
@@ -9,8 +12,9 @@ const simulator = createStripeSimulator({
     dropAfterCreate: Number(process.env.STRIPE_SIM_DROP_AFTER_CREATE ?? 0),
   },
   latencyMs: Number(process.env.STRIPE_SIM_LATENCY_MS ?? 0),
+  allowedHosts: hostList(process.env.ALLOWED_HOSTS),
 });
-const server = simulator.app.listen(port, '0.0.0.0', () => {
+const server = simulator.app.listen(port, process.env.HOST ?? '127.0.0.1', () => {
   console.log(
     JSON.stringify({ service: 'stripe-sim', msg: `Stripe simulator listening on :${port} (state in memory)` }),
   );

@@ -165,3 +165,44 @@ describe('Stripe simulator, through the official SDK', () => {
     expect(second.id).not.toBe(first.id); // the same key charges again: why idem never sends an old key
   });
 });
+
+describe('Stripe simulator, as curl and a browser reach it', () => {
+  const base = () => `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  const basic = (user: string, password = '') => `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
+
+  it('takes the key as HTTP Basic user name with an empty password (curl -u key:), as Stripe does, and refuses a foreign key either way', async () => {
+    const list = (authorization: string) => fetch(`${base()}/v1/payment_intents`, { headers: { authorization } });
+    expect((await list(basic(SIMULATOR_API_KEY))).status).toBe(200);
+    expect((await list(`bearer ${SIMULATOR_API_KEY}`)).status).toBe(200); // the scheme in any case
+    expect((await list(basic('sk_test_someone_elses_key'))).status).toBe(401);
+    expect((await list(basic(SIMULATOR_API_KEY, 'a-password'))).status).toBe(401);
+    expect((await list('Bearer sk_test_someone_elses_key')).status).toBe(401);
+  });
+
+  it('refuses its control routes to another web page, and every route to a foreign Host', async () => {
+    const faults = (headers: Record<string, string>) =>
+      fetch(`${base()}/_sim/faults`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...headers },
+        body: JSON.stringify({ errorAfterCreate: 1 }),
+      });
+    expect((await faults({ origin: 'http://evil.example' })).status).toBe(403);
+    expect((await faults({ 'sec-fetch-site': 'cross-site' })).status).toBe(403);
+    expect(await charge('k-guard')).toMatchObject({ status: 'succeeded' }); // the fault was not switched on
+    const { request } = await import('node:http');
+    const status = await new Promise<number>((resolve, reject) =>
+      request(
+        {
+          host: '127.0.0.1',
+          port: (server.address() as { port: number }).port,
+          path: '/v1/payment_intents',
+          headers: { host: 'evil.example', authorization: `Bearer ${SIMULATOR_API_KEY}` },
+        },
+        (res) => resolve(res.statusCode!),
+      )
+        .on('error', reject)
+        .end(),
+    );
+    expect(status).toBe(403);
+  });
+});

@@ -1,4 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
+import { localToolGuard } from '@idem/http';
 import express, { type Express, type Request, type Response } from 'express';
 
 /**
@@ -27,6 +28,11 @@ export interface SimulatorOptions {
   /** How long a `pm_usBankAccount` payment stays `processing`. @defaultValue 500 */
   readonly processingMs?: number;
   readonly random?: () => number;
+  /**
+   * Names it answers to besides 127.0.0.1, localhost and [::1] on its own port (a compose
+   * service name, a published port): it listens on a developer's machine. @defaultValue none
+   */
+  readonly allowedHosts?: readonly string[];
 }
 
 interface PaymentIntent {
@@ -95,6 +101,19 @@ export interface StripeSimulator {
   reset(): void;
 }
 
+/**
+ * The API key of a request, the two ways Stripe takes it: `Authorization: Bearer <key>`, or HTTP
+ * Basic with the key as the user name and an empty password (`curl -u sk_test_…:`, Stripe's own
+ * documented form). The scheme is case-insensitive (RFC 7235).
+ */
+function apiKeyOf(authorization: string): string | undefined {
+  const [, scheme, credentials] = /^(\w+) +(\S+)$/.exec(authorization) ?? [];
+  if (scheme?.toLowerCase() === 'bearer') return credentials;
+  if (scheme?.toLowerCase() !== 'basic' || !credentials) return undefined;
+  const [user, password] = Buffer.from(credentials, 'base64').toString('utf8').split(/:(.*)/s);
+  return user && !password ? user : undefined;
+}
+
 class StripeFailure extends Error {
   constructor(
     readonly status: number,
@@ -114,15 +133,18 @@ export function createStripeSimulator(options: SimulatorOptions = {}): StripeSim
 
   const app = express();
   app.disable('x-powered-by');
+  // A page in the developer's browser may neither read it (Host) nor change it (/_sim, Origin).
+  app.use(localToolGuard({ allowedHosts: options.allowedHosts ?? [] }));
   app.use(express.urlencoded({ extended: true }));
   app.use((req, res, next) => {
     res.set('Request-Id', `req_${id()}`);
     if (req.path.startsWith('/_sim') || req.path === '/health') return next();
-    const key = /^Bearer (\S+)$/.exec(req.get('authorization') ?? '')?.[1];
+    const key = apiKeyOf(req.get('authorization') ?? '');
     if (!key) {
       return void sendError(res, 401, {
         type: 'authentication_error',
-        message: 'You did not provide an API key. Provide it in the Authorization header as Bearer <key>.',
+        message:
+          'You did not provide an API key. Provide it in the Authorization header as Bearer <key>, or as the user name of HTTP Basic authentication with an empty password (curl -u <key>:).',
       });
     }
     if (key !== SIMULATOR_API_KEY) {

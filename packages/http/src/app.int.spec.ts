@@ -1,7 +1,7 @@
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { requireAdmin } from './admin.js';
+import { requireOperator } from './operators.js';
 import { createHttpApp, listen, type RunningServer } from './app.js';
 import { HttpError } from './errors.js';
 import { validate } from './validate.js';
@@ -27,8 +27,12 @@ beforeAll(async () => {
         const body = validate(z.object({ name: z.string().min(1), count: z.number().int().positive() }), req.body);
         res.status(201).json(body);
       });
-      app.post('/admin/reset', requireAdmin('s3cret'), (_req, res) => void res.status(204).end());
-      app.post('/disabled', requireAdmin(undefined), (_req, res) => void res.status(204).end());
+      app.post(
+        '/admin/reset',
+        requireOperator([{ name: 'ops', token: 's3cret' }]),
+        (_req, res) => void res.status(204).end(),
+      );
+      app.post('/disabled', requireOperator([]), (_req, res) => void res.status(204).end());
       app.get('/busy', () => {
         throw Object.assign(new Error('pool exhausted'), { busy: true });
       });

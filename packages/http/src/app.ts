@@ -1,5 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import express, { type Express, type RequestHandler } from 'express';
+import { auditTo, type AuditSink } from './audit.js';
 import { HttpError } from './errors.js';
 import { route } from './openapi.js';
 import { notFoundHandler, problemHandler } from './problem.js';
@@ -18,6 +19,8 @@ export interface HttpAppOptions {
   readonly onUnhealthy?: (check: string, error: unknown) => void;
   /** Turns errors the service recognises into problems (e.g. a database that is out of connections → 503). */
   readonly translateError?: (error: unknown) => HttpError | undefined;
+  /** Where operator actions are recorded, one event each (audit.ts). @defaultValue nowhere */
+  readonly audit?: AuditSink;
 }
 
 const requireJson: RequestHandler = (req, _res, next) => {
@@ -41,9 +44,11 @@ export function createHttpApp({
   onUnexpectedError = () => {},
   onUnhealthy = () => {},
   translateError,
+  audit,
 }: HttpAppOptions): Express {
   const app = express();
   app.disable('x-powered-by');
+  if (audit) auditTo(app, audit);
   app.use(requireJson, express.json({ limit: bodyLimit, type: 'application/json' }));
   route(
     app,
@@ -94,6 +99,8 @@ export interface RunningServer {
 
 /** Listens on `port` (0 = any free port); close() stops accepting and ends idle connections. */
 export interface ListenOptions {
+  /** The address to bind. @defaultValue '127.0.0.1' */
+  readonly host?: string;
   /** A client must have sent all its headers within this. @defaultValue 10000 */
   readonly headersTimeoutMs?: number;
   /** … and its whole request within this. @defaultValue 30000 */
@@ -109,7 +116,12 @@ export interface ListenOptions {
 export function listen(
   app: Express,
   port: number,
-  { headersTimeoutMs = 10_000, requestTimeoutMs = 30_000, keepAliveTimeoutMs = 5_000 }: ListenOptions = {},
+  {
+    host = '127.0.0.1',
+    headersTimeoutMs = 10_000,
+    requestTimeoutMs = 30_000,
+    keepAliveTimeoutMs = 5_000,
+  }: ListenOptions = {},
 ): Promise<RunningServer> {
   const server = createServer(
     {
@@ -122,7 +134,7 @@ export function listen(
   );
   return new Promise((resolve, reject) => {
     server.once('error', reject);
-    server.listen(port, '0.0.0.0', () => {
+    server.listen(port, host, () => {
       const address = server.address();
       resolve({
         server,

@@ -26,7 +26,10 @@ beforeAll(async () => {
       routes: (app) => {
         app.use(
           '/me',
-          authenticate({ tokens: { jwksUrl, ...DEFAULT_TOKEN_CLAIMS }, adminToken: 'operator-token-0123' }),
+          authenticate({
+            tokens: { jwksUrl, ...DEFAULT_TOKEN_CLAIMS },
+            operators: [{ name: 'ops', token: 'operator-token-0123' }],
+          }),
         );
         app.get('/me', (_req, res) => void res.json(callerOf(res)));
       },
@@ -55,7 +58,7 @@ describe('customer tokens from a key set (JWT_JWKS_URL)', () => {
       kind: 'customer',
       customerId: 'customer-42',
     });
-    expect(await (await me('operator-token-0123')).json()).toEqual({ kind: 'operator' });
+    expect(await (await me('operator-token-0123')).json()).toEqual({ kind: 'operator', name: 'ops' });
   });
 
   it('refuses an HS256 token, whatever key signed it: a key set admits only asymmetric algorithms', async () => {
@@ -73,7 +76,7 @@ describe('customer tokens from a key set (JWT_JWKS_URL)', () => {
       createHttpApp({
         health: {},
         routes: (app) => {
-          app.use(authenticate({ tokens: { jwksUrl, ...DEFAULT_TOKEN_CLAIMS } }));
+          app.use(authenticate({ tokens: { jwksUrl, ...DEFAULT_TOKEN_CLAIMS }, operators: [] }));
           app.get('/me', (_req, res) => void res.json(callerOf(res)));
         },
       }),

@@ -1,15 +1,16 @@
 import type { Request, RequestHandler, Response } from 'express';
 import { createRemoteJWKSet, errors, jwtVerify, SignJWT, type JWTVerifyResult } from 'jose';
 import { z } from 'zod';
-import { adminTokenMatcher } from './admin.js';
+import { bearerOf, operatorMatcher, type Operator } from './operators.js';
 import { HttpError } from './errors.js';
 
 /**
  * Who sent a request: a customer (the `sub` of a verified JWT, and its `email` claim when the
- * identity provider vouches for one), or the operator (ADMIN_TOKEN).
+ * identity provider vouches for one), or an operator (ADMIN_TOKEN or ADMIN_TOKENS), by name.
  */
 export type Caller =
-  { readonly kind: 'customer'; readonly customerId: string; readonly email?: string } | { readonly kind: 'operator' };
+  | { readonly kind: 'customer'; readonly customerId: string; readonly email?: string }
+  | { readonly kind: 'operator'; readonly name: string };
 
 export interface CustomerTokens {
   /** HS256 key shared with whoever issues customer tokens (`pnpm token` in development). */
@@ -19,6 +20,17 @@ export interface CustomerTokens {
   readonly issuer: string;
   readonly audience: string;
 }
+
+/**
+ * The native run's key for customer tokens when JWT_SECRET is unset. It is public (it is in this
+ * repository), so anyone can sign a token with it: a service that binds anything but loopback
+ * refuses it (the orders configuration), and compose and Kubernetes need a key of their own.
+ */
+export const DEVELOPMENT_JWT_SECRET = 'idem-native-run-development-key-not-a-secret';
+
+/** Whether a bind address serves this machine only. */
+export const isLoopbackAddress = (host: string): boolean =>
+  host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host);
 
 /** The issuer and audience customer tokens carry unless JWT_ISSUER and JWT_AUDIENCE say otherwise. */
 export const DEFAULT_TOKEN_CLAIMS = { issuer: 'idem', audience: 'idem-orders' } as const;
@@ -41,14 +53,22 @@ const ASYMMETRIC = ['RS256', 'PS256', 'ES256', 'ES384', 'EdDSA'];
  * invalid credentials answer 401 with a `WWW-Authenticate` challenge; the reason never echoes
  * the token.
  */
-export function authenticate({ tokens, adminToken }: { tokens: CustomerTokens; adminToken?: string }): RequestHandler {
-  const isOperator = adminTokenMatcher(adminToken);
+export function authenticate({
+  tokens,
+  operators,
+}: {
+  tokens: CustomerTokens;
+  operators: readonly Operator[];
+}): RequestHandler {
+  const operatorNamed = operatorMatcher(operators);
   const verify = verifierOf(tokens);
   return async (req, res, next) => {
-    const bearer = /^Bearer ([^\s]+)$/.exec(req.get('authorization') ?? '')?.[1];
+    const bearer = bearerOf(req.get('authorization'));
     if (!bearer) throw unauthorized('send Authorization: Bearer <token> (a customer JWT, or the operator token)');
-    if (isOperator?.(bearer)) {
-      res.locals.caller = { kind: 'operator' } satisfies Caller;
+    const operator = operatorNamed?.(bearer);
+    if (operator) {
+      res.locals.caller = { kind: 'operator', name: operator } satisfies Caller;
+      res.locals.operator = operator; // for the audit trail
       return next();
     }
     if (!verify) throw unauthorized('customer tokens are not accepted here: set JWT_SECRET or JWT_JWKS_URL');

@@ -1,7 +1,15 @@
 export { HttpError, STATUS_OF, type ErrorCode, type FieldError } from './errors.js';
 export { sendProblem, problemHandler, notFoundHandler } from './problem.js';
 export { validate } from './validate.js';
-export { requireAdmin } from './admin.js';
+export {
+  requireOperator,
+  operatorsFromEnv,
+  operatorTokensProblem,
+  operatorOf,
+  bearerOf,
+  type Operator,
+} from './operators.js';
+export { auditTo, auditResult, correlationIdOf, type AuditEvent, type AuditSink } from './audit.js';
 export {
   createHttpApp,
   listen,
@@ -16,9 +24,12 @@ export {
   addressOf,
   mintCustomerToken,
   DEFAULT_TOKEN_CLAIMS,
+  DEVELOPMENT_JWT_SECRET,
+  isLoopbackAddress,
   customerTokensFromEnv,
   type Caller,
   type CustomerTokens,
 } from './callers.js';
 export { rateLimit, type RateLimit } from './rate-limit.js';
 export { route, openApiDocument, serveOpenApi, type Audience, type Input, type Operation } from './openapi.js';
+export { localToolGuard, localToolHeaders, hostList } from './local-tools.js';

@@ -1,5 +1,6 @@
 import type { Express, Request, RequestHandler, Response } from 'express';
 import { z } from 'zod';
+import { auditing } from './audit.js';
 import { STATUS_OF } from './errors.js';
 import { validate } from './validate.js';
 
@@ -43,7 +44,8 @@ type None = z.ZodObject<Record<string, never>>;
 /**
  * Registers an operation on `app`: validates its path parameters, query and body with its
  * schemas (400 naming each field), hands them to `handler`, and records it for the app's
- * OpenAPI document.
+ * OpenAPI document. An operation the operator may call leaves one audit event per call
+ * (audit.ts), refused calls of an operator-only one included.
  */
 export function route<P extends z.ZodType = None, Q extends z.ZodType = None, B extends z.ZodType = None>(
   app: Express,
@@ -51,7 +53,12 @@ export function route<P extends z.ZodType = None, Q extends z.ZodType = None, B 
   handler: (input: Input<P, Q, B>, req: Request, res: Response) => unknown,
 ): void {
   operationsOf(app).push(operation as unknown as AnyOperation);
-  app[operation.method](operation.path, ...(operation.use ?? []), async (req: Request, res: Response) => {
+  const { audience } = operation;
+  const audit =
+    audience === 'operator' || audience === 'customer-or-operator'
+      ? [auditing(app, `${operation.method.toUpperCase()} ${operation.path}`, audience === 'operator')]
+      : [];
+  app[operation.method](operation.path, ...audit, ...(operation.use ?? []), async (req: Request, res: Response) => {
     const input = {
       params: operation.params ? validate(operation.params, req.params, 'path') : {},
       query: operation.query ? validate(operation.query, req.query, 'query') : {},

@@ -14,6 +14,8 @@ export interface Metrics {
   readonly relayPublished: Counter;
   readonly relayFailures: Counter;
   readonly retentionDeleted: Counter<'table'>;
+  /** Operator actions by operation and how they ended (done, refused, rejected, failed). */
+  readonly operatorActions: Counter<'action' | 'outcome'>;
   /** A gauge whose values are read (e.g. from the database) at each scrape. */
   gauge<L extends string>(
     name: string,
@@ -43,6 +45,12 @@ export function createMetrics(service: string): Metrics {
       help: 'Time from the start of handling to the end of the inbox transaction.',
       labelNames: ['consumer', 'contract'],
       buckets: [0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      registers,
+    }),
+    operatorActions: new Counter({
+      name: 'idem_operator_actions_total',
+      help: 'Operator actions, by operation (METHOD /path) and outcome: done, refused (not an operator), rejected (bad request), failed.',
+      labelNames: ['action', 'outcome'],
       registers,
     }),
     deadLetters: new Counter({

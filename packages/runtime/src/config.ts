@@ -1,3 +1,4 @@
+import { operatorTokensProblem } from '@idem/http';
 import { z } from 'zod';
 
 const DAY = 24 * 3_600_000;
@@ -15,7 +16,22 @@ export function baseConfigSchema(service: string, defaultPort: number) {
     /** Connections in this process's database pool (interactive transactions each hold one). */
     DATABASE_POOL_MAX: z.coerce.number().int().positive().default(10),
     PORT: z.coerce.number().int().min(0).max(65535).default(defaultPort),
+    /**
+     * The address the HTTP server binds. Loopback unless told otherwise: a process started on a
+     * developer's machine serves that machine only. The images set 0.0.0.0 (a container is
+     * reached over its own network; compose publishes its ports on 127.0.0.1).
+     */
+    HOST: z.string().min(1).default('127.0.0.1'),
+    /** One operator token (the operator named `operator`); or ADMIN_TOKENS, or both. */
     ADMIN_TOKEN: z.string().min(16, 'use at least 16 characters').optional(),
+    /** Named operators, `name:token,…`, each token at least 16 characters: the audit trail names who acted. */
+    ADMIN_TOKENS: z
+      .string()
+      .optional()
+      .superRefine((value, ctx) => {
+        const problem = value === undefined ? undefined : operatorTokensProblem(value);
+        if (problem) ctx.addIssue({ code: 'custom', message: problem });
+      }),
     /** Roles this process runs; the native run and compose run them all in one process. */
     IDEM_ROLES: z
       .string()

@@ -14,6 +14,7 @@ export function createLogger(service: string, level: string): Logger {
       '*.token',
       '*.apiKey',
       'config.ADMIN_TOKEN',
+      'config.ADMIN_TOKENS',
       'config.JWT_SECRET',
       'config.STRIPE_API_KEY',
       'config.SMTP_URL',

@@ -1,12 +1,16 @@
+import { Writable } from 'node:stream';
 import { fromNodePostgres } from '@idem/database';
 import { noFaults } from '@idem/faults';
-import { RetentionError } from '@idem/inbox';
+import { createInbox, RetentionError } from '@idem/inbox';
+import { pino } from 'pino';
 import { createTestDatabase, deleteQueues, redisUrl, uniqueName } from '@idem/testkit';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { baseConfigSchema, parseConfig } from './config.js';
 import { createLogger } from './logger.js';
+import { deadLetters } from './parts/dead-letters.js';
 import { inboxRetention } from './parts/inbox.js';
+import { outbox } from './parts/outbox.js';
 import { runService, type ServicePart } from './run-service.js';
 
 const prefix = uniqueName('idem_test_runtime');
@@ -45,6 +49,97 @@ describe('runService', () => {
       expect(events).toEqual(['started', 'stopped']);
       expect(pool.ended).toBe(true);
     } finally {
+      await database.drop();
+    }
+  });
+});
+
+describe('the audit trail', () => {
+  const ALICE = 'alice-token-0123456789abcdef';
+  const BOB = 'bob-token-0123456789abcdef';
+
+  it('records every operator action once: who, what, the result, refused calls too, and never a token', async () => {
+    const database = await createTestDatabase('runtime_audit');
+    const pool = new pg.Pool({ connectionString: database.url });
+    const lines: string[] = [];
+    const log = pino(
+      { level: 'info' },
+      new Writable({ write: (chunk: Buffer, _encoding, done) => void (lines.push(chunk.toString()), done()) }),
+    );
+    const config = parseConfig(baseConfigSchema('runtime', 0), {
+      DATABASE_URL: database.url,
+      REDIS_URL: redisUrl,
+      IDEM_QUEUE_PREFIX: prefix,
+      ADMIN_TOKENS: `alice:${ALICE},bob:${BOB}`,
+    });
+    const db = fromNodePostgres(pool);
+    const service = await runService({
+      name: 'runtime',
+      config,
+      log,
+      db,
+      faults: noFaults,
+      parts: [outbox(), deadLetters(createInbox({ db }))],
+    });
+    const call = (method: string, path: string, token?: string, body?: unknown) =>
+      fetch(`http://127.0.0.1:${service.http.port}${path}`, {
+        method,
+        headers: {
+          'content-type': 'application/json',
+          'x-correlation-id': '0b6f3c1e-9a53-4f5e-8d3e-3f7a9c1b2d4e',
+          ...(token ? { authorization: `bearer ${token}` } : {}),
+        },
+        ...(body ? { body: JSON.stringify(body) } : {}),
+      });
+    const audits = () =>
+      lines
+        .map((line) => JSON.parse(line) as { audit?: Record<string, unknown> })
+        .flatMap((l) => (l.audit ? [l.audit] : []));
+    try {
+      expect((await call('GET', '/dead-letters?limit=5', ALICE)).status).toBe(200);
+      expect((await call('POST', '/dead-letters/replay', BOB, { consumer: 'nobody.v1' })).status).toBe(200);
+      expect((await call('POST', '/outbox/parked/retry', 'not-a-token-of-anyone')).status).toBe(403);
+      expect((await call('POST', '/outbox/parked/retry')).status).toBe(401);
+      expect((await call('GET', '/health')).status).toBe(200); // not an operator action
+      await new Promise((resolve) => setTimeout(resolve, 50)); // 'finish' fires after the answer is sent
+
+      expect(audits()).toEqual([
+        expect.objectContaining({
+          actor: 'alice',
+          action: 'GET /dead-letters',
+          target: { limit: '5' },
+          outcome: 'done',
+          status: 200,
+          correlationId: '0b6f3c1e-9a53-4f5e-8d3e-3f7a9c1b2d4e',
+        }),
+        expect.objectContaining({
+          actor: 'bob',
+          action: 'POST /dead-letters/replay',
+          target: { consumer: 'nobody.v1' },
+          result: { replayed: [], more: false },
+          outcome: 'done',
+        }),
+        expect.objectContaining({
+          actor: 'unknown',
+          action: 'POST /outbox/parked/retry',
+          outcome: 'refused',
+          status: 403,
+        }),
+        expect.objectContaining({
+          actor: 'unknown',
+          action: 'POST /outbox/parked/retry',
+          outcome: 'refused',
+          status: 401,
+        }),
+      ]);
+      const metrics = await (await call('GET', '/metrics')).text();
+      expect(metrics).toMatch(
+        /idem_operator_actions_total\{[^}]*action="POST \/outbox\/parked\/retry",outcome="refused"[^}]*\} 2/,
+      );
+      const everything = lines.join('');
+      for (const secret of [ALICE, BOB, 'not-a-token-of-anyone']) expect(everything).not.toContain(secret);
+    } finally {
+      await service.stop();
       await database.drop();
     }
   });

@@ -1,6 +1,15 @@
 import type { SqlClient, TransactionalClient } from '@idem/database';
 import type { Faults } from '@idem/faults';
-import { createHttpApp, HttpError, listen, route, serveOpenApi, type RunningServer } from '@idem/http';
+import {
+  createHttpApp,
+  HttpError,
+  listen,
+  operatorsFromEnv,
+  route,
+  serveOpenApi,
+  type Operator,
+  type RunningServer,
+} from '@idem/http';
 import { classifyFailure } from '@idem/inbox';
 import {
   createDeliveryJournal,
@@ -35,6 +44,8 @@ export interface ServiceContext<Tx extends SqlClient = SqlClient> {
   readonly redis: Redis;
   /** This process, as the journal and the console name it. */
   readonly process: string;
+  /** Who may call the operator routes (ADMIN_TOKEN, ADMIN_TOKENS); none: they are disabled. */
+  readonly operators: readonly Operator[];
 }
 
 /** What a part leaves running: its routes (added when the process serves HTTP) and how it stops. */
@@ -128,6 +139,7 @@ export async function runService<Tx extends SqlClient>(service: ServiceDefinitio
     journal,
     redis,
     process: me,
+    operators: operatorsFromEnv(config),
   };
   const started: StartedPart[] = [];
   /** Parts in reverse (consumers finish or abandon in-flight deliveries), then the connections. */
@@ -169,6 +181,12 @@ export async function runService<Tx extends SqlClient>(service: ServiceDefinitio
       for (const part of started) part.routes?.(app);
       if (context.roles.has('http')) serveOpenApi(app, { title: `idem ${name}`, version: '1' });
     },
+    // Every operator action, refused ones too: one structured event in the log (under `audit`,
+    // for a log pipeline to ship) and a counter (docs/operations.md, "The audit trail").
+    audit: (event) => {
+      log.info({ audit: event }, `operator action: ${event.action} ${event.outcome}`);
+      metrics.operatorActions.inc({ action: event.action, outcome: event.outcome });
+    },
     onUnexpectedError: (error) => log.error({ err: error }, 'unexpected error answering a request'),
     onUnhealthy: (check, error) => log.warn({ err: error, check }, 'health check failing'),
     translateError: (error) => {
@@ -182,7 +200,7 @@ export async function runService<Tx extends SqlClient>(service: ServiceDefinitio
       );
     },
   });
-  const http = await listen(app, config.PORT).catch(async (error: unknown) => {
+  const http = await listen(app, config.PORT, { host: config.HOST }).catch(async (error: unknown) => {
     await shutDown();
     throw error;
   });

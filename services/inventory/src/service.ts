@@ -45,7 +45,7 @@ export async function startInventory(
         consumer('inventory.payment-failed.v1', handlePaymentFailed({ now })),
         consumer('inventory.payment-captured.v1', handlePaymentCaptured({ now })),
       ]),
-      api('stock API', (app) => stockRoutes(app, { db, adminToken: config.ADMIN_TOKEN, now })),
+      api('stock API', (app, { operators }) => stockRoutes(app, { db, operators, now })),
       deadLetters(inbox),
       faultSwitches(),
     ],

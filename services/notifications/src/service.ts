@@ -69,7 +69,7 @@ export async function startNotifications(
             })),
         ),
       ),
-      api('email API', (app) => emailRoutes(app, { db, adminToken: config.ADMIN_TOKEN })),
+      api('email API', (app, { operators }) => emailRoutes(app, { db, operators })),
       deadLetters(inbox),
       faultSwitches(),
     ],

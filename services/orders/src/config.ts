@@ -1,4 +1,4 @@
-import { DEFAULT_TOKEN_CLAIMS } from '@idem/http';
+import { DEFAULT_TOKEN_CLAIMS, DEVELOPMENT_JWT_SECRET, isLoopbackAddress } from '@idem/http';
 import { baseConfigSchema, parseConfig } from '@idem/runtime';
 import { z } from 'zod';
 
@@ -26,6 +26,13 @@ export const configSchema = baseConfigSchema('orders', 3001)
   .refine((config) => !(config.JWT_SECRET && config.JWT_JWKS_URL), {
     path: ['JWT_JWKS_URL'],
     message: 'set JWT_SECRET or JWT_JWKS_URL, not both: tokens are checked against one issuer',
+  })
+  // Anyone who can read this repository can sign tokens with the development key: it may serve
+  // this machine, never a network.
+  .refine((config) => config.JWT_SECRET !== DEVELOPMENT_JWT_SECRET || isLoopbackAddress(config.HOST), {
+    path: ['JWT_SECRET'],
+    message:
+      'this is the public development key, and HOST binds beyond this machine: anyone could sign a customer token; set a JWT_SECRET of your own',
   });
 export type OrdersConfig = ReturnType<typeof loadConfig>;
 

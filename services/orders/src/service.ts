@@ -54,7 +54,7 @@ export async function startOrders(
         consumer('orders.payment-failed.v1', handlePaymentFailed({ now })),
         consumer('orders.payment-refunded.v1', handlePaymentRefunded({ now })),
       ]),
-      api('orders API', (app, { redis }) =>
+      api('orders API', (app, { redis, operators }) =>
         orderRoutes(app, {
           db,
           now,
@@ -65,7 +65,7 @@ export async function startOrders(
             issuer: config.JWT_ISSUER,
             audience: config.JWT_AUDIENCE,
           },
-          adminToken: config.ADMIN_TOKEN,
+          operators,
           redis,
           rateLimits: {
             prefix: config.IDEM_QUEUE_PREFIX,
@@ -75,7 +75,7 @@ export async function startOrders(
           },
         }),
       ),
-      api('catalog API', (app) => catalogRoutes(app, { db, adminToken: config.ADMIN_TOKEN, now })),
+      api('catalog API', (app, { operators }) => catalogRoutes(app, { db, operators, now })),
       deadLetters(inbox),
       faultSwitches(),
     ],

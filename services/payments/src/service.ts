@@ -74,7 +74,7 @@ export async function startPayments(
           })),
         ),
       ),
-      api('payments API', (app) => paymentRoutes(app, { db, adminToken: config.ADMIN_TOKEN, now })),
+      api('payments API', (app, { operators }) => paymentRoutes(app, { db, operators, now })),
       deadLetters(inbox),
       faultSwitches(),
     ],

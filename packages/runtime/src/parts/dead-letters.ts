@@ -1,5 +1,5 @@
 import type { SqlClient } from '@idem/database';
-import { HttpError, requireAdmin, route } from '@idem/http';
+import { auditResult, HttpError, requireOperator, route } from '@idem/http';
 import type { DeadLetterCursor, Inbox } from '@idem/inbox';
 import { replayDeadLetters, ReplayWindowError } from '@idem/messaging';
 import { z } from 'zod';
@@ -12,10 +12,10 @@ import type { ServicePart } from '../run-service.js';
 export function deadLetters(inbox: Pick<Inbox<SqlClient>, 'deadLetters'>): ServicePart {
   return {
     name: 'dead letters',
-    start: ({ config, roles, publisher, log }) => ({
+    start: ({ config, roles, publisher, operators }) => ({
       routes(app) {
         if (!roles.has('http')) return;
-        const admin = requireAdmin(config.ADMIN_TOKEN);
+        const admin = requireOperator(operators);
         // Pages without payloads (a dead letter may hold up to 64 KiB); one payload at a time below.
         route(
           app,
@@ -68,28 +68,37 @@ export function deadLetters(inbox: Pick<Inbox<SqlClient>, 'deadLetters'>): Servi
           {
             method: 'post',
             path: '/dead-letters/replay',
-            summary: 'Publish dead letters again to their consumer (older than the replay window only with a reason)',
+            summary:
+              'Publish dead letters again to their consumer, at most `limit` (100) a call, oldest first: `more` says whether matching ones remain (older than the replay window only with a reason)',
             audience: 'operator',
             use: [admin],
             body: z.object({
               consumer: z.string().max(200).optional(),
               messageIds: z.array(z.string().max(200)).max(1000).optional(),
+              limit: z.number().int().min(1).max(1000).default(100),
               // Past the replay window a processed record may be gone: replaying then needs a reason.
               force: z.object({ reason: z.string().min(10).max(500) }).optional(),
             }),
-            responses: { 200: 'The `replayed` dead letters', 409: 'Some are older than the replay window' },
+            responses: {
+              200: 'The `replayed` dead letters, and whether `more` match (call again for the next page)',
+              409: 'Some are older than the replay window',
+            },
           },
           async ({ body: { force, ...filter } }, _req, res) => {
-            if (force)
-              log.warn({ ...filter, reason: force.reason }, 'dead letters replayed past the replay window, forced');
             try {
               const replayed = await replayDeadLetters(inbox.deadLetters, publisher, filter, {
                 replayWindowMs: config.REPLAY_WINDOW_MS,
                 ...(force ? { force } : {}),
               });
-              res.json({ replayed: replayed.map((d) => ({ consumer: d.consumer, messageId: d.messageId })) });
+              const { limit: _limit, ...matching } = filter;
+              const more = (await inbox.deadLetters.list({ ...matching, limit: 1, payloads: false })).length > 0;
+              const ids = replayed.map((d) => ({ consumer: d.consumer, messageId: d.messageId }));
+              res.json(auditResult(res, { replayed: ids, more }));
             } catch (error) {
               if (!(error instanceof ReplayWindowError)) throw error;
+              auditResult(res, {
+                refused: error.tooOld.map((d) => ({ consumer: d.consumer, messageId: d.messageId })),
+              });
               throw new HttpError('conflict', error.message, {
                 errors: error.tooOld.map((d) => ({
                   field: `${d.consumer}/${d.messageId}`,

@@ -1,5 +1,5 @@
 import { FAULT_NAMES, isSwitchboard } from '@idem/faults';
-import { requireAdmin, route } from '@idem/http';
+import { requireOperator, route } from '@idem/http';
 import { z } from 'zod';
 import type { ServicePart } from '../run-service.js';
 
@@ -13,10 +13,10 @@ const startedAt = new Date().toISOString();
 export function faultSwitches(): ServicePart {
   return {
     name: 'fault switches',
-    start: ({ faults, config, process: name }) => ({
+    start: ({ faults, process: name, operators }) => ({
       routes(app) {
         if (!isSwitchboard(faults)) return;
-        const admin = requireAdmin(config.ADMIN_TOKEN);
+        const admin = requireOperator(operators);
         const state = () => ({
           process: name,
           pid: process.pid,

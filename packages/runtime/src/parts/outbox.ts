@@ -1,4 +1,4 @@
-import { requireAdmin, route } from '@idem/http';
+import { auditResult, requireOperator, route } from '@idem/http';
 import { createRelay, listParked, outboxBacklog, purgePublished, retryParked } from '@idem/outbox';
 import { z } from 'zod';
 import { periodic } from '../periodic.js';
@@ -12,7 +12,7 @@ import { sharedWhileInFlight, type ServicePart } from '../run-service.js';
 export function outbox(): ServicePart {
   return {
     name: 'outbox',
-    start({ name, config, roles, db, faults, log, metrics, publisher }) {
+    start({ name, config, roles, db, faults, log, metrics, publisher, operators }) {
       // Prometheus collects the gauges of one scrape at once: they share one backlog query.
       const readBacklog = sharedWhileInFlight(() => outboxBacklog(db));
       metrics.gauge('idem_outbox_backlog', 'Outbox rows not yet published.', [], async () => [
@@ -61,7 +61,7 @@ export function outbox(): ServicePart {
       return {
         routes(app) {
           if (!roles.has('http')) return;
-          const admin = requireAdmin(config.ADMIN_TOKEN);
+          const admin = requireOperator(operators);
           route(
             app,
             {
@@ -86,7 +86,7 @@ export function outbox(): ServicePart {
               responses: { 200: 'How many were `retried`' },
             },
             async ({ body: { messageIds } }, _req, res) =>
-              void res.json({ retried: await retryParked(db, messageIds) }),
+              void res.json(auditResult(res, { retried: await retryParked(db, messageIds) })),
           );
         },
         async stop() {

@@ -1,4 +1,4 @@
-import { HttpError, requireAdmin, route } from '@idem/http';
+import { HttpError, requireOperator, route, type Operator } from '@idem/http';
 import type { Express } from 'express';
 import { z } from 'zod';
 import { findStock, setAvailable } from '../application/stock.js';
@@ -8,7 +8,7 @@ const skuParam = z.object({ sku: z.string().min(1).max(64) });
 
 export function stockRoutes(
   app: Express,
-  { db, adminToken, now }: { db: PrismaClient; adminToken?: string; now: () => Date },
+  { db, operators, now }: { db: PrismaClient; operators: readonly Operator[]; now: () => Date },
 ) {
   route(
     app,
@@ -34,7 +34,7 @@ export function stockRoutes(
       path: '/stock/:sku',
       summary: 'Set the available units of a SKU (creating it)',
       audience: 'operator',
-      use: [requireAdmin(adminToken)],
+      use: [requireOperator(operators)],
       params: skuParam,
       body: z.object({ available: z.number().int().min(0).max(1_000_000_000) }),
       responses: { 200: 'The stock item' },

@@ -1,4 +1,4 @@
-import { requireAdmin, route } from '@idem/http';
+import { requireOperator, route, type Operator } from '@idem/http';
 import type { Express } from 'express';
 import { z } from 'zod';
 import { emailWorkItemsOf } from '../application/work-items.js';
@@ -7,7 +7,7 @@ import type { PrismaClient } from '../db.js';
 /** E-mails carry customers' addresses and are not tied to a customer here: an operator read. */
 export function emailRoutes(
   app: Express,
-  { db, adminToken }: { db: PrismaClient; adminToken: string | undefined },
+  { db, operators }: { db: PrismaClient; operators: readonly Operator[] },
 ): void {
   route(
     app,
@@ -16,7 +16,7 @@ export function emailRoutes(
       path: '/emails',
       summary: "An order's e-mail work items: kind, status, attempts, stable Message-ID",
       audience: 'operator',
-      use: [requireAdmin(adminToken)],
+      use: [requireOperator(operators)],
       query: z.object({ orderId: z.uuid() }),
       responses: { 200: '`emails`, oldest first' },
     },

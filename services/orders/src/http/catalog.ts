@@ -1,4 +1,4 @@
-import { HttpError, requireAdmin, route } from '@idem/http';
+import { HttpError, requireOperator, route, type Operator } from '@idem/http';
 import { skuSchema } from '@idem/contracts';
 import type { Express } from 'express';
 import { z } from 'zod';
@@ -14,7 +14,7 @@ const skuParam = z.object({ sku: skuSchema });
  */
 export function catalogRoutes(
   app: Express,
-  { db, adminToken, now }: { db: PrismaClient; adminToken: string | undefined; now: () => Date },
+  { db, operators, now }: { db: PrismaClient; operators: readonly Operator[]; now: () => Date },
 ): void {
   route(
     app,
@@ -52,7 +52,7 @@ export function catalogRoutes(
       summary:
         'Set what a SKU costs (creating it), or withdraw it from sale; orders already placed keep the prices they were placed at',
       audience: 'operator',
-      use: [requireAdmin(adminToken)],
+      use: [requireOperator(operators)],
       params: skuParam,
       body: z.strictObject({
         name: z.string().min(1).max(200),

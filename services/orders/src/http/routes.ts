@@ -9,6 +9,7 @@ import {
   validate,
   type Caller,
   type CustomerTokens,
+  type Operator,
 } from '@idem/http';
 import { skuSchema } from '@idem/contracts';
 import type { Express, Request, Response } from 'express';
@@ -56,7 +57,7 @@ export interface OrderRoutesOptions {
   readonly idempotencyKeyRetentionMs: number;
   /** Who may call: customers with a token, the operator with ADMIN_TOKEN. */
   readonly tokens: CustomerTokens;
-  readonly adminToken: string | undefined;
+  readonly operators: readonly Operator[];
   /** Counts `POST /orders` per customer and per address, across instances. */
   readonly redis: Redis;
   readonly rateLimits: { readonly prefix: string; perCustomer: number; perAddress: number; windowMs: number };
@@ -71,7 +72,7 @@ export function orderRoutes(app: Express, options: OrderRoutesOptions): void {
   const { db, now, idempotencyKeyRetentionMs, rateLimits } = options;
   // Registered before the routes, so express runs it first on every /orders path: no handler
   // ever sees a request without a caller.
-  app.use('/orders', authenticate({ tokens: options.tokens, adminToken: options.adminToken }));
+  app.use('/orders', authenticate({ tokens: options.tokens, operators: options.operators }));
   // Counted before any database work (a flood costs Redis round trips, not transactions); a
   // repeat with the same Idempotency-Key counts too.
   const limitPlacing = rateLimit({

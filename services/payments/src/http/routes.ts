@@ -1,4 +1,4 @@
-import { HttpError, requireAdmin, route } from '@idem/http';
+import { HttpError, requireOperator, route, type Operator } from '@idem/http';
 import type { Express } from 'express';
 import { z } from 'zod';
 import { paymentAttemptsOf, retryAttempt } from '../application/payment-attempts.js';
@@ -7,9 +7,9 @@ import type { PrismaClient } from '../db.js';
 /** Payments know orders, not customers: both routes are the operator's. */
 export function paymentRoutes(
   app: Express,
-  { db, adminToken, now }: { db: PrismaClient; adminToken: string | undefined; now: () => Date },
+  { db, operators, now }: { db: PrismaClient; operators: readonly Operator[]; now: () => Date },
 ): void {
-  const admin = requireAdmin(adminToken);
+  const admin = requireOperator(operators);
   route(
     app,
     {

@@ -1,0 +1,96 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { RequestHandler, Response } from 'express';
+import { HttpError } from './errors.js';
+
+/** An operator: a name for the audit trail, and the token that proves it. */
+export interface Operator {
+  readonly name: string;
+  readonly token: string;
+}
+
+/**
+ * The operators of a process: `ADMIN_TOKENS=name:token,…` (each token at least 16 characters),
+ * and `ADMIN_TOKEN`, one token named `operator`. None: operator endpoints are disabled.
+ */
+export function operatorsFromEnv({
+  ADMIN_TOKEN,
+  ADMIN_TOKENS,
+}: {
+  ADMIN_TOKEN?: string | undefined;
+  ADMIN_TOKENS?: string | undefined;
+}): Operator[] {
+  const named = (ADMIN_TOKENS ?? '')
+    .split(',')
+    .map((pair) => pair.trim())
+    .filter(Boolean)
+    .map((pair) => {
+      const at = pair.indexOf(':');
+      return { name: pair.slice(0, at), token: pair.slice(at + 1) };
+    });
+  return [...named, ...(ADMIN_TOKEN ? [{ name: 'operator', token: ADMIN_TOKEN }] : [])];
+}
+
+/** Why ADMIN_TOKENS cannot be used as written, or undefined (for a configuration schema). */
+export function operatorTokensProblem(value: string): string | undefined {
+  const seen = new Set<string>();
+  for (const pair of value
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean)) {
+    const at = pair.indexOf(':');
+    const name = pair.slice(0, at);
+    if (at < 1 || !/^[\w.-]{1,64}$/.test(name))
+      return 'write name:token pairs, a name of letters, digits, ".", "-", "_"';
+    if (pair.length - at - 1 < 16) return `the token of ${name} is shorter than 16 characters`;
+    if (seen.has(name)) return `${name} is named twice`;
+    seen.add(name);
+  }
+  return undefined;
+}
+
+/**
+ * Which operator a presented token belongs to, compared in constant time against every token
+ * (as digests, so their lengths leak nothing either); undefined when none configured.
+ */
+export function operatorMatcher(
+  operators: readonly Operator[],
+): ((presented: string) => string | undefined) | undefined {
+  if (operators.length === 0) return undefined;
+  const digests = operators.map(({ name, token }) => ({ name, digest: digest(token) }));
+  return (presented) => {
+    const offered = digest(presented);
+    let found: string | undefined;
+    // Every comparison runs, whichever matches: the time says nothing about which.
+    for (const { name, digest: expected } of digests) if (timingSafeEqual(offered, expected)) found ??= name;
+    return found;
+  };
+}
+
+/** The credentials of `Authorization: <scheme> <credentials>` when the scheme is Bearer, in any case (RFC 7235). */
+export const bearerOf = (authorization: string | undefined): string | undefined =>
+  /^bearer +(\S+)$/i.exec(authorization ?? '')?.[1];
+
+/**
+ * Guards operator endpoints with `Authorization: Bearer <token>` of a configured operator and
+ * keeps the operator's name for the audit trail (`operatorOf`). Without operators they are
+ * disabled (403).
+ */
+export function requireOperator(operators: readonly Operator[]): RequestHandler {
+  const match = operatorMatcher(operators);
+  return (req, res, next) => {
+    if (!match) throw new HttpError('admin_disabled', 'set ADMIN_TOKEN or ADMIN_TOKENS to enable operator endpoints');
+    const bearer = bearerOf(req.get('authorization'));
+    if (!bearer) throw new HttpError('unauthorized', 'send Authorization: Bearer <operator token>');
+    const name = match(bearer);
+    if (!name) throw new HttpError('forbidden', 'the operator token is not valid');
+    res.locals.operator = name;
+    next();
+  };
+}
+
+/** The operator `requireOperator` (or `authenticate`) let through, if the caller is one. */
+export const operatorOf = (res: Response): string | undefined => (res.locals as { operator?: string }).operator;
+
+function digest(value: string): Buffer {
+  return createHash('sha256').update(value).digest();
+}
