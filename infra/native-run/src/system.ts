@@ -92,6 +92,7 @@ export const QUICK_TAKEOVER_ENV = {
 export const UNLIMITED_ORDERS_ENV = {
   RATE_LIMIT_ORDERS_PER_CUSTOMER: '1000000',
   RATE_LIMIT_ORDERS_PER_ADDRESS: '1000000',
+  RATE_LIMIT_CANCELS_PER_CUSTOMER: '1000000',
 } as const;
 
 /** The native run's ports (each plus `portOffset`). */

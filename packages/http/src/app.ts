@@ -21,6 +21,8 @@ export interface HttpAppOptions {
   readonly translateError?: (error: unknown) => HttpError | undefined;
   /** Where operator actions are recorded, one event each (audit.ts). @defaultValue nowhere */
   readonly audit?: AuditSink;
+  /** Proxies whose X-Forwarded-For is believed (express's `trust proxy`): hops, or addresses and ranges. @defaultValue none */
+  readonly trustProxy?: number | readonly string[];
 }
 
 const requireJson: RequestHandler = (req, _res, next) => {
@@ -45,9 +47,11 @@ export function createHttpApp({
   onUnhealthy = () => {},
   translateError,
   audit,
+  trustProxy,
 }: HttpAppOptions): Express {
   const app = express();
   app.disable('x-powered-by');
+  if (trustProxy !== undefined) app.set('trust proxy', typeof trustProxy === 'number' ? trustProxy : [...trustProxy]);
   if (audit) auditTo(app, audit);
   app.use(requireJson, express.json({ limit: bodyLimit, type: 'application/json' }));
   route(

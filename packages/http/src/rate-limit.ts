@@ -27,31 +27,62 @@ export function rateLimit({
   prefix: string;
   limits: readonly RateLimit[];
 }): RequestHandler {
-  const limiters = limits.map((limit) => {
-    const window = { points: limit.points, duration: Math.max(1, Math.ceil(limit.windowMs / 1000)) };
-    return {
-      limit,
-      limiter: new RateLimiterRedis({
-        ...window,
-        storeClient: redis,
-        keyPrefix: `${prefix}:rate-limit:${limit.per}`,
-        insuranceLimiter: new RateLimiterMemory(window),
-      }),
-    };
-  });
+  const limiters = limits.map((limit) => ({ limit, limiter: limiterOf(redis, prefix, limit) }));
   return async (req, res, next) => {
     for (const { limit, limiter } of limiters) {
       try {
         await limiter.consume(limit.keyOf(req, res));
       } catch (rejection) {
         if (!(rejection instanceof RateLimiterRes)) throw rejection;
-        throw new HttpError(
-          'rate_limited',
-          `at most ${limit.points} requests per ${limit.windowMs / 1000} s per ${limit.per}; retry later`,
-          { headers: { 'Retry-After': String(Math.max(1, Math.ceil(rejection.msBeforeNext / 1000))) } },
-        );
+        throw rateLimited(limit, rejection, 'requests');
       }
     }
     next();
   };
+}
+
+/**
+ * Limits failures rather than requests: a request is refused with 429 once its key has had
+ * `points` answers that `failed` in the window (e.g. 401s per address, so nobody can guess tokens
+ * at the speed of the network), and counts only when it fails itself. Other requests are free.
+ */
+export function limitFailures({
+  redis,
+  prefix,
+  limit,
+  failed,
+}: {
+  redis: Redis;
+  prefix: string;
+  limit: RateLimit;
+  failed: (res: Response) => boolean;
+}): RequestHandler {
+  const limiter = limiterOf(redis, prefix, limit);
+  return async (req, res, next) => {
+    const key = limit.keyOf(req, res);
+    const spent = await limiter.get(key);
+    if (spent && spent.consumedPoints >= limit.points) throw rateLimited(limit, spent, 'failed requests');
+    res.on('finish', () => {
+      if (failed(res)) limiter.penalty(key).catch(() => {}); // counted for the next request
+    });
+    next();
+  };
+}
+
+function limiterOf(redis: Redis, prefix: string, limit: RateLimit): RateLimiterRedis {
+  const window = { points: limit.points, duration: Math.max(1, Math.ceil(limit.windowMs / 1000)) };
+  return new RateLimiterRedis({
+    ...window,
+    storeClient: redis,
+    keyPrefix: `${prefix}:rate-limit:${limit.per}`,
+    insuranceLimiter: new RateLimiterMemory(window),
+  });
+}
+
+function rateLimited(limit: RateLimit, state: RateLimiterRes, what: string): HttpError {
+  return new HttpError(
+    'rate_limited',
+    `at most ${limit.points} ${what} per ${limit.windowMs / 1000} s per ${limit.per}; retry later`,
+    { headers: { 'Retry-After': String(Math.max(1, Math.ceil(state.msBeforeNext / 1000))) } },
+  );
 }

@@ -7,10 +7,15 @@ export interface DeadLetter {
   readonly consumer: string;
   /** The message id, or the broker's id for a message too malformed to carry one. */
   readonly messageId: string;
-  /** The message exactly as it was delivered (absent when listed without payloads). */
+  /**
+   * The message exactly as it was delivered (absent when listed without payloads); for a
+   * truncated one, only the start of its JSON text.
+   */
   readonly payload: unknown;
-  /** The size of the stored payload, as JSON. */
+  /** The size of the delivered payload, as JSON text. */
   readonly payloadBytes: number;
+  /** Kept only in part (over MAX_DEAD_LETTER_PAYLOAD_BYTES): not the message that was delivered. */
+  readonly truncated: boolean;
   readonly code: string;
   readonly reason: string;
   readonly attempts: number;
@@ -50,8 +55,9 @@ export interface DeadLetters {
 interface DeadLetterRow {
   consumer: string;
   message_id: string;
-  payload: unknown;
+  payload_text: string | null;
   payload_bytes: number;
+  payload_truncated: boolean;
   code: string;
   reason: string;
   attempts: number;
@@ -63,19 +69,23 @@ interface DeadLetterRow {
 export function createDeadLetters(db: SqlClient, now: () => Date): DeadLetters {
   return {
     async record({ consumer, messageId, payload, code, reason, attempts }) {
+      const stored = storedPayload(payload);
       await db.$executeRaw`
-        INSERT INTO dead_letters (consumer, message_id, payload, code, reason, attempts, dead_lettered_at)
-        VALUES (${consumer}, ${boundMessageId(messageId)}, ${storableJson(payload)}::jsonb, ${code}, ${storableText(boundReason(reason))},
-                ${attempts}, ${now()})
+        INSERT INTO dead_letters (consumer, message_id, payload, payload_text, payload_bytes, payload_sha256,
+                                  payload_truncated, code, reason, attempts, dead_lettered_at)
+        VALUES (${consumer}, ${boundMessageId(messageId)}, ${stored.jsonb}::jsonb, ${stored.text}, ${stored.bytes},
+                ${stored.sha256}, ${stored.truncated}, ${code}, ${storableText(boundReason(reason))}, ${attempts}, ${now()})
         ON CONFLICT (consumer, message_id) DO UPDATE
-          SET payload = EXCLUDED.payload, code = EXCLUDED.code, reason = EXCLUDED.reason,
+          SET payload = EXCLUDED.payload, payload_text = EXCLUDED.payload_text, payload_bytes = EXCLUDED.payload_bytes,
+              payload_sha256 = EXCLUDED.payload_sha256, payload_truncated = EXCLUDED.payload_truncated,
+              code = EXCLUDED.code, reason = EXCLUDED.reason,
               attempts = EXCLUDED.attempts, dead_lettered_at = EXCLUDED.dead_lettered_at, replayed_at = NULL`;
     },
     async list({ consumer, messageIds, limit = 100, after, payloads = true } = {}) {
       const ids = messageIds ? [...messageIds] : null;
       const rows = await db.$queryRaw<DeadLetterRow[]>`
-        SELECT consumer, message_id, CASE WHEN ${payloads} THEN payload END AS payload,
-               octet_length(payload::text)::int AS payload_bytes,
+        SELECT consumer, message_id, CASE WHEN ${payloads} THEN payload_text END AS payload_text,
+               payload_bytes, payload_truncated,
                code, reason, attempts, dead_lettered_at, replayed_at, replay_count
           FROM dead_letters
          WHERE replayed_at IS NULL AND (${consumer ?? null}::text IS NULL OR consumer = ${consumer ?? null})
@@ -88,8 +98,12 @@ export function createDeadLetters(db: SqlClient, now: () => Date): DeadLetters {
       return rows.map((row) => ({
         consumer: row.consumer,
         messageId: row.message_id,
-        payload: original(row.payload),
+        payload:
+          row.payload_text === null || row.payload_truncated
+            ? row.payload_text
+            : (JSON.parse(row.payload_text) as unknown),
         payloadBytes: row.payload_bytes,
+        truncated: row.payload_truncated,
         code: row.code,
         reason: row.reason,
         attempts: row.attempts,
@@ -108,36 +122,26 @@ export function createDeadLetters(db: SqlClient, now: () => Date): DeadLetters {
   };
 }
 
-/**
- * jsonb refuses some text JSON allows — a NUL character, a lone UTF-16 surrogate — so a payload
- * holding one is kept as its JSON text inside a wrapper, which jsonb stores as plain escapes;
- * {@link original} gives back exactly what was delivered, for replay. Bad input loses nothing.
- */
-const WRAPPED = '$idem_json_text';
-const TRUNCATED = '$idem_truncated_json_text';
 /** The most of a payload a dead letter keeps; a larger one keeps its start, its size and its hash. */
 export const MAX_DEAD_LETTER_PAYLOAD_BYTES = 64 * 1024;
 
-/** The JSON text to store for a payload: as delivered when jsonb takes it, wrapped or bounded when not. */
-function storableJson(payload: unknown): string {
+/**
+ * What a dead letter stores of a payload: the JSON text it was delivered as, in its own column
+ * (JSON's escapes keep a NUL or a lone surrogate as plain text PostgreSQL stores), so it comes
+ * back exactly, whatever shape it has; the same as jsonb where jsonb takes it, for queries; and a
+ * payload over the bound only as its start, its size and its hash (`truncated`).
+ */
+function storedPayload(payload: unknown) {
   const text = JSON.stringify(payload ?? null) ?? 'null';
   const bytes = Buffer.byteLength(text);
-  if (bytes > MAX_DEAD_LETTER_PAYLOAD_BYTES) {
-    return JSON.stringify({
-      [TRUNCATED]: storableText(text.slice(0, MAX_DEAD_LETTER_PAYLOAD_BYTES / 4)),
-      bytes,
-      sha256: createHash('sha256').update(text).digest('hex'),
-    });
-  }
-  return jsonbRefuses(payload) ? JSON.stringify({ [WRAPPED]: text }) : text;
-}
-
-function original(stored: unknown): unknown {
-  if (stored && typeof stored === 'object' && !Array.isArray(stored)) {
-    const wrapped = (stored as Record<string, unknown>)[WRAPPED];
-    if (typeof wrapped === 'string' && Object.keys(stored).length === 1) return JSON.parse(wrapped) as unknown;
-  }
-  return stored;
+  const truncated = bytes > MAX_DEAD_LETTER_PAYLOAD_BYTES;
+  return {
+    text: truncated ? storableText(text.slice(0, MAX_DEAD_LETTER_PAYLOAD_BYTES / 4)) : text,
+    jsonb: truncated || jsonbRefuses(payload) ? null : text,
+    bytes,
+    sha256: createHash('sha256').update(text).digest('hex'),
+    truncated,
+  };
 }
 
 /** A NUL, or a surrogate that is not half of a pair, anywhere in a string or a key. */

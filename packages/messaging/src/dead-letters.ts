@@ -50,7 +50,10 @@ export interface ReplayWindow {
   /** How long after the fact a message may still be replayed (REPLAY_WINDOW_MS). */
   readonly replayWindowMs: number;
   readonly now?: () => Date;
-  /** Replays older dead letters too, for a reason an operator gives (it is logged). */
+  /**
+   * Replays older dead letters too, and truncated ones (their kept start, not what was
+   * delivered), for a reason an operator gives (the audit trail records it).
+   */
   readonly force?: { readonly reason: string };
 }
 
@@ -62,6 +65,18 @@ export class ReplayWindowError extends Error {
       `${tooOld.length} dead letter(s) are older than the replay window: their processed records may have been ` +
         `purged, so a replay could apply them twice. Force it with a reason if you know it is safe: ` +
         tooOld.map((d) => `${d.consumer}/${d.messageId}`).join(', '),
+    );
+  }
+}
+
+/** Dead letters kept only in part (over the size a dead letter keeps), refused without `force`. */
+export class ReplayTruncatedError extends Error {
+  readonly code = 'payload_truncated';
+  constructor(readonly truncated: readonly Pick<DeadLetter, 'consumer' | 'messageId' | 'payloadBytes'>[]) {
+    super(
+      `${truncated.length} dead letter(s) were kept truncated: what a replay would send is not the message that ` +
+        `was delivered. Force it with a reason if you mean to: ` +
+        truncated.map((d) => `${d.consumer}/${d.messageId} (${d.payloadBytes} bytes)`).join(', '),
     );
   }
 }
@@ -84,6 +99,8 @@ export async function replayDeadLetters(
     const tooOld = chosen.filter((d) => d.deadLetteredAt.getTime() < oldest);
     if (tooOld.length > 0) throw new ReplayWindowError(tooOld);
   }
+  const truncated = chosen.filter((d) => d.truncated);
+  if (truncated.length > 0 && !window?.force) throw new ReplayTruncatedError(truncated);
   for (const deadLetter of chosen) {
     // Redeliver first, mark second: if this process dies in between, the dead letter is still
     // listed, and replaying it once more delivers the same message id, which is harmless. If

@@ -5,6 +5,7 @@ export {
   DeadLetterWriteError,
   replayDeadLetters,
   ReplayWindowError,
+  ReplayTruncatedError,
   type ReplayFilter,
   type ReplayWindow,
 } from './dead-letters.js';

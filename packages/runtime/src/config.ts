@@ -22,6 +22,19 @@ export function baseConfigSchema(service: string, defaultPort: number) {
      * reached over its own network; compose publishes its ports on 127.0.0.1).
      */
     HOST: z.string().min(1).default('127.0.0.1'),
+    /**
+     * Which proxies in front of the service to believe about the client's address
+     * (X-Forwarded-For), as express's `trust proxy` takes it: a number of hops, or addresses and
+     * CIDR ranges (`10.0.0.0/8,loopback`). Unset: none, and every client behind an ingress shares
+     * the ingress's address (and its rate limits). Never `true`: a client could then claim any
+     * address. @defaultValue unset
+     */
+    TRUST_PROXY: z
+      .string()
+      .regex(/^(\d+|[\w.:/]+(\s*,\s*[\w.:/]+)*)$/, 'a number of hops, or addresses and CIDR ranges separated by commas')
+      .refine((value) => value !== 'true', 'trusting every hop lets any client claim any address: name the proxies')
+      .transform((value) => (/^\d+$/.test(value) ? Number(value) : value.split(',').map((part) => part.trim())))
+      .optional(),
     /** One operator token (the operator named `operator`); or ADMIN_TOKENS, or both. */
     ADMIN_TOKEN: z.string().min(16, 'use at least 16 characters').optional(),
     /** Named operators, `name:token,…`, each token at least 16 characters: the audit trail names who acted. */

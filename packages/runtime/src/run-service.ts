@@ -181,6 +181,7 @@ export async function runService<Tx extends SqlClient>(service: ServiceDefinitio
       for (const part of started) part.routes?.(app);
       if (context.roles.has('http')) serveOpenApi(app, { title: `idem ${name}`, version: '1' });
     },
+    ...(config.TRUST_PROXY === undefined ? {} : { trustProxy: config.TRUST_PROXY }),
     // Every operator action, refused ones too: one structured event in the log (under `audit`,
     // for a log pipeline to ship) and a counter (docs/operations.md, "The audit trail").
     audit: (event) => {

@@ -14,13 +14,29 @@ export const configSchema = baseConfigSchema('orders', 3001)
       .default(24 * 3_600_000),
     /** HS256 key that customer tokens are signed with (`pnpm token` mints one). Or JWT_JWKS_URL. */
     JWT_SECRET: z.string().min(32, 'use at least 32 characters').optional(),
-    /** An identity provider's key set (RS256, ES256, EdDSA tokens), instead of JWT_SECRET. */
-    JWT_JWKS_URL: z.url().optional(),
+    /**
+     * An identity provider's key set (RS256, ES256, EdDSA tokens), instead of JWT_SECRET. Over
+     * https: whoever can change the keys on the way can sign any customer's token (loopback
+     * excepted, for a provider on this machine).
+     */
+    JWT_JWKS_URL: z
+      .url()
+      .refine(
+        (url) => new URL(url).protocol === 'https:' || isLoopbackAddress(new URL(url).hostname.replace(/^\[|\]$/g, '')),
+        {
+          message: 'use https (only a key set on this machine, 127.0.0.1 or localhost, may be plain http)',
+        },
+      )
+      .optional(),
     JWT_ISSUER: z.string().min(1).default(DEFAULT_TOKEN_CLAIMS.issuer),
     JWT_AUDIENCE: z.string().min(1).default(DEFAULT_TOKEN_CLAIMS.audience),
     /** `POST /orders` allowed per customer, and per client address, in each RATE_LIMIT_WINDOW_MS. */
     RATE_LIMIT_ORDERS_PER_CUSTOMER: perWindow.default(30),
     RATE_LIMIT_ORDERS_PER_ADDRESS: perWindow.default(300),
+    /** `POST /orders/:id/cancel` allowed per caller in each RATE_LIMIT_WINDOW_MS. */
+    RATE_LIMIT_CANCELS_PER_CUSTOMER: perWindow.default(30),
+    /** Requests refused with 401 (a bad or missing token) allowed per client address in each window. */
+    RATE_LIMIT_FAILED_AUTHENTICATIONS_PER_ADDRESS: perWindow.default(20),
     RATE_LIMIT_WINDOW_MS: perWindow.default(60_000),
   })
   .refine((config) => !(config.JWT_SECRET && config.JWT_JWKS_URL), {

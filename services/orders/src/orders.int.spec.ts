@@ -41,7 +41,9 @@ beforeAll(async () => {
   );
   db = connectDatabase(database.url);
   // HTTP only: these tests look at what the API writes, the relay would publish it away.
-  service = await startOrders(configOf({ RATE_LIMIT_ORDERS_PER_CUSTOMER: '1000' }));
+  service = await startOrders(
+    configOf({ RATE_LIMIT_ORDERS_PER_CUSTOMER: '1000', RATE_LIMIT_FAILED_AUTHENTICATIONS_PER_ADDRESS: '1000' }),
+  );
 });
 afterAll(async () => {
   await service.stop();
@@ -483,6 +485,68 @@ describe('callers own what they create', () => {
       ).toBe(200);
     } finally {
       await Promise.all(instances.map((i) => i.stop()));
+    }
+  });
+});
+
+describe('limits behind a proxy, on cancels and on failed authentication', () => {
+  /** An HTTP-only orders instance with these settings and rate-limit keys of its own. */
+  const instance = (env: Record<string, string>) =>
+    startOrders(configOf({ IDEM_QUEUE_PREFIX: uniqueName('idem_test_limits'), RATE_LIMIT_WINDOW_MS: '60000', ...env }));
+  const placeVia = async (port: number, customerId: string, forwardedFor: string) =>
+    (
+      await fetch(`http://127.0.0.1:${port}/orders`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-forwarded-for': forwardedFor, ...(await as(customerId)) },
+        body: JSON.stringify(validOrder()),
+      })
+    ).status;
+
+  it('counts each client behind a trusted proxy on its own, and believes no untrusted hop', async () => {
+    const limits = { RATE_LIMIT_ORDERS_PER_ADDRESS: '2', RATE_LIMIT_ORDERS_PER_CUSTOMER: '100' };
+    // The test's requests come from 127.0.0.1: a trusted proxy when TRUST_PROXY names loopback.
+    const trusting = await instance({ ...limits, TRUST_PROXY: 'loopback' });
+    const untrusting = await instance({ ...limits, TRUST_PROXY: '10.0.0.0/8' });
+    try {
+      const behind = trusting.http.port;
+      expect([
+        await placeVia(behind, 'c1', '203.0.113.1'),
+        await placeVia(behind, 'c2', '203.0.113.1'),
+        await placeVia(behind, 'c3', '203.0.113.1'),
+        await placeVia(behind, 'c4', '203.0.113.2'),
+      ]).toEqual([201, 201, 429, 201]);
+      const direct = untrusting.http.port;
+      expect([
+        await placeVia(direct, 'c5', '203.0.113.1'),
+        await placeVia(direct, 'c6', '203.0.113.2'),
+        await placeVia(direct, 'c7', '203.0.113.3'), // a forged header changes nothing
+      ]).toEqual([201, 201, 429]);
+    } finally {
+      await Promise.all([trusting.stop(), untrusting.stop()]);
+    }
+  });
+
+  it('limits cancels per caller, and stops an address whose tokens keep failing', async () => {
+    const limited = await instance({
+      RATE_LIMIT_CANCELS_PER_CUSTOMER: '2',
+      RATE_LIMIT_FAILED_AUTHENTICATIONS_PER_ADDRESS: '3',
+    });
+    try {
+      const on = (path: string) => `http://127.0.0.1:${limited.http.port}${path}`;
+      const { orderId } = await orderOf(await post('/orders', validOrder()));
+      const cancel = async () =>
+        (await fetch(on(`/orders/${orderId}/cancel`), { method: 'POST', headers: await as('ada') })).status;
+      expect([await cancel(), await cancel(), await cancel()]).toEqual([200, 200, 429]);
+
+      const read = async (authorization: string) => (await fetch(on('/orders'), { headers: { authorization } })).status;
+      const guesses = [await read('Bearer guess-1'), await read('Bearer guess-2'), await read('Bearer guess-3')];
+      expect(guesses).toEqual([401, 401, 401]);
+      await new Promise((resolve) => setTimeout(resolve, 50)); // the last failure is counted as its answer goes out
+      const next = await fetch(on('/orders'), { headers: await as('ada') });
+      expect(next.status).toBe(429); // even with a valid token, from this address, for now
+      expect(Number(next.headers.get('retry-after'))).toBeGreaterThan(0);
+    } finally {
+      await limited.stop();
     }
   });
 });

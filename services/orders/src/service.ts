@@ -71,6 +71,8 @@ export async function startOrders(
             prefix: config.IDEM_QUEUE_PREFIX,
             perCustomer: config.RATE_LIMIT_ORDERS_PER_CUSTOMER,
             perAddress: config.RATE_LIMIT_ORDERS_PER_ADDRESS,
+            cancelsPerCustomer: config.RATE_LIMIT_CANCELS_PER_CUSTOMER,
+            failedAuthenticationsPerAddress: config.RATE_LIMIT_FAILED_AUTHENTICATIONS_PER_ADDRESS,
             windowMs: config.RATE_LIMIT_WINDOW_MS,
           },
         }),

@@ -1,7 +1,7 @@
 import type { SqlClient } from '@idem/database';
 import { auditResult, HttpError, requireOperator, route } from '@idem/http';
 import type { DeadLetterCursor, Inbox } from '@idem/inbox';
-import { replayDeadLetters, ReplayWindowError } from '@idem/messaging';
+import { replayDeadLetters, ReplayTruncatedError, ReplayWindowError } from '@idem/messaging';
 import { z } from 'zod';
 import type { ServicePart } from '../run-service.js';
 
@@ -55,12 +55,20 @@ export function deadLetters(inbox: Pick<Inbox<SqlClient>, 'deadLetters'>): Servi
             audience: 'operator',
             use: [admin],
             query: z.object({ consumer: z.string().max(200), messageId: z.string().max(200) }),
-            responses: { 200: 'The payload', 404: 'No such dead letter waiting for replay' },
+            responses: {
+              200: 'The payload exactly as delivered; for one kept `truncated`, the start of its JSON text',
+              404: 'No such dead letter waiting for replay',
+            },
           },
           async ({ query: { consumer, messageId } }, _req, res) => {
             const [deadLetter] = await inbox.deadLetters.list({ consumer, messageIds: [messageId], limit: 1 });
             if (!deadLetter) throw new HttpError('not_found', 'no such dead letter waiting for replay');
-            res.json({ consumer, messageId, payload: deadLetter.payload });
+            res.json({
+              consumer,
+              messageId,
+              payload: deadLetter.payload,
+              ...(deadLetter.truncated ? { truncated: { bytes: deadLetter.payloadBytes } } : {}),
+            });
           },
         );
         route(
@@ -81,7 +89,7 @@ export function deadLetters(inbox: Pick<Inbox<SqlClient>, 'deadLetters'>): Servi
             }),
             responses: {
               200: 'The `replayed` dead letters, and whether `more` match (call again for the next page)',
-              409: 'Some are older than the replay window',
+              409: 'Some are older than the replay window, or kept truncated (replay those only with `force`)',
             },
           },
           async ({ body: { force, ...filter } }, _req, res) => {
@@ -95,15 +103,18 @@ export function deadLetters(inbox: Pick<Inbox<SqlClient>, 'deadLetters'>): Servi
               const ids = replayed.map((d) => ({ consumer: d.consumer, messageId: d.messageId }));
               res.json(auditResult(res, { replayed: ids, more }));
             } catch (error) {
-              if (!(error instanceof ReplayWindowError)) throw error;
+              const refused =
+                error instanceof ReplayWindowError
+                  ? error.tooOld.map((d) => ({ ...d, why: 'older than the replay window' }))
+                  : error instanceof ReplayTruncatedError
+                    ? error.truncated.map((d) => ({ ...d, why: 'kept truncated: not the message that was delivered' }))
+                    : undefined;
+              if (!refused) throw error;
               auditResult(res, {
-                refused: error.tooOld.map((d) => ({ consumer: d.consumer, messageId: d.messageId })),
+                refused: refused.map(({ consumer, messageId, why }) => ({ consumer, messageId, why })),
               });
-              throw new HttpError('conflict', error.message, {
-                errors: error.tooOld.map((d) => ({
-                  field: `${d.consumer}/${d.messageId}`,
-                  message: 'older than the replay window',
-                })),
+              throw new HttpError('conflict', (error as Error).message, {
+                errors: refused.map((d) => ({ field: `${d.consumer}/${d.messageId}`, message: d.why })),
               });
             }
           },

@@ -4,6 +4,7 @@ import {
   authenticate,
   callerOf,
   HttpError,
+  limitFailures,
   rateLimit,
   route,
   validate,
@@ -60,7 +61,14 @@ export interface OrderRoutesOptions {
   readonly operators: readonly Operator[];
   /** Counts `POST /orders` per customer and per address, across instances. */
   readonly redis: Redis;
-  readonly rateLimits: { readonly prefix: string; perCustomer: number; perAddress: number; windowMs: number };
+  readonly rateLimits: {
+    readonly prefix: string;
+    readonly perCustomer: number;
+    readonly perAddress: number;
+    readonly cancelsPerCustomer: number;
+    readonly failedAuthenticationsPerAddress: number;
+    readonly windowMs: number;
+  };
 }
 
 /**
@@ -71,8 +79,24 @@ export interface OrderRoutesOptions {
 export function orderRoutes(app: Express, options: OrderRoutesOptions): void {
   const { db, now, idempotencyKeyRetentionMs, rateLimits } = options;
   // Registered before the routes, so express runs it first on every /orders path: no handler
-  // ever sees a request without a caller.
-  app.use('/orders', authenticate({ tokens: options.tokens, operators: options.operators }));
+  // ever sees a request without a caller. An address whose requests keep failing to
+  // authenticate is stopped before the token is even checked: nobody guesses tokens at the
+  // speed of the network.
+  app.use(
+    '/orders',
+    limitFailures({
+      redis: options.redis,
+      prefix: rateLimits.prefix,
+      limit: {
+        per: 'address (failed authentications)',
+        points: rateLimits.failedAuthenticationsPerAddress,
+        windowMs: rateLimits.windowMs,
+        keyOf: addressOf,
+      },
+      failed: (res) => res.statusCode === 401,
+    }),
+    authenticate({ tokens: options.tokens, operators: options.operators }),
+  );
   // Counted before any database work (a flood costs Redis round trips, not transactions); a
   // repeat with the same Idempotency-Key counts too.
   const limitPlacing = rateLimit({
@@ -180,6 +204,19 @@ export function orderRoutes(app: Express, options: OrderRoutesOptions): void {
     },
   );
 
+  const limitCancelling = rateLimit({
+    redis: options.redis,
+    prefix: rateLimits.prefix,
+    limits: [
+      {
+        per: 'caller (cancels)',
+        points: rateLimits.cancelsPerCustomer,
+        windowMs: rateLimits.windowMs,
+        keyOf: (_req, res) => callerKey(callerOf(res)),
+      },
+    ],
+  });
+
   route(
     app,
     {
@@ -187,10 +224,16 @@ export function orderRoutes(app: Express, options: OrderRoutesOptions): void {
       path: '/orders/:id/cancel',
       summary: 'Cancel an order (a paid one is refunded); cancelling again answers the cancelled order',
       audience: 'customer-or-operator',
+      use: [limitCancelling],
       params: orderIdParam,
       headers: { 'X-Correlation-Id': correlationIdHeader },
       body: z.object({ reason: z.string().max(500).default('cancelled by the customer') }),
-      responses: { 200: 'The order, CANCELLED', 404: 'No such order of this caller', 409: 'Too late to cancel' },
+      responses: {
+        200: 'The order, CANCELLED',
+        404: 'No such order of this caller',
+        409: 'Too late to cancel',
+        429: 'Too many cancels from this caller (Retry-After)',
+      },
     },
     async ({ params: { id }, body: { reason } }, req, res) => {
       res.json(
@@ -205,6 +248,10 @@ export function orderRoutes(app: Express, options: OrderRoutesOptions): void {
     },
   );
 }
+
+/** Whom a limit counts: each customer, each operator. */
+const callerKey = (caller: Caller) =>
+  caller.kind === 'customer' ? `customer:${caller.customerId}` : `operator:${caller.name}`;
 
 /** A customer's orders; the operator's reach is every order. */
 const ownerOf = (caller: Caller): Owner => (caller.kind === 'customer' ? caller.customerId : undefined);
