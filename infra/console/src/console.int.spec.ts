@@ -215,6 +215,42 @@ describe('the live view', () => {
     }
   });
 
+  it('says a committed delivery is settling until its broker lock has expired, and only then that its process died', async () => {
+    const orders = new pg.Client({ connectionString: databaseUrls.orders });
+    await orders.connect();
+    const [placed] = (
+      await orders.query<{ message_id: string }>(
+        `SELECT message_id FROM outbox_messages WHERE envelope->>'aggregateId' = $1`,
+        [orderId],
+      )
+    ).rows;
+    await orders.end();
+    const inventory = new pg.Client({ connectionString: databaseUrls.inventory });
+    await inventory.connect();
+    const fragment = async () =>
+      withConsole({ consumerLockMs: 60_000 }, async (base) => {
+        html = await (await fetch(`${base}/orders/${orderId}?fragment=1`)).text();
+      });
+    let html = '';
+    try {
+      // Committed a moment ago, its journal entry not written yet: settling.
+      await inventory.query(
+        `INSERT INTO processed_messages (consumer, message_id, body_hash, processed_at) VALUES ('inventory.order-placed.v1', $1, repeat('0', 64), now())`,
+        [placed!.message_id],
+      );
+      await fragment();
+      expect(html).toContain('data-settling');
+      expect(html).not.toContain('never settled');
+      // Committed long before the lock's end and never settled: its process died.
+      await inventory.query(`UPDATE processed_messages SET processed_at = now() - interval '2 minutes'`);
+      await fragment();
+      expect(html).toContain('never settled (its process died)');
+      expect(html).not.toContain('data-settling');
+    } finally {
+      await inventory.end();
+    }
+  });
+
   it('holds at most maxLiveViews streams at once, each for at most liveViewMs', async () => {
     await withConsole({ maxLiveViews: 1, liveViewMs: 400, livePollMs: 50 }, async (base) => {
       const first = open(base);
