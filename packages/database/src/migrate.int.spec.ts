@@ -1,9 +1,6 @@
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { inspect } from 'node:util';
 import pg from 'pg';
-import { createPostgresServer } from '@idem/testkit';
+import { createPostgresServer, migrationsFolder } from '@idem/testkit';
 import { afterAll, describe, expect, it } from 'vitest';
 import { dropDatabase, migrate, readMigrations } from './migrate.js';
 
@@ -14,16 +11,6 @@ function freshDatabaseUrl(): string {
   const url = `${server}/idem_test_migrate_${Date.now().toString(36)}_${Math.random().toString(36).slice(2, 8)}`;
   databases.push(url);
   return url;
-}
-
-function migrationsFolder(files: Record<string, string>): string {
-  const dir = mkdtempSync(join(tmpdir(), 'idem-migrations-'));
-  writeFileSync(join(dir, 'migration_lock.toml'), 'provider = "postgresql"\n');
-  for (const [name, sql] of Object.entries(files)) {
-    mkdirSync(join(dir, name));
-    writeFileSync(join(dir, name, 'migration.sql'), sql);
-  }
-  return dir;
 }
 
 async function query<T extends pg.QueryResultRow>(url: string, sql: string): Promise<T[]> {

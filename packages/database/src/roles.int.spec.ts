@@ -3,9 +3,7 @@
  * the schema, the runtime role reads and writes its tables and nothing more. Real PostgreSQL;
  * the roles and databases are the test's own, dropped at the end.
  */
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { migrationsFolder } from '@idem/testkit';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate } from './migrate.js';
@@ -45,15 +43,6 @@ const outcome = (url: string, sql: string) =>
     (error: { code?: string }) => error.code,
   );
 
-function migrationsFolder(files: Record<string, string>): string {
-  const dir = mkdtempSync(join(tmpdir(), 'idem-roles-'));
-  writeFileSync(join(dir, 'migration_lock.toml'), 'provider = "postgresql"\n');
-  for (const [name, sql] of Object.entries(files)) {
-    mkdirSync(join(dir, name));
-    writeFileSync(join(dir, name, 'migration.sql'), sql);
-  }
-  return dir;
-}
 const FIRST = { '20260101000000_items': 'CREATE TABLE "items" ("id" SERIAL PRIMARY KEY, "name" TEXT NOT NULL);\n' };
 
 beforeAll(async () => {

@@ -1,8 +1,5 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { dropDatabase, fromNodePostgres, migrate } from '@idem/database';
-import { postgresServerUrl, uniqueName } from '@idem/testkit';
+import { migrationsFolder, postgresServerUrl, uniqueName } from '@idem/testkit';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createDeadLetters } from './dead-letters.js';
@@ -13,8 +10,7 @@ afterAll(() => dropDatabase(url));
 
 describe('dead letters stored before their JSON text had a column of its own', () => {
   it('come back as they were delivered once the migration has moved the in-band wrappers out of band', async () => {
-    const empty = mkdtempSync(join(tmpdir(), 'idem-no-migrations-'));
-    writeFileSync(join(empty, 'migration_lock.toml'), 'provider = "postgresql"\n');
+    const empty = migrationsFolder();
     const [first, ...later] = inboxTables.migrations;
     expect(later.length).toBeGreaterThan(0);
     await migrate({ databaseUrl: url, migrationsDir: empty, include: [{ ...inboxTables, migrations: [first!] }] });

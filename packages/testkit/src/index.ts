@@ -4,7 +4,8 @@
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PrismaPg } from '@prisma/adapter-pg';
@@ -44,6 +45,17 @@ export async function createMigratedDatabase(label: string, migrationsDir: strin
   const url = `${postgresServerUrl}/${uniqueName(`idem_test_${label}`).toLowerCase()}`;
   await migrate({ databaseUrl: url, migrationsDir, include });
   return { url, drop: () => dropDatabase(url) };
+}
+
+/** A migrations folder in Prisma's layout, in a temporary directory: name → SQL of each migration. */
+export function migrationsFolder(files: Record<string, string> = {}): string {
+  const dir = mkdtempSync(join(tmpdir(), 'idem-migrations-'));
+  writeFileSync(join(dir, 'migration_lock.toml'), 'provider = "postgresql"\n');
+  for (const [name, sql] of Object.entries(files)) {
+    mkdirSync(join(dir, name));
+    writeFileSync(join(dir, name, 'migration.sql'), sql);
+  }
+  return dir;
 }
 
 /** A fresh database with the testkit's schema, and Prisma clients on it. */
