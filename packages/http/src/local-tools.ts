@@ -13,8 +13,9 @@ const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
  * Guards a local tool (the console, the simulators, the SMTP sink) against the one client it
  * cannot trust: a browser on the same machine, driven by a page from anywhere. Listening on
  * 127.0.0.1 does not help against that page. It refuses, with 403 and a plain reason:
- * - a request whose `Host` is not one of `allowedHosts` (DNS rebinding: the attacker's name
- *   pointed at 127.0.0.1 reads pages as if it were this tool);
+ * - a request whose `Host` is neither 127.0.0.1, localhost nor [::1] with the port it arrived
+ *   on, nor one of `allowedHosts` (a published port, a compose service name): by DNS rebinding,
+ *   the attacker's own name pointed at 127.0.0.1, a page would read this tool as its own;
  * - a state-changing request (anything but GET, HEAD, OPTIONS) that a browser says comes from
  *   another site (`Sec-Fetch-Site` other than `same-origin` or `none`), or, from a browser that
  *   does not say, another origin (`Origin` other than this tool's own). A client that is no

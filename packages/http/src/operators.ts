@@ -19,29 +19,23 @@ export function operatorsFromEnv({
   ADMIN_TOKEN?: string | undefined;
   ADMIN_TOKENS?: string | undefined;
 }): Operator[] {
-  const named = (ADMIN_TOKENS ?? '')
+  return [...namedOperators(ADMIN_TOKENS ?? ''), ...(ADMIN_TOKEN ? [{ name: 'operator', token: ADMIN_TOKEN }] : [])];
+}
+
+/** `name:token,…` as written (the token may hold colons: the name ends at the first). */
+const namedOperators = (value: string): Operator[] =>
+  value
     .split(',')
     .map((pair) => pair.trim())
     .filter(Boolean)
-    .map((pair) => {
-      const at = pair.indexOf(':');
-      return { name: pair.slice(0, at), token: pair.slice(at + 1) };
-    });
-  return [...named, ...(ADMIN_TOKEN ? [{ name: 'operator', token: ADMIN_TOKEN }] : [])];
-}
+    .map((pair) => ({ name: pair.slice(0, Math.max(0, pair.indexOf(':'))), token: pair.slice(pair.indexOf(':') + 1) }));
 
 /** Why ADMIN_TOKENS cannot be used as written, or undefined (for a configuration schema). */
 export function operatorTokensProblem(value: string): string | undefined {
   const seen = new Set<string>();
-  for (const pair of value
-    .split(',')
-    .map((p) => p.trim())
-    .filter(Boolean)) {
-    const at = pair.indexOf(':');
-    const name = pair.slice(0, at);
-    if (at < 1 || !/^[\w.-]{1,64}$/.test(name))
-      return 'write name:token pairs, a name of letters, digits, ".", "-", "_"';
-    if (pair.length - at - 1 < 16) return `the token of ${name} is shorter than 16 characters`;
+  for (const { name, token } of namedOperators(value)) {
+    if (!/^[\w.-]{1,64}$/.test(name)) return 'write name:token pairs, a name of letters, digits, ".", "-", "_"';
+    if (token.length < 16) return `the token of ${name} is shorter than 16 characters`;
     if (seen.has(name)) return `${name} is named twice`;
     seen.add(name);
   }
