@@ -56,7 +56,7 @@ export interface OrderRoutesOptions {
   readonly db: PrismaClient;
   readonly now: () => Date;
   readonly idempotencyKeyRetentionMs: number;
-  /** Who may call: customers with a token, the operator with ADMIN_TOKEN. */
+  /** Who may call: customers with a token, operators with theirs (ADMIN_TOKEN, ADMIN_TOKENS). */
   readonly tokens: CustomerTokens;
   readonly operators: readonly Operator[];
   /** Counts `POST /orders` per customer and per address, across instances. */
