@@ -46,6 +46,9 @@ export interface SecretVariable {
   readonly optional?: true;
 }
 
+/** The namespace the base names where a name must be qualified; each overlay replaces it with its own. */
+export const BASE_NAMESPACE = 'idem';
+
 /**
  * The role a service's migrations run as (it owns the database) and the role the service runs
  * as (data, never schema: the migrator grants it), the same names as compose and the native run.
@@ -240,7 +243,13 @@ function serviceObjects(service: ServiceName): object[] {
         triggers: waitLists.map(({ consumer, key }) => ({
           type: 'redis',
           name: consumer.replaceAll('.', '-'),
-          metadata: { address: 'redis:6379', listName: key, listLength: String(WAITING_PER_REPLICA) },
+          // KEDA's operator resolves this name from its own namespace, not this one: the
+          // address names the namespace, and each overlay rewrites it to its own (replacements).
+          metadata: {
+            address: `redis.${BASE_NAMESPACE}.svc.cluster.local:6379`,
+            listName: key,
+            listLength: String(WAITING_PER_REPLICA),
+          },
           authenticationRef: { name: 'idem-redis' },
         })),
       },
@@ -382,9 +391,10 @@ function redisObjects(): object[] {
                 ],
                 env: [
                   { name: 'REDIS_PASSWORD', valueFrom: { secretKeyRef: { name: 'idem-redis', key: 'password' } } },
-                  // redis-cli's own variable: the probe passes no password on its command line either.
-                  { name: 'REDISCLI_AUTH', valueFrom: { secretKeyRef: { name: 'idem-redis', key: 'password' } } },
                   { name: 'REDIS_MAXMEMORY', value: '256mb' },
+                  // redis-cli's own variable: the probe passes no password on its command line either.
+                  // (Last: the production overlay patches REDIS_MAXMEMORY by its position.)
+                  { name: 'REDISCLI_AUTH', valueFrom: { secretKeyRef: { name: 'idem-redis', key: 'password' } } },
                 ],
                 ports: [{ name: 'redis', containerPort: 6379 }],
                 readinessProbe: {

@@ -54,7 +54,7 @@ interface Container {
 interface K8sObject {
   apiVersion: string;
   kind: string;
-  metadata: { name: string };
+  metadata: { name: string; namespace?: string };
   data?: Record<string, string>;
   spec?: {
     template?: {
@@ -192,8 +192,24 @@ export function consistencyProblems(objects: readonly K8sObject[]): string[] {
     }
   }
 
-  // KEDA: one ScaledObject per worker Deployment, reading the wait list of each of its consumers.
+  // KEDA: one ScaledObject per worker Deployment, reading the wait list of each of its consumers,
+  // at an address KEDA's operator (in its own namespace) resolves to this namespace's Redis.
   for (const scaled of objects.filter((o) => o.kind === 'ScaledObject')) {
+    for (const trigger of scaled.spec!.triggers ?? []) {
+      const [host = '', port] = (trigger.metadata.address ?? '').split(':');
+      const [name, namespace, ...rest] = host.split('.');
+      const service = objects.find(
+        (o) => o.kind === 'Service' && o.metadata.name === name && o.metadata.namespace === scaled.metadata.namespace,
+      ) as (K8sObject & { spec?: { ports?: { port: number }[] } }) | undefined;
+      if (
+        namespace !== scaled.metadata.namespace ||
+        !['', 'svc', 'svc.cluster.local'].includes(rest.join('.')) ||
+        !service?.spec?.ports?.some((p) => String(p.port) === port)
+      )
+        problems.push(
+          `ScaledObject/${scaled.metadata.name}: KEDA resolves ${trigger.metadata.address} from its own namespace, not to a Service of ${scaled.metadata.namespace}`,
+        );
+    }
     const target = scaled.spec!.scaleTargetRef!.name;
     const service = SERVICES.find((s) => `${s}-worker` === target);
     if (!service || !deployments.some((d) => d.metadata.name === target)) {
@@ -293,6 +309,25 @@ describe('deploy/kubernetes', () => {
     expect(names('Service')).toEqual([...SERVICES, 'redis'].sort());
   });
 
+  it('keeps every variable the base reads from a Secret reading it from that Secret in each overlay (a patch by position cannot overwrite one)', () => {
+    const fromSecrets = (objects: readonly K8sObject[]) =>
+      objects.flatMap((o) =>
+        [...(o.spec?.template?.spec.containers ?? []), ...(o.spec?.template?.spec.initContainers ?? [])].flatMap((c) =>
+          (c.env ?? [])
+            .filter((e) => e.valueFrom?.secretKeyRef)
+            .map(
+              (e) =>
+                `${o.kind}/${o.metadata.name}/${c.name} ${e.name} ← ${e.valueFrom!.secretKeyRef!.name}.${e.valueFrom!.secretKeyRef!.key}` +
+                (e.value === undefined ? '' : ` and the value ${e.value}`),
+            ),
+        ),
+      );
+    const base = parseAllDocuments(
+      execFileSync('kubectl', ['kustomize', join(here, 'base')], { encoding: 'utf8' }),
+    ).map((d) => d.toJS() as K8sObject);
+    for (const overlay of OVERLAYS) expect(fromSecrets(rendered[overlay]), overlay).toEqual(fromSecrets(base));
+  });
+
   it('renders no Secret for production, and documents every Secret the pods reference', () => {
     expect(rendered.production.filter((o) => o.kind === 'Secret')).toEqual([]);
     const documented = readFileSync(join(here, 'README.md'), 'utf8');
@@ -328,6 +363,17 @@ describe('deploy/kubernetes', () => {
         ),
       );
       expect(consistencyProblems(objects)).toEqual(['redis/redis: puts the secret REDIS_PASSWORD on its command line']);
+    });
+
+    it("a KEDA trigger's address that does not name the namespace (KEDA looks it up in its own)", () => {
+      const objects = mutated((o) => {
+        for (const trigger of find(o, 'ScaledObject', 'orders-worker').spec!.triggers!)
+          trigger.metadata.address = 'redis:6379';
+      });
+      const problems = consistencyProblems(objects);
+      expect(problems.length).toBeGreaterThan(0);
+      for (const problem of problems)
+        expect(problem).toMatch(/^ScaledObject\/orders-worker: KEDA resolves redis:6379 from its own namespace/);
     });
 
     it('a misspelt environment variable', () => {
