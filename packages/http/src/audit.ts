@@ -46,8 +46,7 @@ export function auditResult<T>(res: Response, result: T): T {
  */
 export function auditing(app: Express, action: string, operatorOnly: boolean): RequestHandler {
   return (req, res, next) => {
-    const correlationId = correlationIdOf(req);
-    res.locals.correlationId = correlationId;
+    const correlationId = correlationIdOf(req, res);
     res.on('finish', () => {
       const sink = (app.locals as { [SINK]?: AuditSink })[SINK];
       const actor = operatorOf(res);
@@ -71,10 +70,16 @@ export function auditing(app: Express, action: string, operatorOnly: boolean): R
   };
 }
 
-/** The caller's X-Correlation-Id when it is a UUID; a new one otherwise. */
-export function correlationIdOf(req: Request): string {
+/**
+ * The request's correlation id: the caller's X-Correlation-Id when it is a UUID, a new one
+ * otherwise — chosen once per request, so the audit event and the messages the request causes
+ * carry the same one.
+ */
+export function correlationIdOf(req: Request, res: Response): string {
+  const locals = res.locals as { correlationId?: string };
+  if (locals.correlationId) return locals.correlationId;
   const given = req.get('x-correlation-id');
-  return given && z.uuid().safeParse(given).success ? given : randomUUID();
+  return (locals.correlationId = given && z.uuid().safeParse(given).success ? given : randomUUID());
 }
 
 function outcomeOf(status: number): AuditEvent['outcome'] {

@@ -1,8 +1,8 @@
-import { randomUUID } from 'node:crypto';
 import {
   addressOf,
   authenticate,
   callerOf,
+  correlationIdOf,
   HttpError,
   limitFailures,
   rateLimit,
@@ -13,7 +13,7 @@ import {
   type Operator,
 } from '@idem/http';
 import { skuSchema } from '@idem/contracts';
-import type { Express, Request, Response } from 'express';
+import type { Express, Response } from 'express';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import { cancelOrder } from '../application/cancel-order.js';
@@ -149,7 +149,7 @@ export function orderRoutes(app: Express, options: OrderRoutesOptions): void {
       }
       const response = await placeOrder(db, {
         order: { customerId: customer.customerId, customerEmail: customer.email, paymentMethod, lines },
-        correlationId: correlationIdOf(req),
+        correlationId: correlationIdOf(req, res),
         idempotencyKey: validate(idempotencyKeyHeader, req.get('idempotency-key'), 'header.Idempotency-Key'),
         now,
         keyRetentionMs: idempotencyKeyRetentionMs,
@@ -241,7 +241,7 @@ export function orderRoutes(app: Express, options: OrderRoutesOptions): void {
           orderId: id,
           reason,
           owner: ownerOf(callerOf(res)),
-          correlationId: correlationIdOf(req),
+          correlationId: correlationIdOf(req, res),
           now,
         }),
       );
@@ -262,12 +262,6 @@ function customerOf(res: Response): Extract<Caller, { kind: 'customer' }> {
   if (caller.kind !== 'customer')
     throw new HttpError('forbidden', 'orders are placed by customers, with a customer token');
   return caller;
-}
-
-/** The caller's X-Correlation-Id when it is a UUID; a new one otherwise. */
-function correlationIdOf(req: Request): string {
-  const given = req.get('x-correlation-id');
-  return given && z.uuid().safeParse(given).success ? given : randomUUID();
 }
 
 function encodeCursor(order: OrderView): string {
