@@ -1,7 +1,7 @@
 /**
  * The image's build and runtime steps, natively (no Docker engine here): bundle a service,
- * `pnpm deploy` it with production dependencies only (as infra/Dockerfile does), delete its
- * sources, and run the bundle with plain node and the image's command — migrate, serve health
+ * `pnpm deploy` it with production dependencies only and prune that to what the bundles import
+ * (as infra/Dockerfile does), delete its sources, and run the bundle with plain node and the image's command — migrate, serve health
  * and metrics, consume, trace, and stop on SIGTERM.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
@@ -34,10 +34,18 @@ const deployed = {} as Record<Service, { dir: string; databaseUrl: string }>;
 const prefix = uniqueName('idem_test_bundle');
 const port = randomInt(6_000, 7_000); // below the ephemeral port range and the e2e systems' ports
 
-/** A package with its production dependencies only, as infra/Dockerfile's deploy stages make it. */
+/** A package with its production dependencies, as infra/Dockerfile's deploy stages make it. */
 function deploy(pkg: string, dir: string): void {
   const args = ['--prod', '--legacy', '--config.node-linker=hoisted', '--ignore-scripts', dir];
   pnpm(root, ['--filter', pkg, 'deploy', ...args]);
+}
+
+/** …pruned to what the bundles the image starts import, as infra/Dockerfile does next. */
+function pruneDeploy(dir: string, entries: string, ...dists: string[]): void {
+  execFileSync(process.execPath, ['--import', 'tsx', 'scripts/prune-deploy.ts', dir, entries, ...dists], {
+    cwd: root,
+    stdio: 'pipe',
+  });
 }
 
 beforeAll(() => {
@@ -52,6 +60,7 @@ beforeAll(() => {
       },
     );
     deploy(`@idem/${service}`, dir);
+    pruneDeploy(dir, 'main,instrumentation');
     rmSync(join(dir, 'src'), { recursive: true, force: true }); // the image keeps only dist/ and prisma/
     const databaseUrl = `${postgresServerUrl}/${uniqueName(`idem_test_bundle_${service}`)}`;
     execFileSync(process.execPath, ['dist/migrate.js'], {
@@ -108,7 +117,7 @@ describe('the migrate image', () => {
     const urls = services.map((service) => `${postgresServerUrl}/${uniqueName(`idem_test_migrate_image_${service}`)}`);
     deploy('@idem/database', dir);
     try {
-      for (const [i, service] of services.entries()) {
+      for (const service of services) {
         execFileSync(
           process.execPath,
           ['--import', 'tsx', '--conditions=development', 'scripts/build.ts', `services/${service}`],
@@ -123,6 +132,9 @@ describe('the migrate image', () => {
           join(dir, 'services', service, 'prisma/migrations'),
           { recursive: true },
         );
+      }
+      pruneDeploy(dir, 'migrate', ...services.map((service) => join(dir, 'services', service, 'dist')));
+      for (const [i, service] of services.entries()) {
         const output = execFileSync(process.execPath, [`services/${service}/dist/migrate.js`], {
           cwd: dir,
           env: { PATH: process.env.PATH, DATABASE_URL: urls[i] },

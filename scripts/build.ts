@@ -3,11 +3,14 @@
  * migrate.ts and the instrumentation entry it is started with, the Stripe simulator, the SMTP
  * sink), the same entrypoints the native run starts with tsx. Workspace packages are bundled
  * from source; npm packages stay external and come from `pnpm deploy` (instrumentation and
- * Prisma's runtime need their real modules).
+ * Prisma's runtime need their real modules). Beside the bundles, `dist/npm-imports.json` names
+ * what each one imports from npm packages: the image keeps those and what they depend on, nothing
+ * else (scripts/prune-deploy.ts).
  */
 import { SERVICE_NAMES } from '@idem/contracts';
 import { build, type Plugin } from 'esbuild';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { isBuiltin } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -41,7 +44,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const only = process.argv[2];
   for (const [dir, entries] of Object.entries(ENTRYPOINTS)) {
     if (only && dir !== only) continue;
-    await build({
+    const { metafile } = await build({
       entryPoints: Object.fromEntries(Object.entries(entries).map(([name, entry]) => [name, join(root, dir, entry)])),
       outdir: join(root, dir, 'dist'),
       bundle: true,
@@ -51,8 +54,18 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
       conditions: ['development'],
       plugins: [npmPackagesExternal],
       sourcemap: true,
+      metafile: true,
       logLevel: 'warning',
     });
+    const npmImports = Object.fromEntries(
+      Object.entries(metafile.outputs)
+        .filter(([, output]) => output.entryPoint)
+        .map(([file, output]) => [
+          file.replace(/^.*\//, '').replace(/\.js$/, ''),
+          [...new Set(output.imports.filter((i) => i.external && !isBuiltin(i.path)).map((i) => i.path))].sort(),
+        ]),
+    );
+    writeFileSync(join(root, dir, 'dist/npm-imports.json'), `${JSON.stringify(npmImports, null, 2)}\n`);
     console.log(`built ${dir}/dist (${Object.keys(entries).join(', ')})`);
   }
 }
