@@ -13,7 +13,7 @@ import { randomUUID } from 'node:crypto';
 import { formatReport, listStripe } from '@idem/checker';
 import { startOtlpReceiver, waitFor, type ReceivedSpan } from '@idem/testkit';
 import pg from 'pg';
-import { checkSystem, readRows, startIsolatedSystem, stripeOf } from './support.js';
+import { checkSystem, placeTracedOrder, readRows, startIsolatedSystem, stripeOf, traceGapsSettled } from './support.js';
 
 let system: RunningSystem;
 let otlp: Awaited<ReturnType<typeof startOtlpReceiver>>;
@@ -283,6 +283,12 @@ describe('traces exported over OTLP', () => {
     expect(otlp.spans.some((s) => s.traceId === send.traceId && s.service === 'orders' && s.kind === 2)).toBe(true);
     // The inbox transaction's SQL is traced inside the consumer span (auto-instrumented pg).
     await waitFor(() => otlp.spans.some((s) => s.parentSpanId === processed.spanId && s.service === 'inventory'));
+  }, 60_000);
+
+  it("follow the money: one order's trace graph reaches its request, every delivery, the provider call and both e-mails", async () => {
+    const { orderId, traceId } = await placeTracedOrder(system.urls.orders);
+    expect((await waitForStatus(system.urls, orderId, new Set(['PAID']))).status).toBe('PAID');
+    expect(await traceGapsSettled(() => otlp.spans, traceId, orderId)).toEqual([]);
   }, 60_000);
 
   it('carry no customer data: no e-mail address, token or card reference in any attribute of any span', async () => {

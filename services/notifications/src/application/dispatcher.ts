@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { boundReason } from '@idem/contracts';
+import { boundReason, inSpan } from '@idem/contracts';
 import { claimLeased } from '@idem/database';
 import { noFaults, type Faults } from '@idem/faults';
 import { pollingWorker, settleAll, type BackgroundWorker, type Logger } from '@idem/runtime';
@@ -110,16 +110,21 @@ export function createDispatcher(options: DispatcherOptions): BackgroundWorker &
     return db.emailWorkItem.findMany({ where: { id: { in: ids } }, orderBy: { nextAttemptAt: 'asc' } });
   }
 
+  // The mail server, for the SMTP client span (never the recipient: customer data stays out of traces).
+  const server = { 'server.address': connectionOf(smtpUrl).host, 'server.port': connectionOf(smtpUrl).port };
+
   async function dispatch(item: EmailWorkItem): Promise<void> {
     try {
-      await transport.sendMail({
-        from,
-        to: item.toAddress,
-        subject: item.subject,
-        text: item.textBody,
-        html: item.htmlBody,
-        messageId: item.messageId,
-      });
+      await inSpan('smtp send', { kind: 'client', attributes: server }, () =>
+        transport.sendMail({
+          from,
+          to: item.toAddress,
+          subject: item.subject,
+          text: item.textBody,
+          html: item.htmlBody,
+          messageId: item.messageId,
+        }),
+      );
     } catch (error) {
       const responseCode = (error as { responseCode?: number }).responseCode ?? 0;
       const { status, retryInMs } = afterFailedSend(item, { responseCode, maxAttempts, retryDelayMs });
@@ -160,9 +165,17 @@ export function createDispatcher(options: DispatcherOptions): BackgroundWorker &
     );
   }
 
+  /** One e-mail, in the trace of the delivery that asked for it. */
+  const traced = (item: EmailWorkItem) =>
+    inSpan(
+      'send email',
+      { continues: item.traceparent, attributes: { 'idem.order_id': item.orderId, 'idem.email_kind': item.kind } },
+      () => dispatch(item),
+    );
+
   async function runOnce(): Promise<number> {
     const items = await claim();
-    await settleAll(items.map(dispatch));
+    await settleAll(items.map(traced));
     return items.length;
   }
 

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { traceparentOf } from '@idem/contracts';
 import { processed, transientFailure, type HandlerResult } from '@idem/inbox';
 import type { PrismaClient, Tx } from '../db.js';
 import type { Email, OrderSummary } from '../domain/emails.js';
@@ -7,7 +8,7 @@ import type { Email, OrderSummary } from '../domain/emails.js';
  * Records an email to send, in the caller's (inbox) transaction, unless one with the same
  * business dedupe key exists. Nothing is sent here: SMTP is not transactional, so the
  * dispatcher sends after the commit. The Message-ID is fixed now, so every send of this item
- * carries the same one.
+ * carries the same one. The delivery's trace context goes with it: the dispatcher continues it.
  */
 export async function addEmailWorkItem(
   tx: Tx,
@@ -28,6 +29,7 @@ export async function addEmailWorkItem(
       messageId: `<email-${id}@idem.local>`,
       status: 'pending',
       nextAttemptAt: now,
+      traceparent: traceparentOf(),
       createdAt: now,
       updatedAt: now,
     },

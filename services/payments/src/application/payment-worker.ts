@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { boundReason } from '@idem/contracts';
+import { boundReason, inSpan } from '@idem/contracts';
 import { claimLeased } from '@idem/database';
 import { noFaults, type Faults } from '@idem/faults';
 import { enqueue } from '@idem/outbox';
@@ -396,10 +396,18 @@ export function createPaymentWorker(options: PaymentWorkerOptions): BackgroundWo
     );
   }
 
+  /** One attempt, in the trace of the delivery that made it due (its provider call and event too). */
+  const traced = (attempt: PaymentAttempt) =>
+    inSpan(
+      attempt.status === 'pending' ? 'charge' : 'refund',
+      { continues: attempt.traceparent, attributes: { 'idem.order_id': attempt.orderId } },
+      () => handle(attempt),
+    );
+
   /** The claimed attempts are independent (one per order, each with its own key): handled side by side. */
   async function runOnce(): Promise<number> {
     const attempts = await claim();
-    await settleAll(attempts.map(handle));
+    await settleAll(attempts.map(traced));
     return attempts.length;
   }
 

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { traceparentOf } from '@idem/contracts';
 import { processed, type MessageHandler } from '@idem/inbox';
 import type { MessageOf } from '@idem/messaging';
 import type { Tx } from '../db.js';
@@ -37,7 +38,13 @@ export function handleOrderCancelled({
     } else if (next === 'refund_pending') {
       await tx.paymentAttempt.update({
         where: { id: attempt.id },
-        data: { ...cancel, status: next, refundIdempotencyKey: `refund-${randomUUID()}`, nextAttemptAt: at },
+        data: {
+          ...cancel,
+          status: next,
+          refundIdempotencyKey: `refund-${randomUUID()}`,
+          nextAttemptAt: at,
+          traceparent: traceparentOf(),
+        },
       });
     }
     return processed;

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { traceparentOf } from '@idem/contracts';
 import { processed, stale, type MessageHandler } from '@idem/inbox';
 import type { MessageOf } from '@idem/messaging';
 import type { Tx } from '../db.js';
@@ -32,6 +33,7 @@ export function handleStockReserved({
         nextAttemptAt: at,
         correlationId: message.correlationId,
         causationId: message.messageId,
+        traceparent: traceparentOf(),
         createdAt: at,
         updatedAt: at,
       },
