@@ -58,14 +58,19 @@ export const databaseRolesOf = (service: ServiceName) => ({ owner: service, runt
 /** The Secret the migrate init container reads: the database as the role that owns it. */
 export const migratorSecretOf = (service: ServiceName) => `${service}-database-owner`;
 
-/** The Secrets each service's pods read; deploy/kubernetes/README.md lists them for production. */
-export function secretVariablesOf(service: ServiceName): SecretVariable[] {
+/**
+ * The Secrets each service's pods read; deploy/kubernetes/README.md lists them for production.
+ * Only the API's pods get the keys that admit callers (the operator token, the customer-token
+ * key): a worker serves no caller and holds no key it never uses.
+ */
+export function secretVariablesOf(service: ServiceName, component: 'api' | 'worker' = 'api'): SecretVariable[] {
+  const api = component === 'api';
   return [
     // As its runtime role, which the migrate init container grants its rights.
     { variable: 'DATABASE_URL', secret: `${service}-database`, key: 'url' },
     { variable: 'REDIS_URL', secret: 'idem-redis', key: 'url' },
-    { variable: 'ADMIN_TOKEN', secret: 'idem-admin', key: 'token', optional: true },
-    ...(service === 'orders' ? [{ variable: 'JWT_SECRET', secret: 'idem-jwt', key: 'secret' }] : []),
+    ...(api ? [{ variable: 'ADMIN_TOKEN', secret: 'idem-admin', key: 'token', optional: true as const }] : []),
+    ...(api && service === 'orders' ? [{ variable: 'JWT_SECRET', secret: 'idem-jwt', key: 'secret' }] : []),
     ...(service === 'payments' ? [{ variable: 'STRIPE_API_KEY', secret: 'idem-stripe', key: 'api-key' }] : []),
     ...(service === 'notifications' ? [{ variable: 'SMTP_URL', secret: 'idem-smtp', key: 'url' }] : []),
   ];
@@ -114,10 +119,11 @@ function serviceObjects(service: ServiceName): object[] {
   const cpu = Math.ceil(
     (CPU_MS_PER_ORDER[service] ?? Math.max(...Object.values(CPU_MS_PER_ORDER))) * DESIGN_ORDERS_PER_SECOND,
   );
-  const secretEnv = secretVariablesOf(service).map(({ variable, secret, key, optional }) => ({
-    name: variable,
-    valueFrom: { secretKeyRef: { name: secret, key, ...(optional ? { optional } : {}) } },
-  }));
+  const secretEnv = (component: 'api' | 'worker') =>
+    secretVariablesOf(service, component).map(({ variable, secret, key, optional }) => ({
+      name: variable,
+      valueFrom: { secretKeyRef: { name: secret, key, ...(optional ? { optional } : {}) } },
+    }));
   const deployment = (component: 'api' | 'worker') => {
     const api = component === 'api';
     return {
@@ -148,7 +154,8 @@ function serviceObjects(service: ServiceName): object[] {
             initContainers: [
               {
                 name: 'migrate',
-                image: 'idem/migrate',
+                image: 'idem/migrate', // each overlay names its registry and tag (`images:`)
+                imagePullPolicy: 'IfNotPresent',
                 command: ['node', `services/${service}/dist/migrate.js`],
                 // As the role that owns the database; it grants the runtime role its rights.
                 env: [
@@ -166,9 +173,10 @@ function serviceObjects(service: ServiceName): object[] {
               {
                 name: service,
                 image: `idem/${service}`, // infra/Dockerfile, target `service`, PACKAGE=@idem/<service>
+                imagePullPolicy: 'IfNotPresent', // tagged releases: a tag names one image
                 ports: [{ name: 'http', containerPort: port }],
                 envFrom: [{ configMapRef: { name: 'idem-config' } }, { configMapRef: { name: `${service}-config` } }],
-                env: [{ name: 'IDEM_ROLES', value: api ? 'http' : 'consumers,relay,workers' }, ...secretEnv],
+                env: [{ name: 'IDEM_ROLES', value: api ? 'http' : 'consumers,relay,workers' }, ...secretEnv(component)],
                 readinessProbe: { httpGet: { path: '/health', port: 'http' }, periodSeconds: 5, timeoutSeconds: 3 },
                 // Liveness never looks at a dependency: a restart cannot bring a database back.
                 livenessProbe: {
@@ -374,7 +382,8 @@ function redisObjects(): object[] {
             containers: [
               {
                 name: 'redis',
-                image: 'redis:7.4-alpine',
+                image: 'docker.io/library/redis:7.4-alpine',
+                imagePullPolicy: 'IfNotPresent',
                 // The password is configuration on standard input, never on the command line (which
                 // `ps` shows on the node). BullMQ needs what it writes kept (append-only file) and
                 // never evicted.

@@ -41,6 +41,7 @@ const OVERLAYS = ['dev', 'production'] as const;
 interface Container {
   name: string;
   image: string;
+  imagePullPolicy?: string;
   command?: string[];
   args?: string[];
   env?: { name: string; value?: string; valueFrom?: { secretKeyRef?: { name: string; key: string } } }[];
@@ -54,7 +55,7 @@ interface Container {
 interface K8sObject {
   apiVersion: string;
   kind: string;
-  metadata: { name: string; namespace?: string };
+  metadata: { name: string; namespace?: string; labels?: Record<string, string> };
   data?: Record<string, string>;
   spec?: {
     template?: {
@@ -122,6 +123,21 @@ export function consistencyProblems(objects: readonly K8sObject[]): string[] {
   for (const workload of objects.filter((o) => o.spec?.template?.spec.containers)) {
     const pod = workload.spec!.template!.spec;
     for (const container of [...pod.containers, ...(pod.initContainers ?? [])]) {
+      // An unqualified image is docker.io's, in a namespace nobody here owns; an untagged one is `latest`.
+      const [first = '', ...path] = container.image.split('/');
+      const tag = /:([^:/]+)$/.exec(container.image)?.[1];
+      if (path.length === 0 || !/[.:]|^localhost$/.test(first) || !tag || tag === 'latest')
+        problems.push(
+          `${workload.metadata.name}/${container.name}: image ${container.image} names no registry and tag`,
+        );
+      if (!container.imagePullPolicy)
+        problems.push(`${workload.metadata.name}/${container.name}: no explicit imagePullPolicy`);
+      // Only an API serves callers: a worker holds no key that admits one.
+      if (workload.metadata.labels?.['app.kubernetes.io/component'] === 'worker') {
+        for (const variable of container.env ?? [])
+          if (['JWT_SECRET', 'ADMIN_TOKEN'].includes(variable.name))
+            problems.push(`${workload.metadata.name}/${container.name}: a worker gets ${variable.name}`);
+      }
       const secret = new Set(container.env?.filter((e) => e.valueFrom?.secretKeyRef).map((e) => e.name));
       const argv = [...(container.command ?? []), ...(container.args ?? [])].join(' ');
       // Kubernetes itself expands $(VAR) there; a shell's $VAR in a script is the script's business.
