@@ -1,10 +1,10 @@
 /**
- * docker-compose.yml as compose would read it on a first start: with the .env that
- * infra/compose-env.sh writes from .env.example, interpolated, anchors merged. Shared by the
- * compose tests (static and native).
+ * docker-compose.yml as compose would read it on a first start: no .env, interpolated, anchors
+ * merged, and the secrets its `secrets` service generates (infra/compose-secrets.sh, run here
+ * into a temporary folder). Shared by the compose tests (static and native).
  */
 import { execFileSync } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -16,6 +16,8 @@ export const read = (path: string) => readFileSync(join(root, path), 'utf8');
 export type Environment = Record<string, string | undefined>;
 export interface ComposeService {
   volumes?: string[];
+  user?: string;
+  read_only?: boolean;
   build?: { context: string; dockerfile?: string; target?: string; args?: Record<string, string> };
   image?: string;
   pull_policy?: string;
@@ -44,18 +46,34 @@ export function interpolate(text: string, variables: Record<string, string>): st
   );
 }
 
-/** Runs infra/compose-env.sh in a copy of what it reads; returns the .env it writes. */
-export function generatedEnv(): Record<string, string> {
-  const dir = mkdtempSync(join(tmpdir(), 'idem-compose-env-'));
+/** Where the services read the generated secrets (the `secrets` volume). */
+export const SECRETS_DIR = '/run/idem-secrets';
+
+/** Runs infra/compose-secrets.sh as the `secrets` service does; returns each file it writes by name. */
+export function generatedSecrets(): Record<string, string> {
+  const dir = mkdtempSync(join(tmpdir(), 'idem-compose-secrets-'));
   try {
-    cpSync(join(root, '.env.example'), join(dir, '.env.example'));
-    mkdirSync(join(dir, 'infra'));
-    cpSync(join(root, 'infra/compose-env.sh'), join(dir, 'infra/compose-env.sh'));
-    execFileSync('sh', [join(dir, 'infra/compose-env.sh')], { stdio: 'pipe' });
-    return parseEnv(readFileSync(join(dir, '.env'), 'utf8'));
+    execFileSync('sh', [join(root, 'infra/compose-secrets.sh'), dir], { stdio: 'pipe' });
+    return Object.fromEntries(readdirSync(dir).map((name) => [name, readFileSync(join(dir, name), 'utf8')]));
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * A service's environment as its process sees it: each NAME_FILE naming a generated secret
+ * replaced by NAME with the secret's value, as the images' entrypoint (infra/env-from-files.sh) does.
+ */
+export function withSecrets(environment: Environment, secrets: Record<string, string>): Environment {
+  return Object.fromEntries(
+    Object.entries(environment).map(([name, value]) => {
+      const file = name.endsWith('_FILE') && value?.startsWith(`${SECRETS_DIR}/`) ? value : undefined;
+      if (!file) return [name, value];
+      const secret = secrets[file.slice(SECRETS_DIR.length + 1)];
+      if (secret === undefined) throw new Error(`${name} names ${file}, which infra/compose-secrets.sh does not make`);
+      return [name.slice(0, -'_FILE'.length), secret];
+    }),
+  );
 }
 
 export function parseEnv(text: string): Record<string, string> {
@@ -69,9 +87,13 @@ export function parseEnv(text: string): Record<string, string> {
 
 export function loadCompose() {
   const raw = read('docker-compose.yml');
-  const dotEnv = generatedEnv();
-  const compose = parse(interpolate(raw, dotEnv), { merge: true }) as { services: Record<string, ComposeService> };
-  return { raw, dotEnv, services: compose.services };
+  const secrets = generatedSecrets();
+  const compose = parse(interpolate(raw, {}), { merge: true }) as { services: Record<string, ComposeService> };
+  /** What each service's process sees: its environment with the generated secrets in place. */
+  const environments = Object.fromEntries(
+    Object.entries(compose.services).map(([name, service]) => [name, withSecrets(service.environment ?? {}, secrets)]),
+  );
+  return { raw, secrets, services: compose.services, environments };
 }
 
 /** infra/Dockerfile's command for the `service` target: the instrumentation entry first, then the service. */

@@ -13,10 +13,17 @@ import { createPostgresServer, exited, type PostgresServer } from '@idem/testkit
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadCompose, root } from './compose-file.js';
+import { loadCompose, root, SECRETS_DIR } from './compose-file.js';
 import { SERVICE_CONFIGS } from './service-configs.js';
 
-const { dotEnv, services } = loadCompose();
+const { secrets, services, environments } = loadCompose();
+
+/** The generated secrets in a folder of their own, where compose mounts the `secrets` volume. */
+function secretsFolder(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'idem-secrets-'));
+  for (const [name, value] of Object.entries(secrets)) writeFileSync(join(dir, name), value);
+  return dir;
+}
 const SERVICES = Object.keys(SERVICE_CONFIGS) as (keyof typeof SERVICE_CONFIGS)[];
 
 describe('infra/postgres/init.sh on a real PostgreSQL', () => {
@@ -29,11 +36,10 @@ describe('infra/postgres/init.sh on a real PostgreSQL', () => {
     return url.toString();
   };
   /** A service's DATABASE_URL from compose (its runtime role), pointed at the test server. */
-  const urlOf = (service: string, database = service) =>
-    onTestServer(services[service]!.environment!.DATABASE_URL!, database);
+  const urlOf = (service: string, database = service) => onTestServer(environments[service]!.DATABASE_URL!, database);
   /** The migrate job's URL for a service (the role that owns its database). */
   const ownerUrlOf = (service: string) =>
-    onTestServer(services.migrate!.environment![`${service.toUpperCase()}_DATABASE_URL`]!, service);
+    onTestServer(environments.migrate![`${service.toUpperCase()}_DATABASE_URL`]!, service);
   const connect = async (url: string) => {
     const client = new pg.Client({ connectionString: url });
     await client.connect();
@@ -43,14 +49,19 @@ describe('infra/postgres/init.sh on a real PostgreSQL', () => {
   beforeAll(async () => {
     server = await createPostgresServer({ port: 15_481 });
     await server.start();
+    const dir = secretsFolder();
     const env = {
       ...process.env,
-      ...dotEnv,
+      IDEM_SECRETS: dir,
       POSTGRES_USER: 'postgres',
       PGHOST: '127.0.0.1',
       PGPORT: String(server.port),
     };
-    execFileSync('sh', [join(root, 'infra/postgres/init.sh')], { env, stdio: 'pipe' });
+    try {
+      execFileSync('sh', [join(root, 'infra/postgres/init.sh')], { env, stdio: 'pipe' });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
   afterAll(() => server?.destroy());
 
@@ -113,7 +124,7 @@ describe('infra/postgres/init.sh on a real PostgreSQL', () => {
   it("lets the console's role read every service's database and change none", async () => {
     for (const service of SERVICES) {
       const console_ = await connect(
-        onTestServer(services.console!.environment![`${service.toUpperCase()}_DATABASE_URL`]!, service),
+        onTestServer(environments.console![`${service.toUpperCase()}_DATABASE_URL`]!, service),
       );
       try {
         expect((await console_.query('SELECT count(*) FROM processed_messages')).rows, service).toHaveLength(1);
@@ -129,9 +140,9 @@ describe('infra/postgres/init.sh on a real PostgreSQL', () => {
   it("refuses a service's roles a connection to another service's database", async () => {
     await expect(connect(urlOf('orders', 'payments'))).rejects.toMatchObject({ code: '42501' });
     await expect(connect(urlOf('notifications', 'orders'))).rejects.toMatchObject({ code: '42501' });
-    await expect(
-      connect(onTestServer(services.migrate!.environment!.ORDERS_DATABASE_URL!, 'payments')),
-    ).rejects.toMatchObject({ code: '42501' });
+    await expect(connect(onTestServer(environments.migrate!.ORDERS_DATABASE_URL!, 'payments'))).rejects.toMatchObject({
+      code: '42501',
+    });
   });
 });
 
@@ -141,14 +152,18 @@ describe("Redis with compose's entrypoint and command", () => {
     // The image's entrypoint drops root and runs its arguments; on this machine, it just runs them.
     writeFileSync(join(dir, 'docker-entrypoint.sh'), '#!/bin/sh\nexec "$@"\n', { mode: 0o755 });
     const port = randomInt(16_400, 17_000);
-    const [shell, ...entrypoint] = services.redis!.entrypoint!;
-    const password = services.redis!.environment!.REDIS_PASSWORD!;
+    // The entrypoint reads the password from the secrets volume: here, a folder of the generated ones.
+    const secretsDir = secretsFolder();
+    const [shell, ...entrypoint] = services.redis!.entrypoint!.map((arg) =>
+      arg.replaceAll(`${SECRETS_DIR}/`, `${secretsDir}/`),
+    );
+    const password = secrets['redis-password']!;
     const redisServer = spawn(
       shell!,
       [...entrypoint, ...services.redis!.command!, '--port', String(port), '--bind', '127.0.0.1', '--dir', dir],
-      { stdio: 'ignore', env: { ...process.env, PATH: `${dir}:${process.env.PATH}`, REDIS_PASSWORD: password } },
+      { stdio: 'ignore', env: { ...process.env, PATH: `${dir}:${process.env.PATH}` } },
     );
-    const url = new URL(services.orders!.environment!.REDIS_URL!);
+    const url = new URL(environments.orders!.REDIS_URL!);
     url.host = `127.0.0.1:${port}`;
     // Commands wait while ioredis retries its connection, until the server listens.
     const service = new Redis(url.toString(), { retryStrategy: () => 100 });
@@ -170,6 +185,7 @@ describe("Redis with compose's entrypoint and command", () => {
       redisServer.kill('SIGTERM');
       await exited(redisServer);
       rmSync(dir, { recursive: true, force: true });
+      rmSync(secretsDir, { recursive: true, force: true });
     }
   }, 30_000);
 });

@@ -33,6 +33,8 @@ function disagreements(read: Read): string[] {
     dockerfile.length === 2 && dockerfile.every(sameList),
     'the migrate stage and command loops',
   );
+  const secrets = loops(read('infra/compose-secrets.sh'));
+  check('infra/compose-secrets.sh', secrets.length === 1 && secrets.every(sameList), 'the database passwords each');
   const init = read('infra/postgres/init.sh');
   check('infra/postgres/init.sh', loops(init).length === 1 && loops(init).every(sameList), 'a role and database each');
   const granted = /GRANT CONNECT ON DATABASE ([\w, ]+) TO console/.exec(init)?.[1]?.split(', ');
@@ -62,7 +64,7 @@ function disagreements(read: Read): string[] {
   check('docker-compose.yml', sameList(idem), 'an <name>-api service each');
   for (const service of SERVICE_NAMES) {
     check('docker-compose.yml', service in compose.services, `a ${service} worker service`);
-    const variable = `${service.toUpperCase()}_DATABASE_URL`;
+    const variable = `${service.toUpperCase()}_DATABASE_URL_FILE`;
     check('docker-compose.yml', Boolean(compose.services.migrate?.environment?.[variable]), `migrate gets ${variable}`);
     check('docker-compose.yml', Boolean(compose.services.console?.environment?.[variable]), `console gets ${variable}`);
     const processes = compose.services.console?.environment?.CONSOLE_PROCESSES ?? '';
@@ -72,8 +74,11 @@ function disagreements(read: Read): string[] {
       `console switches ${service}`,
     );
     const example = read('.env.example');
-    for (const name of [`${service.toUpperCase()}_DB_PASSWORD=`, `${service.toUpperCase()}_HOST_PORT=`])
-      check('.env.example', example.includes(`\n${name}`), name.slice(0, -1));
+    check(
+      '.env.example',
+      example.includes(`\n${service.toUpperCase()}_HOST_PORT=`),
+      `${service.toUpperCase()}_HOST_PORT`,
+    );
   }
   const base = readdirSync(join(root, 'deploy/kubernetes/base')).filter((f) => f.endsWith('.yaml'));
   for (const service of SERVICE_NAMES)

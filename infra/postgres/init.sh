@@ -4,13 +4,15 @@
 # migrate job grants its rights (data, never schema: @idem/database's `runtimeRole`). None is a
 # superuser, and none reaches another service's database. The teaching console reads every
 # service's database as `console`, a role that can read and write nothing else. The postgres
-# image runs this once, on an empty volume, as its superuser. The passwords come from the
-# environment (<SERVICE>_DB_PASSWORD, <SERVICE>_RUNTIME_DB_PASSWORD, CONSOLE_DB_PASSWORD) and
-# reach psql through its own environment (\getenv), never a command line.
+# image runs this once, on an empty volume, as its superuser. The passwords are the files
+# compose generates (infra/compose-secrets.sh) in $IDEM_SECRETS — `<service>-db-password`,
+# `<service>-runtime-db-password`, `console-db-password` — and reach psql through its own
+# environment (\getenv), never a command line.
 set -eu
 for service in orders inventory payments notifications; do
-  upper=$(echo "$service" | tr a-z A-Z)
-  OWNER_PASSWORD=$(printenv "${upper}_DB_PASSWORD") RUNTIME_PASSWORD=$(printenv "${upper}_RUNTIME_DB_PASSWORD") \
+  owner_password=$(cat "$IDEM_SECRETS/$service-db-password")
+  runtime_password=$(cat "$IDEM_SECRETS/$service-runtime-db-password")
+  OWNER_PASSWORD=$owner_password RUNTIME_PASSWORD=$runtime_password \
     psql -v ON_ERROR_STOP=1 -v role="$service" -v runtime="${service}_runtime" \
     --username "${POSTGRES_USER:-postgres}" --dbname postgres --no-psqlrc --quiet <<'SQL'
 \getenv owner_password OWNER_PASSWORD
@@ -21,7 +23,9 @@ CREATE DATABASE :"role" OWNER :"role";
 REVOKE ALL ON DATABASE :"role" FROM PUBLIC;
 SQL
 done
-psql -v ON_ERROR_STOP=1 --username "${POSTGRES_USER:-postgres}" --dbname postgres --no-psqlrc --quiet <<'SQL'
+console_password=$(cat "$IDEM_SECRETS/console-db-password")
+CONSOLE_DB_PASSWORD=$console_password \
+  psql -v ON_ERROR_STOP=1 --username "${POSTGRES_USER:-postgres}" --dbname postgres --no-psqlrc --quiet <<'SQL'
 \getenv password CONSOLE_DB_PASSWORD
 CREATE ROLE console LOGIN PASSWORD :'password';
 GRANT pg_read_all_data TO console;

@@ -17,6 +17,7 @@ export function addToInfrastructure(name: string, port: number): void {
   const loop = /(for (?:service|s) in [\w ]+)(; do)/g;
   replace('infra/Dockerfile', loop, (_, list: string, tail: string) => `${list} ${name}${tail}`);
   replace('infra/postgres/init.sh', loop, (_, list: string, tail: string) => `${list} ${name}${tail}`);
+  replace('infra/compose-secrets.sh', loop, (_, list: string, tail: string) => `${list} ${name}${tail}`);
   replace(
     'infra/postgres/init.sh',
     /(GRANT CONNECT ON DATABASE [\w, ]+)( TO console)/,
@@ -35,23 +36,20 @@ export function addToInfrastructure(name: string, port: number): void {
   );
 
   const env = '.env.example';
-  insert(env, 'after', `${LAST}_DB_PASSWORD=`, `${NAME}_DB_PASSWORD=`);
   insert(env, 'after', `${LAST}_HOST_PORT=`, `${NAME}_HOST_PORT=${hostPort}`);
 
   const compose = 'docker-compose.yml';
-  const password = `\${${NAME}_DB_PASSWORD:?run sh infra/compose-env.sh}`;
-  insert(compose, 'after', `${LAST}_DB_PASSWORD: `, `      ${NAME}_DB_PASSWORD: ${password}`);
   insert(
     compose,
     'after',
-    new RegExp(`^ {6}${LAST}_DATABASE_URL: postgresql://${last}:`),
-    `      ${NAME}_DATABASE_URL: postgresql://${name}:${password}@postgres:5432/${name}`,
+    `${LAST}_DATABASE_URL_FILE: /run/idem-secrets/${last}-owner-database-url`,
+    `      ${NAME}_DATABASE_URL_FILE: /run/idem-secrets/${name}-owner-database-url`,
   );
   insert(
     compose,
     'after',
-    new RegExp(`^ {6}${LAST}_DATABASE_URL: postgresql://console:`),
-    `      ${NAME}_DATABASE_URL: postgresql://console:\${CONSOLE_DB_PASSWORD:?run sh infra/compose-env.sh}@postgres:5432/${name}`,
+    `${LAST}_DATABASE_URL_FILE: /run/idem-secrets/console-${last}-database-url`,
+    `      ${NAME}_DATABASE_URL_FILE: /run/idem-secrets/console-${name}-database-url`,
   );
   replace(
     compose,
@@ -65,10 +63,11 @@ export function addToInfrastructure(name: string, port: number): void {
     `  ${name}-api:
     build: { <<: *build, args: { PACKAGE: '@idem/${name}' } }
     depends_on: *depends
+    volumes: *secrets
     environment: &${name}-env
       <<: *service-env
       OTEL_SERVICE_NAME: ${name}
-      DATABASE_URL: postgresql://${name}:${password}@postgres:5432/${name}
+      DATABASE_URL_FILE: /run/idem-secrets/${name}-database-url
       PORT: '${port}'
       IDEM_ROLES: http
     ports:
@@ -82,6 +81,7 @@ export function addToInfrastructure(name: string, port: number): void {
       <<: *depends
       ${name}-api:
         condition: service_started
+    volumes: *secrets
     environment:
       <<: *${name}-env
       IDEM_ROLES: consumers,relay,workers
@@ -126,6 +126,12 @@ spec:
   cluster: { name: idem-postgres }
   name: ${name}
   owner: ${name}`,
+  );
+  insert(
+    `${dev}/kustomization.yaml`,
+    'after',
+    `{ name: idem/${last}, `,
+    `  - { name: idem/${name}, newName: localhost:5001/idem/${name}, newTag: dev }`,
   );
   const production = 'deploy/kubernetes/overlays/production';
   insert(

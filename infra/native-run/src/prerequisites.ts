@@ -25,9 +25,10 @@ export async function unreachablePrerequisites({ postgres, redis }: Prerequisite
     'Start them one of these ways, then run this again:',
     '  - from the OS packages (Debian/Ubuntu): apt-get install -y postgresql redis-server; the default',
     '    connection is user postgres on 127.0.0.1:5432 without a password (README "Quick start").',
-    '  - from docker compose: sh infra/compose-env.sh (once), docker compose up -d postgres redis, then set',
-    `    ${postgres.variable}=postgresql://postgres:<POSTGRES_PASSWORD>@127.0.0.1:15432 and`,
-    `    ${redis.variable}=redis://:<REDIS_PASSWORD>@127.0.0.1:16379 with the passwords from .env.`,
+    '  - from docker compose: docker compose up -d postgres redis, then set',
+    `    ${postgres.variable}=postgresql://postgres:<password>@127.0.0.1:15432 and`,
+    `    ${redis.variable}=redis://:<password>@127.0.0.1:16379, the passwords from`,
+    '    docker compose exec postgres cat /run/idem-secrets/postgres-password (and redis-password).',
   ].join('\n');
 }
 

@@ -1,0 +1,399 @@
+/**
+ * `docker compose up` for real (`pnpm test:compose`): a clean copy of the repository, the README's
+ * first run, then what a user does with the system — orders paid, rejected and refunded through
+ * the published ports, an Idempotency-Key replay, a worker restarted and one killed mid-flow, a
+ * worker scaled out, `down` and `up` again — with the exactly-once checker reading the compose
+ * system's own databases, provider and mail server. `down -v` at the end.
+ *
+ * The compose command is IDEM_COMPOSE (default `docker compose`); on a machine with no registry,
+ * `.ci/run` points it at ../shared/compose-engine/dc.sh, which runs the same file on a local
+ * engine with stand-ins for the base images. It refuses to start when this project already has
+ * containers (it would take them down), and finds containers by compose's labels, not names.
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { cpSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { formatReport, runChecks } from '@idem/checker';
+import { asOperator, getJson, placeOrder, runStories, SERVICES, waitForStatus } from '@idem/native-run';
+import { SIMULATOR_API_KEY } from '@idem/stripe-sim';
+import { waitFor } from '@idem/testkit';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { placeTracedOrder, traceGapsSettled, type TracedSpan } from './support.js';
+
+const repository = fileURLToPath(new URL('..', import.meta.url));
+const [composeCommand, ...composeArgs] = (process.env.IDEM_COMPOSE || 'docker compose').split(/\s+/);
+/** What one service image's /app may weigh (MB): its bundles and the npm packages they import. */
+const APP_BUDGET_MB = 110;
+
+// Host ports of their own, clear of a developer's `docker compose up` and `pnpm start`.
+const PORTS = {
+  ORDERS_HOST_PORT: 23001,
+  INVENTORY_HOST_PORT: 23002,
+  PAYMENTS_HOST_PORT: 23003,
+  NOTIFICATIONS_HOST_PORT: 23004,
+  CONSOLE_HOST_PORT: 23005,
+  STRIPE_SIM_HOST_PORT: 23111,
+  MAILPIT_HOST_PORT: 23025,
+  MAILPIT_SMTP_HOST_PORT: 23026,
+  POSTGRES_HOST_PORT: 23432,
+  REDIS_HOST_PORT: 23379,
+  JAEGER_HOST_PORT: 23686,
+  JAEGER_OTLP_HOST_PORT: 23318,
+  PROMETHEUS_HOST_PORT: 23090,
+  GRAFANA_HOST_PORT: 23000,
+};
+const local = (port: number) => `http://127.0.0.1:${port}`;
+const urls = {
+  orders: local(PORTS.ORDERS_HOST_PORT),
+  inventory: local(PORTS.INVENTORY_HOST_PORT),
+  payments: local(PORTS.PAYMENTS_HOST_PORT),
+  notifications: local(PORTS.NOTIFICATIONS_HOST_PORT),
+};
+
+let project: string;
+let secrets: { adminToken: string; jwtSecret: string; consoleDbPassword: string };
+
+function compose(args: string[], timeoutMs = 120_000): string {
+  const result = spawnSync(composeCommand!, [...composeArgs, ...args], {
+    cwd: project,
+    env: { ...process.env, ...Object.fromEntries(Object.entries(PORTS).map(([k, v]) => [k, String(v)])) },
+    encoding: 'utf8',
+    timeout: timeoutMs,
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  if (result.status !== 0) {
+    throw new Error(`${composeCommand} ${[...composeArgs, ...args].join(' ')}: ${result.status}\n${result.stderr}`);
+  }
+  return result.stdout;
+}
+
+const docker = (args: string[]) => execFileSync('docker', args, { encoding: 'utf8', timeout: 120_000 }).trim();
+
+interface Container {
+  id: string;
+  service: string;
+  image: string;
+  state: { Status: string; ExitCode: number; Health?: { Status: string } };
+}
+
+/** Every container of the project (running or not), by compose's labels. */
+function containers(): Container[] {
+  const ids = compose(['ps', '-a', '-q']).split('\n').filter(Boolean);
+  if (ids.length === 0) return [];
+  return (
+    JSON.parse(docker(['inspect', ...ids])) as {
+      Id: string;
+      Config: { Image: string; Labels: Record<string, string> };
+      State: Container['state'];
+    }[]
+  ).map((c) => ({
+    id: c.Id,
+    service: c.Config.Labels['com.docker.compose.service']!,
+    image: c.Config.Image,
+    state: c.State,
+  }));
+}
+
+/** The one-shot services: each has done its work when it has exited (with 0, which the tests check). */
+const ONE_SHOT = new Set(['secrets', 'migrate']);
+
+/** Until every container is healthy (or, for a one-shot service, exited). */
+async function allHealthy(timeoutMs = 240_000): Promise<Container[]> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const all = containers();
+    const pending = all.filter((c) =>
+      ONE_SHOT.has(c.service)
+        ? c.state.Status !== 'exited'
+        : c.state.Status !== 'running' || (c.state.Health && c.state.Health.Status !== 'healthy'),
+    );
+    if (all.length > 0 && pending.length === 0) return all;
+    if (Date.now() > deadline) {
+      throw new Error(`not healthy: ${pending.map((c) => `${c.service} ${c.state.Status}`).join(', ')}`);
+    }
+    await sleep(2_000);
+  }
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A clean copy: what git tracks (and what is new and not ignored), nothing built, no .env. */
+function cleanCopy(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'idem-compose-'));
+  const files = execFileSync('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], {
+    cwd: repository,
+    encoding: 'utf8',
+  })
+    .split('\0')
+    .filter(Boolean);
+  for (const file of files) {
+    try {
+      mkdirSync(dirname(join(dir, file)), { recursive: true });
+      cpSync(join(repository, file), join(dir, file));
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error; // deleted, not yet committed
+    }
+  }
+  return dir;
+}
+
+const operator = () => asOperator(secrets.adminToken);
+
+/** The checker against the compose system: its databases as the read-only console role. */
+function check() {
+  const database = (service: string) =>
+    `postgresql://console:${secrets.consoleDbPassword}@127.0.0.1:${PORTS.POSTGRES_HOST_PORT}/${service}`;
+  return runChecks({
+    databaseUrls: Object.fromEntries(SERVICES.map((s) => [s, database(s)])) as Record<
+      (typeof SERVICES)[number],
+      string
+    >,
+    stripe: { apiBase: local(PORTS.STRIPE_SIM_HOST_PORT), apiKey: SIMULATOR_API_KEY },
+    mailApi: local(PORTS.MAILPIT_HOST_PORT),
+    settleWindowMs: 5_000,
+    stuckAfterMs: 60_000,
+  });
+}
+
+/**
+ * Every span the trace collector holds: the stand-in's own dump when it is the stand-in, else
+ * Jaeger's query API (each service's traces, references as parents and links).
+ */
+async function collectedSpans(): Promise<TracedSpan[]> {
+  const jaeger = local(PORTS.JAEGER_HOST_PORT);
+  const standIn = await fetch(`${jaeger}/standin/spans`);
+  if (standIn.ok) return (await standIn.json()) as TracedSpan[];
+  interface JaegerTrace {
+    processes: Record<string, { serviceName: string }>;
+    spans: {
+      traceID: string;
+      spanID: string;
+      operationName: string;
+      processID: string;
+      references: { refType: string; traceID: string; spanID: string }[];
+      tags: { key: string; value: unknown }[];
+    }[];
+  }
+  const KINDS: Record<string, number> = { internal: 1, server: 2, client: 3, producer: 4, consumer: 5 };
+  const spans = new Map<string, TracedSpan>();
+  for (const service of [...SERVICES, 'console']) {
+    const { data } = await getJson<{ data: JaegerTrace[] }>(
+      `${jaeger}/api/traces?service=${service}&limit=1000&lookback=1h`,
+    );
+    for (const t of data) {
+      for (const span of t.spans) {
+        const tags = Object.fromEntries(span.tags.map((tag) => [tag.key, tag.value]));
+        const parent = span.references.find((r) => r.refType === 'CHILD_OF' && r.traceID === span.traceID);
+        spans.set(span.spanID, {
+          service: t.processes[span.processID]!.serviceName,
+          name: span.operationName,
+          traceId: span.traceID,
+          spanId: span.spanID,
+          parentSpanId: parent?.spanID,
+          kind: KINDS[String(tags['span.kind'])] ?? 1,
+          links: span.references.filter((r) => r !== parent).map((r) => ({ traceId: r.traceID, spanId: r.spanID })),
+          attributes: tags,
+        });
+      }
+    }
+  }
+  return [...spans.values()];
+}
+
+/**
+ * Places `count` orders of one `sku`, each as a customer of its own: the orders API allows a
+ * customer 30 orders a minute, as it would any real one.
+ */
+async function placeOrders(count: number, sku = 'cable') {
+  return Promise.all(
+    Array.from({ length: count }, async () => {
+      const customer = `shopper-${randomUUID().slice(0, 8)}`;
+      const order = await placeOrder(urls, [{ sku, quantity: 1 }], 'pm_card_visa', undefined, customer);
+      return { ...order, customer };
+    }),
+  );
+}
+
+async function allPaid(orders: { orderId: string; customer?: string }[]) {
+  const ended = await Promise.all(
+    orders.map((o) => waitForStatus(urls, o.orderId, new Set(['PAID']), 120_000, o.customer)),
+  );
+  expect(ended.map((o) => o.status)).toEqual(orders.map(() => 'PAID'));
+}
+
+beforeAll(async () => {
+  project = cleanCopy();
+  if (compose(['ps', '-a', '-q']).trim()) {
+    const copy = project;
+    project = ''; // afterAll must not take down what was there before
+    rmSync(copy, { recursive: true, force: true });
+    throw new Error('this compose project has containers already; `docker compose down` it first');
+  }
+  // The README's first run: one command, nothing before it.
+  compose(['up', '-d', '--build'], 1_200_000);
+  await allHealthy();
+  // The secrets the first start made, read as docs/compose.md says.
+  const secret = (name: string) => compose(['exec', '-T', 'orders-api', 'cat', `/run/idem-secrets/${name}`]);
+  secrets = {
+    adminToken: secret('admin-token'),
+    jwtSecret: secret('jwt-secret'),
+    consoleDbPassword: secret('console-db-password'),
+  };
+  process.env.JWT_SECRET = secrets.jwtSecret; // the customer tokens placeOrder mints
+}, 1_500_000);
+
+afterAll(() => {
+  if (!project) return;
+  try {
+    compose(['down', '-v', '--remove-orphans'], 300_000);
+  } finally {
+    rmSync(project, { recursive: true, force: true });
+  }
+}, 300_000);
+
+describe('docker compose up on a real engine', () => {
+  it('starts every container healthy; the secrets and migrate jobs exit 0', () => {
+    const all = containers();
+    const services = new Set(all.map((c) => c.service));
+    for (const service of [
+      'secrets',
+      'postgres',
+      'redis',
+      'migrate',
+      'orders-api',
+      'orders',
+      'inventory',
+      'payments',
+      'notifications',
+      'console',
+    ]) {
+      expect(services, service).toContain(service);
+    }
+    for (const c of all.filter((c) => ONE_SHOT.has(c.service))) expect(c.state.ExitCode, c.service).toBe(0);
+    for (const c of all.filter((c) => !ONE_SHOT.has(c.service) && c.state.Health)) {
+      expect(c.state.Health!.Status, c.service).toBe('healthy');
+    }
+  });
+
+  it('keeps the generated secrets out of every container configuration (docker inspect)', () => {
+    const ids = containers().map((c) => c.id);
+    const configuration = docker(['inspect', ...ids]);
+    for (const [name, value] of Object.entries(secrets)) expect(configuration.includes(value), name).toBe(false);
+    expect(configuration).toContain('JWT_SECRET_FILE=/run/idem-secrets/jwt-secret');
+  });
+
+  it(`builds lean images: /app within ${APP_BUDGET_MB} MB, owned by root and not writable by the process`, () => {
+    const images = new Map(all().map((c) => [c.image, c.service]));
+    expect(images.size).toBeGreaterThanOrEqual(6); // migrate, four services, console, the simulator
+    for (const [image, service] of images) {
+      const megabytes = Number(docker(['run', '--rm', '--entrypoint', 'du', image, '-sm', '/app']).split(/\s/)[0]);
+      console.log(`image of ${service}: /app ${megabytes} MB`);
+      expect(megabytes, service).toBeLessThanOrEqual(APP_BUDGET_MB);
+      const write = spawnSync('docker', ['run', '--rm', '--entrypoint', 'sh', image, '-c', 'touch /app/dist/x'], {
+        encoding: 'utf8',
+      });
+      expect(write.status, `${service} could write its own code`).not.toBe(0);
+    }
+    function all() {
+      return containers().filter(
+        (c) => !['postgres', 'redis', 'mailpit', 'jaeger', 'prometheus', 'grafana'].includes(c.service),
+      );
+    }
+  });
+
+  it('tells the demo stories through the published ports: paid, rejected, declined, refunded', async () => {
+    const results = await runStories(urls, secrets.adminToken);
+    expect(results.map((r) => [r.story, r.status, r.ok])).toEqual([
+      ['paid', 'PAID', true],
+      ['rejected for stock', 'REJECTED', true],
+      ['card declined', 'PAYMENT_FAILED', true],
+      ['cancelled after payment', 'REFUNDED', true],
+    ]);
+  }, 180_000);
+
+  it('answers an Idempotency-Key replay with the first order', async () => {
+    const key = `compose-${Date.now()}`;
+    const first = await placeOrder(urls, [{ sku: 'cable', quantity: 2 }], 'pm_card_visa', key);
+    const again = await placeOrder(urls, [{ sku: 'cable', quantity: 2 }], 'pm_card_visa', key);
+    expect(again.orderId).toBe(first.orderId);
+    await allPaid([first]);
+  }, 180_000);
+
+  it('loses nothing when a worker is restarted and another SIGKILLed mid-flow', async () => {
+    const orders = await placeOrders(20);
+    compose(['restart', 'payments']);
+    compose(['kill', '-s', 'SIGKILL', 'inventory']);
+    compose(['up', '-d', '--no-deps', 'inventory']);
+    await allPaid(orders);
+    await allHealthy();
+  }, 300_000);
+
+  it('spreads deliveries over a scaled-out worker', async () => {
+    compose(['up', '-d', '--no-deps', '--scale', 'inventory=3', 'inventory']);
+    const replicas = (await allHealthy()).filter((c) => c.service === 'inventory');
+    expect(replicas).toHaveLength(3);
+    await allPaid(await placeOrders(30));
+    const processed = replicas.map((c) => {
+      const metrics = docker([
+        'exec',
+        c.id,
+        'node',
+        '-e',
+        "fetch('http://127.0.0.1:3002/metrics').then(r=>r.text()).then(t=>console.log(t))",
+      ]);
+      return [...metrics.matchAll(/^idem_deliveries_total\{[^}]*outcome="processed"[^}]*\} (\d+)/gm)].reduce(
+        (sum, [, n]) => sum + Number(n),
+        0,
+      );
+    });
+    console.log(`inventory replicas processed ${processed.join(' / ')} deliveries`);
+    expect(processed.filter((n) => n > 0).length).toBeGreaterThanOrEqual(2);
+    compose(['up', '-d', '--no-deps', '--scale', 'inventory=1', 'inventory']);
+  }, 300_000);
+
+  it("exports every process's spans; one order's trace graph reaches its request, every delivery, the provider call and both e-mails", async () => {
+    const { orderId, traceId } = await placeTracedOrder(urls.orders);
+    await allPaid([{ orderId }]);
+    expect(await traceGapsSettled(() => collectedSpans(), traceId, orderId, 60_000)).toEqual([]);
+    // The console is traced too: a person looking at the order.
+    expect((await fetch(`${local(PORTS.CONSOLE_HOST_PORT)}/orders/${orderId}`)).status).toBe(200);
+    await waitFor(
+      async () =>
+        (await getJson<{ data: string[] }>(`${local(PORTS.JAEGER_HOST_PORT)}/api/services`)).data.includes('console'),
+      { timeoutMs: 30_000, what: "the console's spans" },
+    );
+    const services = (await getJson<{ data: string[] }>(`${local(PORTS.JAEGER_HOST_PORT)}/api/services`)).data;
+    expect(services).toEqual(expect.arrayContaining([...SERVICES, 'console']));
+  }, 180_000);
+
+  it('keeps orders and stock across down and up; the migrations run again as a no-op', async () => {
+    const [order] = await placeOrders(1, 'keyboard');
+    await allPaid([order!]);
+    const stock = await getJson(`${urls.inventory}/stock/keyboard`);
+    compose(['down'], 300_000);
+    compose(['up', '-d'], 600_000);
+    await allHealthy();
+    expect((await waitForStatus(urls, order!.orderId, new Set(['PAID']), 60_000, order!.customer)).status).toBe('PAID');
+    expect(await getJson(`${urls.inventory}/stock/keyboard`)).toEqual(stock);
+    const migrateLog = compose(['logs', '--no-color', 'migrate']);
+    for (const service of SERVICES)
+      expect(migrateLog).toContain(`${service}: database up to date (0 migration(s) applied)`);
+    expect(migrateLog).not.toContain('applied migration');
+    expect(
+      (await getJson<{ emails: unknown[] }>(`${urls.notifications}/emails?orderId=${order!.orderId}`, operator()))
+        .emails,
+    ).not.toEqual([]);
+  }, 900_000);
+
+  it('passes the exactly-once checker: nothing lost, doubled, mischarged or stuck', async () => {
+    const report = await check();
+    expect(
+      report.findings.filter((f) => f.check !== 'repeated_send'),
+      formatReport(report),
+    ).toEqual([]);
+    expect(report.ok, formatReport(report)).toBe(true);
+  }, 120_000);
+});
