@@ -7,25 +7,40 @@ const shared = {
 // Projects do not inherit the root's test options: each states its own.
 const timeouts = { testTimeout: 60_000, hookTimeout: 60_000 };
 
+/** Where the specs of the unit and integration tiers live. */
+const specDirs = [
+  'packages/*/src/**/',
+  'packages/*/test/**/',
+  'services/*/src/**/',
+  'infra/*/src/**/',
+  'infra/',
+  'deploy/*/',
+];
+// PostgreSQL and Redis must answer before a tier that uses them starts (the unit tier uses neither).
+const needsServers = ['./vitest.global-setup.ts'];
+
+// The tiers: `pnpm test:unit` (no servers, seconds), `test:int`, `test:e2e`; `pnpm test` runs all three.
 export default defineConfig({
   ...shared,
   test: {
-    globalSetup: ['./vitest.global-setup.ts'],
     ...timeouts,
     projects: [
       {
         ...shared,
         test: {
           ...timeouts,
-          name: 'unit+int',
-          include: [
-            'packages/*/src/**/*.spec.ts',
-            'packages/*/test/**/*.spec.ts',
-            'services/*/src/**/*.spec.ts',
-            'infra/*/src/**/*.spec.ts',
-            'infra/*.spec.ts',
-            'deploy/*/*.spec.ts',
-          ],
+          name: 'unit',
+          include: specDirs.map((dir) => `${dir}*.unit.spec.ts`),
+          sequence: { groupOrder: 0 },
+        },
+      },
+      {
+        ...shared,
+        test: {
+          ...timeouts,
+          name: 'int',
+          globalSetup: needsServers,
+          include: specDirs.map((dir) => `${dir}*.int.spec.ts`),
           sequence: { groupOrder: 0 },
         },
       },
@@ -37,6 +52,7 @@ export default defineConfig({
         test: {
           ...timeouts,
           name: 'e2e',
+          globalSetup: needsServers,
           include: ['e2e/**/*.e2e.spec.ts'],
           fileParallelism: false,
           sequence: { groupOrder: 1 },
