@@ -1,8 +1,10 @@
 /**
  * The documentation points at code that exists: every relative link in README.md and docs/
  * resolves to a file, every `#L<n>` anchor to a line of it, and a link whose text is code
- * (`…`) lands on a line that still contains that code — so a tour step cannot silently drift
- * away from the line that does it.
+ * (`…`) lands on a line that still contains that code, and on the only one — so a tour step
+ * cannot silently drift away from the line that does it, nor land on a twin. The pointers code
+ * and messages give (`README "<section>"`, `docs/<page>.md`) lead to a section and a page that
+ * exist.
  */
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -36,7 +38,38 @@ function problem(page: string, { text, target }: { text: string; target: string 
   if (content === undefined) return `${page}: ${target} is past the end of the file`;
   const code = /^`([^`]+)`$/.exec(text)?.[1];
   if (code && !content.includes(code)) return `${page}: ${target} no longer contains \`${code}\``;
+  const twins = code ? lines.filter((l) => l.includes(code)).length : 0;
+  if (twins > 1) return `${page}: \`${code}\` is on ${twins} lines of ${path}: link code that is on one`;
   return undefined;
+}
+
+/** The files whose comments and messages may point a reader somewhere: code, scripts, configuration. */
+function sourceFiles(dir: string): string[] {
+  return readdirSync(join(root, dir), { withFileTypes: true }).flatMap((entry) => {
+    const path = `${dir}/${entry.name}`;
+    if (entry.isDirectory()) return ['node_modules', 'generated', 'dist'].includes(entry.name) ? [] : sourceFiles(path);
+    return /\.(ts|sh|prisma|ya?ml)$/.test(entry.name) ? [path] : [];
+  });
+}
+
+/** The headings of a page of the repository (none when it does not exist). */
+const sectionsOf = (page: string) =>
+  existsSync(join(root, page))
+    ? new Set([...readFileSync(join(root, page), 'utf8').matchAll(/^#+ (.+)$/gm)].map((m) => m[1]!.trim()))
+    : new Set<string>();
+
+/**
+ * Where a pointer in `text` (a file's, named `where`) leads nowhere: a section
+ * (`README "<section>"`, `docs/<page>.md "<section>"`) or a page that is not there.
+ */
+function stalePointers(where: string, text: string): string[] {
+  const sections = [...text.matchAll(/\b(README|docs\/[\w-]+\.md) "([^"]+)"/g)]
+    .filter(([, page, section]) => !sectionsOf(page === 'README' ? 'README.md' : page!).has(section!))
+    .map(([, page, section]) => `${where}: ${page} has no section "${section}"`);
+  const docs = [...text.matchAll(/(?<![\w/.-])((?:\.\.\/)*(?:docs\/[\w-]+|[A-Z][A-Z_]+)\.md)\b/g)]
+    .filter(([, page]) => !existsSync(join(root, page!.replace(/^(\.\.\/)+/, ''))))
+    .map(([, page]) => `${where}: ${page} is not in the repository`);
+  return [...sections, ...docs];
 }
 
 describe('the documentation', () => {
@@ -55,7 +88,31 @@ describe('the documentation', () => {
     expect(problems).toEqual([]);
   });
 
-  it('would notice a link that drifted', () => {
+  it("points code's and messages' readers only at README sections and pages that exist", () => {
+    const files = ['packages', 'services', 'infra', 'scripts', 'deploy', 'e2e']
+      .flatMap(sourceFiles)
+      .filter((file) => file !== 'infra/docs-links.unit.spec.ts'); // its own examples lead nowhere on purpose
+    expect(files.length).toBeGreaterThan(100);
+    const problems = [...files, ...pages].flatMap((file) =>
+      stalePointers(file, readFileSync(join(root, file), 'utf8')),
+    );
+    expect(problems).toEqual([]);
+  });
+
+  it('would notice a link that drifted, a link to a twin, and a pointer to nowhere', () => {
+    const manifest = readFileSync(join(root, 'package.json'), 'utf8').split('\n');
+    const at = (code: string) => `../package.json#L${manifest.findIndex((l) => l.includes(code)) + 1}`;
+    expect(problem('docs/tour.md', { text: '`"private": true`', target: at('"private": true') })).toBeUndefined();
+    expect(problem('docs/tour.md', { text: '`vitest run`', target: at('vitest run') })).toMatch(/on \d+ lines/);
+    expect(stalePointers('x.ts', '// see README "Nowhere"; docs/nowhere.md; DESIGN.md')).toEqual([
+      'x.ts: README has no section "Nowhere"',
+      'x.ts: docs/nowhere.md is not in the repository',
+      'x.ts: DESIGN.md is not in the repository',
+    ]);
+    expect(stalePointers('x.ts', '// docs/operations.md "Nowhere"')).toEqual([
+      'x.ts: docs/operations.md has no section "Nowhere"',
+    ]);
+    expect(stalePointers('x.ts', '// README "Run it", docs/tour.md, docs/operations.md "Fault switches"')).toEqual([]);
     expect(problem('docs/tour.md', { text: '`no such code here`', target: '../package.json#L2' })).toMatch(
       /no longer contains/,
     );

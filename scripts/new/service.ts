@@ -109,7 +109,7 @@ export default defineConfig({
 const schema = (
   name: string,
 ) => `// The ${name} service's database. Migrations are hand-written in Prisma's layout and applied by
-// @idem/database (see README "Databases and migrations"); src/prisma/schema.int.spec.ts proves
+// @idem/database (see docs/operations.md "Databases and migrations"); src/prisma/schema.int.spec.ts proves
 // they match this file. The tables of the packages it uses (src/tables.ts) come from those
 // packages: \`pnpm generate\` writes their models beside this file (idem-packages.prisma).
 

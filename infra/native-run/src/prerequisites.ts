@@ -24,7 +24,7 @@ export async function unreachablePrerequisites({ postgres, redis }: Prerequisite
     ...(redisError ? [`  - Redis at ${where(redis.url, 6379)} (${redis.variable}): ${redisError}`] : []),
     'Start them one of these ways, then run this again:',
     '  - from the OS packages (Debian/Ubuntu): apt-get install -y postgresql redis-server; the default',
-    '    connection is user postgres on 127.0.0.1:5432 without a password (README "Quick start").',
+    '    connection is user postgres on 127.0.0.1:5432 without a password (README "See it").',
     '  - from docker compose: docker compose up -d postgres redis, then set',
     `    ${postgres.variable}=postgresql://postgres:<password>@127.0.0.1:15432 and`,
     `    ${redis.variable}=redis://:<password>@127.0.0.1:16379, the passwords from`,

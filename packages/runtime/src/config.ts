@@ -8,7 +8,7 @@ export class ConfigError extends Error {
   readonly code = 'config_invalid';
 }
 
-/** The variables every service reads (see README "Configuration"). */
+/** The variables every service reads (see docs/operations.md "Configuration"). */
 export function baseConfigSchema(service: string, defaultPort: number) {
   return z.object({
     DATABASE_URL: z.url().default(`postgresql://postgres@127.0.0.1:5432/${service}`),

@@ -379,11 +379,11 @@ export function createPaymentWorker(options: PaymentWorkerOptions): BackgroundWo
     } else if (attempt.status === 'pending') {
       const result = await charge(attempt);
       // The provider has answered and nothing is recorded yet: the window the persisted key covers.
-      faults.crashIf('crash-after-provider-call', 'payments.worker');
+      faults.crashIf('crash-after-provider-call', 'payments.worker'); // charged, not recorded
       await recordCharge(attempt, result);
     } else {
       const result = await refund(attempt);
-      faults.crashIf('crash-after-provider-call', 'payments.worker');
+      faults.crashIf('crash-after-provider-call', 'payments.worker'); // refunded, not recorded
       await recordRefund(attempt, result);
     }
     log.info(
