@@ -57,13 +57,21 @@ describe('PostgreSQL and Redis, checked before anything needs them', () => {
     expect(output).not.toMatch(/^\s+at /m);
   }, 30_000);
 
-  it('stops `pnpm test` with that message and no stack trace', async () => {
-    const { code, output } = await run(['node_modules/vitest/vitest.mjs', 'run', 'infra/node-version.unit.spec.ts'], {
-      TEST_POSTGRES_URL: dead.postgres.url,
-      REDIS_URL: dead.redis.url,
-    });
+  it('stops `pnpm test` with that message and no stack trace where a tier needs the servers', async () => {
+    const { code, output } = await run(
+      ['node_modules/vitest/vitest.mjs', 'run', '--project', 'int', 'infra/native-run/src/databases.int.spec.ts'],
+      { TEST_POSTGRES_URL: dead.postgres.url, REDIS_URL: dead.redis.url },
+    );
     expect(code).toBe(1);
     expect(output).toContain('PostgreSQL at 127.0.0.1:1 (TEST_POSTGRES_URL)');
     expect(output).not.toMatch(/^\s+at /m);
+  }, 60_000);
+
+  it('runs the unit tier without them (`pnpm test:unit`)', async () => {
+    const { code, output } = await run(
+      ['node_modules/vitest/vitest.mjs', 'run', '--project', 'unit', 'infra/node-version.unit.spec.ts'],
+      { TEST_POSTGRES_URL: dead.postgres.url, REDIS_URL: dead.redis.url },
+    );
+    expect(code, output).toBe(0);
   }, 60_000);
 });
