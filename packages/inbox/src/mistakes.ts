@@ -1,6 +1,7 @@
 import type { Envelope } from '@idem/contracts';
 import type { SqlClient, TransactionalClient, TransactionOptions } from '@idem/database';
 import type { Faults } from '@idem/faults';
+import { bodyHash } from './body-hash.js';
 import type { DeliveryOutcome } from './outcomes.js';
 
 /**
@@ -16,15 +17,15 @@ export const INBOX_MISTAKES = [
 ] as const;
 export type InboxMistake = (typeof INBOX_MISTAKES)[number];
 
-interface WrongWay<Tx extends SqlClient, M extends Envelope> {
+/** The mistake whose switch fires now for this consumer, if one does. */
+export const mistakeFor = (faults: Faults, consumer: string): InboxMistake | undefined =>
+  INBOX_MISTAKES.find((name) => faults.fires(name, consumer));
+
+interface Inbox<Tx extends SqlClient> {
   readonly db: TransactionalClient<Tx>;
   readonly faults: Faults;
   readonly transaction: TransactionOptions | undefined;
-  readonly consumer: string;
-  readonly message: M;
-  readonly handler: (message: M, tx: Tx) => Promise<unknown>;
-  /** Inserts the processed record, ignoring a conflict (as these mistakes do). */
-  readonly record: (tx: SqlClient) => PromiseLike<number>;
+  readonly now: () => Date;
 }
 
 /** How long the read-then-insert mistake waits between its read and its insert: a wider race window, so two cores show it every time. */
@@ -32,8 +33,15 @@ const RACE_WINDOW_MS = 200;
 
 export async function consumeTheWrongWay<Tx extends SqlClient, M extends Envelope>(
   mistake: InboxMistake,
-  { db, faults, transaction, consumer, message, handler, record }: WrongWay<Tx, M>,
+  { db, faults, transaction, now }: Inbox<Tx>,
+  consumer: string,
+  message: M,
+  handler: (message: M, tx: Tx) => Promise<unknown>,
 ): Promise<DeliveryOutcome> {
+  // The processed record, a conflict ignored (as these mistakes do).
+  const record = (tx: SqlClient) => tx.$executeRaw`
+    INSERT INTO processed_messages (consumer, message_id, body_hash, processed_at)
+    VALUES (${consumer}, ${message.messageId}::uuid, ${bodyHash(message.body)}, ${now()}) ON CONFLICT DO NOTHING`;
   switch (mistake) {
     case 'mistake-separate-dedupe-transaction': {
       // WRONG: the business change commits on its own; the record follows in a second
