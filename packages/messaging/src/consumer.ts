@@ -1,53 +1,38 @@
 import {
   consumers,
-  contextOf,
   parseEnvelope,
   type ConsumerName,
   type ContractError,
   type ContractOf,
   type Envelope,
+  type EventType,
+  type ParseResult,
 } from '@idem/contracts';
 import type { SqlClient } from '@idem/database';
 import { noFaults, type Faults } from '@idem/faults';
 import { isSettled, type DeliveryOutcome, type Inbox, type MessageHandler } from '@idem/inbox';
-import { context, SpanKind, SpanStatusCode, trace, type Link, type Span } from '@opentelemetry/api';
+import type { Span } from '@opentelemetry/api';
 import { UnrecoverableError, Worker, type Job } from 'bullmq';
+import { endProcess, startCommit, startProcess, under } from './consumer-spans.js';
 import { deadLetterVerdict, DeadLetterWriteError } from './dead-letters.js';
 import { createGroupCommit } from './group-commit.js';
 import { createRedis, resolveBroker, type BrokerOptions } from './redis.js';
 
-const tracer = trace.getTracer('@idem/messaging');
-
 /**
- * The consumer span, started when handling starts (not when BullMQ fetched the job), linked to
- * the producer's `send` span, with OpenTelemetry's messaging attributes. The inbox
- * transaction's database spans nest under it.
+ * A delivery's message as the consumer reads it: the size is checked before any parsing (a huge
+ * payload costs no validation work), then the envelope against the contracts it subscribes to.
  */
-function startProcess(consumer: string, job: Job, envelope: Envelope | undefined): Span {
-  const producer = contextOf(envelope?.traceparent);
-  const producerSpan = producer ? trace.getSpanContext(producer) : undefined;
-  const links: Link[] = producerSpan ? [{ context: producerSpan }] : [];
-  return tracer.startSpan(`process ${consumer}`, {
-    kind: SpanKind.CONSUMER,
-    links,
-    attributes: {
-      'messaging.system': 'bullmq',
-      'messaging.operation.type': 'process',
-      'messaging.operation.name': 'process',
-      'messaging.destination.name': consumer,
-      'messaging.consumer.group.name': consumer,
-      'messaging.message.id': envelope?.messageId ?? job.id ?? 'unknown',
-      'messaging.message.delivery_attempt': job.attemptsMade + 1,
-      ...(envelope
-        ? {
-            'idem.contract': envelope.type,
-            'idem.producer': envelope.producer,
-            'idem.correlation_id': envelope.correlationId,
-            ...(envelope.causationId ? { 'idem.causation_id': envelope.causationId } : {}),
-          }
-        : {}),
-    },
-  });
+function readDelivery<T extends EventType>(
+  data: unknown,
+  contracts: readonly T[],
+  maxPayloadBytes: number,
+): ParseResult<T> {
+  const bytes = Buffer.byteLength(JSON.stringify(data ?? null) ?? '');
+  if (bytes > maxPayloadBytes) {
+    const reason = `${bytes} bytes, more than the ${maxPayloadBytes} accepted`;
+    return { ok: false, error: { code: 'payload_too_large', reason } };
+  }
+  return parseEnvelope(data, contracts);
 }
 
 /** The contract a consumer subscribes to, as a typed envelope. */
@@ -153,15 +138,14 @@ export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(opti
    * under its delivery's span; a larger one gets a `commit` span linked to each delivery's.
    */
   async function commitBatch(deliveries: readonly { envelope: MessageOf<C>; span: Span }[]) {
-    const under = <T>(span: Span, work: () => Promise<T>) => context.with(trace.setSpan(context.active(), span), work);
     if (deliveries.length === 1) {
       const [{ envelope, span }] = deliveries as [(typeof deliveries)[number]];
       return [await under(span, () => inbox.consume(consumer, envelope, handler))];
     }
-    const span = tracer.startSpan(`commit ${consumer}`, {
-      links: deliveries.map((delivery) => ({ context: delivery.span.spanContext() })),
-      attributes: { 'messaging.destination.name': consumer, 'messaging.batch.message_count': deliveries.length },
-    });
+    const span = startCommit(
+      consumer,
+      deliveries.map((delivery) => delivery.span),
+    );
     const envelopes = deliveries.map((delivery) => delivery.envelope);
     return under(span, () => inbox.consumeBatch(consumer, envelopes, handler)).finally(() => span.end());
   }
@@ -173,19 +157,31 @@ export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(opti
     return inGroup({ envelope: envelope!, span });
   }
 
+  /**
+   * A dead letter this delivery must become (a permanent failure, or a transient one on its last
+   * attempt), stored before it is counted or logged: one that could not be written is not one,
+   * and the job then fails as it is (BullMQ keeps failed jobs for days).
+   */
+  async function keepDeadLetter(job: Job, outcome: DeliveryOutcome, attempt: number) {
+    const verdict = deadLetterVerdict(outcome, { attempt, lastAttempt: attempt >= (job.opts.attempts ?? 1) });
+    if (!verdict) return undefined;
+    try {
+      await deadLetter(job, verdict.code, verdict.reason, attempt);
+      return verdict;
+    } catch (error) {
+      onError(new DeadLetterWriteError(consumer, job.id ?? 'unknown', error));
+      return undefined;
+    }
+  }
+
+  /**
+   * One delivery: read it, hand it to the inbox, and settle it only after the inbox transaction
+   * ended — complete it when settled, retry it, or fail it as a dead letter.
+   */
   async function processDelivery(job: Job): Promise<string> {
     const started = performance.now();
     const attempt = job.attemptsMade + 1;
-    const lastAttempt = attempt >= (job.opts.attempts ?? 1);
-    // The size is checked before any parsing: a huge payload costs no validation work.
-    const bytes = Buffer.byteLength(JSON.stringify(job.data ?? null) ?? '');
-    const parsed: ReturnType<typeof parseEnvelope> =
-      bytes > maxPayloadBytes
-        ? {
-            ok: false,
-            error: { code: 'payload_too_large', reason: `${bytes} bytes, more than the ${maxPayloadBytes} accepted` },
-          }
-        : parseEnvelope(job.data, contracts);
+    const parsed = readDelivery(job.data, contracts, maxPayloadBytes);
     const envelope = parsed.ok ? (parsed.envelope as MessageOf<C>) : undefined;
     if (envelope && faults.fires('mistake-ack-before-commit', consumer)) {
       // WRONG WAY (a lesson's switch): settle now, do the work once the broker has forgotten
@@ -194,26 +190,9 @@ export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(opti
       return 'acknowledged before commit';
     }
     const span = startProcess(consumer, job, envelope);
-
     const outcome: DeliveryOutcome = await handle(envelope, parsed.ok ? undefined : parsed.error, span);
-
-    // The dead letter this delivery became, once stored.
-    let deadLettered = deadLetterVerdict(outcome, { attempt, lastAttempt });
-    if (deadLettered) {
-      // Stored first, then counted and logged: a dead letter that could not be written is not
-      // one. The job then fails as it is, and BullMQ keeps it (failed jobs are kept for days).
-      try {
-        await deadLetter(job, deadLettered.code, deadLettered.reason, attempt);
-      } catch (error) {
-        deadLettered = undefined;
-        onError(new DeadLetterWriteError(consumer, job.id ?? 'unknown', error));
-      }
-    }
-    span.setAttribute('idem.outcome', outcome.outcome);
-    if (!isSettled(outcome))
-      span.setStatus({ code: SpanStatusCode.ERROR, message: `${outcome.code}: ${outcome.reason}` });
-    if (deadLettered) span.setAttribute('idem.dead_lettered', true);
-    span.end();
+    const deadLettered = await keepDeadLetter(job, outcome, attempt);
+    endProcess(span, outcome, deadLettered !== undefined);
     const report: DeliveryReport = {
       consumer,
       messageId: envelope?.messageId ?? job.id ?? 'unknown',

@@ -1,0 +1,58 @@
+import { contextOf, type Envelope } from '@idem/contracts';
+import { isSettled, type DeliveryOutcome } from '@idem/inbox';
+import { context, SpanKind, SpanStatusCode, trace, type Link, type Span } from '@opentelemetry/api';
+import type { Job } from 'bullmq';
+
+const tracer = trace.getTracer('@idem/messaging');
+
+/**
+ * The consumer span, started when handling starts (not when BullMQ fetched the job), linked to
+ * the producer's `send` span, with OpenTelemetry's messaging attributes. The inbox
+ * transaction's database spans nest under it.
+ */
+export function startProcess(consumer: string, job: Job, envelope: Envelope | undefined): Span {
+  const producer = contextOf(envelope?.traceparent);
+  const producerSpan = producer ? trace.getSpanContext(producer) : undefined;
+  const links: Link[] = producerSpan ? [{ context: producerSpan }] : [];
+  return tracer.startSpan(`process ${consumer}`, {
+    kind: SpanKind.CONSUMER,
+    links,
+    attributes: {
+      'messaging.system': 'bullmq',
+      'messaging.operation.type': 'process',
+      'messaging.operation.name': 'process',
+      'messaging.destination.name': consumer,
+      'messaging.consumer.group.name': consumer,
+      'messaging.message.id': envelope?.messageId ?? job.id ?? 'unknown',
+      'messaging.message.delivery_attempt': job.attemptsMade + 1,
+      ...(envelope
+        ? {
+            'idem.contract': envelope.type,
+            'idem.producer': envelope.producer,
+            'idem.correlation_id': envelope.correlationId,
+            ...(envelope.causationId ? { 'idem.causation_id': envelope.causationId } : {}),
+          }
+        : {}),
+    },
+  });
+}
+
+/** Ends a consumer span with how the delivery ended. */
+export function endProcess(span: Span, outcome: DeliveryOutcome, deadLettered: boolean): void {
+  span.setAttribute('idem.outcome', outcome.outcome);
+  if (!isSettled(outcome))
+    span.setStatus({ code: SpanStatusCode.ERROR, message: `${outcome.code}: ${outcome.reason}` });
+  if (deadLettered) span.setAttribute('idem.dead_lettered', true);
+  span.end();
+}
+
+/** Runs `work` with `span` active, so the spans it makes (the inbox's SQL) nest under it. */
+export const under = <T>(span: Span, work: () => Promise<T>): Promise<T> =>
+  context.with(trace.setSpan(context.active(), span), work);
+
+/** A group commit's span: one transaction for several deliveries, linked to each delivery's span. */
+export const startCommit = (consumer: string, deliveries: readonly Span[]): Span =>
+  tracer.startSpan(`commit ${consumer}`, {
+    links: deliveries.map((span) => ({ context: span.spanContext() })),
+    attributes: { 'messaging.destination.name': consumer, 'messaging.batch.message_count': deliveries.length },
+  });
