@@ -6,7 +6,12 @@ import { enqueue } from '@idem/outbox';
 import { pollingWorker, processName, settleAll, type BackgroundWorker, type Logger } from '@idem/runtime';
 import type Stripe from 'stripe';
 import type { PrismaClient } from '../db.js';
-import { afterCharge, retryDelayMs as nextRetryDelayMs } from '../domain/payment-attempt.js';
+import {
+  afterCharge,
+  newChargeKey,
+  newRefundKey,
+  retryDelayMs as nextRetryDelayMs,
+} from '../domain/payment-attempt.js';
 import type { PaymentAttempt } from '../generated/prisma/client.js';
 import type { DeliveryJournal } from '@idem/messaging';
 import { classifyProviderError, type ProviderResult } from '../stripe.js';
@@ -93,7 +98,7 @@ export function createPaymentWorker(options: PaymentWorkerOptions): BackgroundWo
         // (The wrong-way switch of a lesson makes a new key per try: a retry charges again.)
         {
           idempotencyKey: faults.fires('mistake-new-provider-key-per-try', 'payments.worker')
-            ? `charge-${randomUUID()}`
+            ? newChargeKey()
             : attempt.idempotencyKey,
         },
       );
@@ -236,9 +241,7 @@ export function createPaymentWorker(options: PaymentWorkerOptions): BackgroundWo
             ...done,
             paymentIntentId: result.id,
             status,
-            ...(status === 'refund_pending'
-              ? { refundIdempotencyKey: `refund-${randomUUID()}`, nextAttemptAt: at }
-              : {}),
+            ...(status === 'refund_pending' ? { refundIdempotencyKey: newRefundKey(), nextAttemptAt: at } : {}),
           },
         });
         await enqueue(
@@ -357,7 +360,7 @@ export function createPaymentWorker(options: PaymentWorkerOptions): BackgroundWo
       where: { id: attempt.id, status: 'pending' },
       data: {
         ...untouched,
-        idempotencyKey: `charge-${randomUUID()}`,
+        idempotencyKey: newChargeKey(),
         idempotencyKeyCreatedAt: now(),
         nextAttemptAt: now(),
         lastError: boundReason('no payment at the provider under the old key: a new key is used'),

@@ -1,9 +1,8 @@
-import { randomUUID } from 'node:crypto';
 import { traceparentOf } from '@idem/contracts';
 import { processed, type MessageHandler } from '@idem/inbox';
 import type { MessageOf } from '@idem/messaging';
 import type { Tx } from '../db.js';
-import { onCancel } from '../domain/payment-attempt.js';
+import { newRefundKey, onCancel } from '../domain/payment-attempt.js';
 
 /**
  * payments.order-cancelled.v1: a payment that never reached the provider (or that it refused
@@ -41,7 +40,7 @@ export function handleOrderCancelled({
         data: {
           ...cancel,
           status: next,
-          refundIdempotencyKey: `refund-${randomUUID()}`,
+          refundIdempotencyKey: newRefundKey(),
           nextAttemptAt: at,
           traceparent: traceparentOf(),
         },

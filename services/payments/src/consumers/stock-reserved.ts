@@ -3,6 +3,7 @@ import { traceparentOf } from '@idem/contracts';
 import { processed, stale, type MessageHandler } from '@idem/inbox';
 import type { MessageOf } from '@idem/messaging';
 import type { Tx } from '../db.js';
+import { newChargeKey } from '../domain/payment-attempt.js';
 
 /**
  * payments.stock-reserved.v1: create the order's payment attempt with a fresh provider
@@ -28,7 +29,7 @@ export function handleStockReserved({
         currency: payment.currency,
         paymentMethod: payment.method,
         status: 'pending',
-        idempotencyKey: `charge-${randomUUID()}`,
+        idempotencyKey: newChargeKey(),
         idempotencyKeyCreatedAt: at,
         nextAttemptAt: at,
         correlationId: message.correlationId,

@@ -1,3 +1,5 @@
+import { randomUUID } from 'node:crypto';
+
 /**
  * The payment attempt's state machine: what each answer of the provider, and a cancellation,
  * does to an attempt. Pure; the worker and the order-cancelled consumer apply it.
@@ -50,3 +52,11 @@ export function onCancel(attempt: {
 export function retryDelayMs(providerCalls: number, baseMs: number): number {
   return Math.min(300_000, baseMs * 2 ** Math.max(0, providerCalls - 1));
 }
+
+/**
+ * A new provider idempotency key for a charge, or for a refund: persisted with the attempt before
+ * the call, and sent with every try of that call, so the provider applies it once. A new key
+ * means a new operation at the provider — mint one only where a new charge or refund is meant.
+ */
+export const newChargeKey = (): string => `charge-${randomUUID()}`;
+export const newRefundKey = (): string => `refund-${randomUUID()}`;
