@@ -4,9 +4,8 @@ import type { Faults } from '@idem/faults';
 import { bodyHash } from './body-hash.js';
 import { classifyFailure } from './database-errors.js';
 import { duplicateOf, storedBodyHashes, type ConflictingDuplicate, type DuplicateShortcut } from './duplicates.js';
-import type { MessageHandler } from './inbox.js';
 import { consumeTheWrongWay, mistakeFor } from './mistakes.js';
-import type { DeliveryOutcome } from './outcomes.js';
+import type { DeliveryOutcome, MessageHandler } from './outcomes.js';
 
 /**
  * Group commit — an optimisation of the inbox's one transaction per message, not a different

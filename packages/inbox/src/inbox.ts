@@ -8,7 +8,7 @@ import { createDeadLetters, type DeadLetters } from './dead-letters.js';
 import { duplicateOf, DuplicateShortcut, storedBodyHashes, type ConflictingDuplicate } from './duplicates.js';
 import { consumeBatch, type GroupCommit } from './group-commit.js';
 import { consumeTheWrongWay, mistakeFor } from './mistakes.js';
-import type { DeliveryOutcome, HandlerResult } from './outcomes.js';
+import type { DeliveryOutcome, HandlerResult, MessageHandler } from './outcomes.js';
 
 /**
  * The idempotent consumer, as the article's "How It Works" gives it: in one transaction, record
@@ -20,10 +20,7 @@ import type { DeliveryOutcome, HandlerResult } from './outcomes.js';
  * (mistakes.ts, taken only while a lesson's switch is on).
  */
 
-export type { ConflictingDuplicate };
-
-/** Business code for one consumer: runs inside the inbox transaction, with that transaction. */
-export type MessageHandler<Tx, M extends Envelope = Envelope> = (message: M, tx: Tx) => Promise<HandlerResult>;
+export type { ConflictingDuplicate, MessageHandler };
 
 export interface InboxOptions<Tx extends SqlClient> {
   /** The service's Prisma client. */

@@ -1,3 +1,5 @@
+import type { Envelope } from '@idem/contracts';
+
 /**
  * Every delivery ends as exactly one outcome. `processed`, `duplicate`, `stale` and
  * `conflicting_duplicate` are settled (the broker delivery completes, after the commit);
@@ -46,3 +48,6 @@ export function transientFailure(code: string, reason: string): HandlerResult {
 export function permanentFailure(code: string, reason: string): HandlerResult {
   return { outcome: 'permanent_failure', code, reason };
 }
+
+/** Business code for one consumer: runs inside the inbox transaction, with that transaction. */
+export type MessageHandler<Tx, M extends Envelope = Envelope> = (message: M, tx: Tx) => Promise<HandlerResult>;
