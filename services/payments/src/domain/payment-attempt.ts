@@ -1,5 +1,3 @@
-import { randomUUID } from 'node:crypto';
-
 /**
  * The payment attempt's state machine: what each answer of the provider, and a cancellation,
  * does to an attempt. Pure; the worker and the order-cancelled consumer apply it.
@@ -58,5 +56,5 @@ export function retryDelayMs(providerCalls: number, baseMs: number): number {
  * the call, and sent with every try of that call, so the provider applies it once. A new key
  * means a new operation at the provider — mint one only where a new charge or refund is meant.
  */
-export const newChargeKey = (): string => `charge-${randomUUID()}`;
-export const newRefundKey = (): string => `refund-${randomUUID()}`;
+export const newChargeKey = (): string => `charge-${crypto.randomUUID()}`;
+export const newRefundKey = (): string => `refund-${crypto.randomUUID()}`;
