@@ -1,9 +1,15 @@
-import { HttpError } from '@idem/http';
 import { enqueue } from '@idem/outbox';
 import type { PrismaClient } from '../db.js';
 import { isCancelled } from '../domain/order-status.js';
 import { HTTP_TRANSACTION } from './idempotency-keys.js';
 import { applyTransition, findOrder, type OrderView, type Owner } from './orders.js';
+
+export type CancelOrderResult =
+  | { readonly kind: 'cancelled'; readonly order: OrderView }
+  /** No such order of this caller. */
+  | { readonly kind: 'unknown_order' }
+  /** Past the point of cancelling (its status says where it is). */
+  | { readonly kind: 'too_late'; readonly status: string };
 
 /**
  * Cancels an order the caller owns, and says so with `orders.order-cancelled.v1` in the same
@@ -19,14 +25,14 @@ export async function cancelOrder(
     correlationId,
     now,
   }: { orderId: string; reason: string; owner: Owner; correlationId: string; now: () => Date },
-): Promise<OrderView> {
-  return db.$transaction(async (tx): Promise<OrderView> => {
+): Promise<CancelOrderResult> {
+  return db.$transaction(async (tx): Promise<CancelOrderResult> => {
     const at = now();
     const result = await applyTransition(tx, orderId, 'cancel', { now: at, causationId: null, owner });
-    if (result.kind === 'unknown_order') throw new HttpError('not_found', `no order ${orderId}`);
+    if (result.kind === 'unknown_order') return { kind: 'unknown_order' };
     if (result.kind === 'not_applicable') {
-      if (isCancelled(result.status)) return (await findOrder(db, orderId, owner))!;
-      throw new HttpError('conflict', `order ${orderId} is ${result.status} and can no longer be cancelled`);
+      if (isCancelled(result.status)) return { kind: 'cancelled', order: (await findOrder(db, orderId, owner))! };
+      return { kind: 'too_late', status: result.status };
     }
     await enqueue(
       tx,
@@ -40,6 +46,6 @@ export async function cancelOrder(
       },
       at,
     );
-    return result.order;
+    return { kind: 'cancelled', order: result.order };
   }, HTTP_TRANSACTION);
 }

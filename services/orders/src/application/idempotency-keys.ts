@@ -1,4 +1,3 @@
-import { HttpError } from '@idem/http';
 import { bodyHash } from '@idem/inbox';
 import type { PrismaClient, Tx } from '../db.js';
 
@@ -9,6 +8,14 @@ export interface StoredResponse {
   readonly status: number;
   readonly body: unknown;
 }
+
+/** What a request with an Idempotency-Key gets: its response (run now or replayed), or why neither. */
+export type IdempotentResult =
+  | (StoredResponse & { readonly kind: 'response'; readonly replayed: boolean })
+  /** Another request with the key is still running. */
+  | { readonly kind: 'key_in_flight' }
+  /** The key was used with another request. */
+  | { readonly kind: 'key_reused' };
 
 /**
  * The Idempotency-Key pattern at the API edge, as Stripe does it, with keys scoped per customer
@@ -28,27 +35,17 @@ export async function idempotent(
     retentionMs,
   }: { customerId: string; key: string; request: unknown; now: Date; retentionMs: number },
   run: (tx: Tx) => Promise<StoredResponse>,
-): Promise<StoredResponse & { replayed: boolean }> {
+): Promise<IdempotentResult> {
   const requestHash = bodyHash(request);
   return db.$transaction(async (tx) => {
     const [lock] = await tx.$queryRaw<{ locked: boolean }[]>`
       SELECT pg_try_advisory_xact_lock(hashtextextended(${JSON.stringify(['idempotency', customerId, key])}, 0)) AS locked`;
-    if (!lock?.locked) {
-      throw new HttpError(
-        'idempotency_key_in_flight',
-        `a request with Idempotency-Key "${key}" is still being processed`,
-      );
-    }
+    if (!lock?.locked) return { kind: 'key_in_flight' } as const;
     const id = { customerId, key };
     const stored = await tx.idempotencyKey.findUnique({ where: { customerId_key: id } });
     if (stored && stored.expiresAt > now) {
-      if (stored.requestHash !== requestHash) {
-        throw new HttpError(
-          'idempotency_key_reused',
-          `Idempotency-Key "${key}" was already used with a different request`,
-        );
-      }
-      return { status: stored.responseStatus, body: stored.responseBody, replayed: true };
+      if (stored.requestHash !== requestHash) return { kind: 'key_reused' } as const;
+      return { kind: 'response', status: stored.responseStatus, body: stored.responseBody, replayed: true } as const;
     }
     const response = await run(tx);
     const record = {
@@ -59,7 +56,7 @@ export async function idempotent(
       expiresAt: new Date(now.getTime() + retentionMs),
     };
     await tx.idempotencyKey.upsert({ where: { customerId_key: id }, create: { ...id, ...record }, update: record });
-    return { ...response, replayed: false };
+    return { kind: 'response', ...response, replayed: false } as const;
   }, HTTP_TRANSACTION);
 }
 

@@ -2,13 +2,14 @@ import { enqueue } from '@idem/outbox';
 import type { PrismaClient, Tx } from '../db.js';
 import { priceOrder, type LineRefusal } from '../domain/pricing.js';
 import { catalogEntriesOf } from './catalog.js';
-import { HTTP_TRANSACTION, idempotent, type StoredResponse } from './idempotency-keys.js';
+import { HTTP_TRANSACTION, idempotent, type IdempotentResult, type StoredResponse } from './idempotency-keys.js';
 import { createOrder, type NewOrder } from './orders.js';
 
 export type PlaceOrderResult =
   | (StoredResponse & { readonly kind: 'placed'; readonly replayed: boolean })
   /** A line the catalog cannot sell: nothing was written, the Idempotency-Key stays free. */
-  | { readonly kind: 'refused'; readonly refusals: readonly LineRefusal[] };
+  | { readonly kind: 'refused'; readonly refusals: readonly LineRefusal[] }
+  | Exclude<IdempotentResult, { kind: 'response' }>;
 
 /**
  * Places an order: priced from the catalog in its own transaction, the PENDING order and its
@@ -84,7 +85,7 @@ export async function placeOrder(
       },
       place,
     );
-    return { kind: 'placed', ...response };
+    return response.kind === 'response' ? { ...response, kind: 'placed' } : response;
   } catch (error) {
     if (error instanceof OrderRefused) return { kind: 'refused', refusals: error.refusals };
     throw error;

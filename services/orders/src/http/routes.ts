@@ -154,6 +154,17 @@ export function orderRoutes(app: Express, options: OrderRoutesOptions): void {
         now,
         keyRetentionMs: idempotencyKeyRetentionMs,
       });
+      const key = req.get('idempotency-key');
+      if (response.kind === 'key_in_flight')
+        throw new HttpError(
+          'idempotency_key_in_flight',
+          `a request with Idempotency-Key "${key}" is still being processed`,
+        );
+      if (response.kind === 'key_reused')
+        throw new HttpError(
+          'idempotency_key_reused',
+          `Idempotency-Key "${key}" was already used with a different request`,
+        );
       if (response.kind === 'refused') {
         const errors = response.refusals.map(({ line, reason }) => ({ field: `body.lines[${line}]`, message: reason }));
         throw new HttpError('order_refused', errors.map((e) => `${e.field}: ${e.message}`).join('; '), { errors });
@@ -236,15 +247,17 @@ export function orderRoutes(app: Express, options: OrderRoutesOptions): void {
       },
     },
     async ({ params: { id }, body: { reason } }, req, res) => {
-      res.json(
-        await cancelOrder(db, {
-          orderId: id,
-          reason,
-          owner: ownerOf(callerOf(res)),
-          correlationId: correlationIdOf(req, res),
-          now,
-        }),
-      );
+      const result = await cancelOrder(db, {
+        orderId: id,
+        reason,
+        owner: ownerOf(callerOf(res)),
+        correlationId: correlationIdOf(req, res),
+        now,
+      });
+      if (result.kind === 'unknown_order') throw new HttpError('not_found', `no order ${id}`);
+      if (result.kind === 'too_late')
+        throw new HttpError('conflict', `order ${id} is ${result.status} and can no longer be cancelled`);
+      res.json(result.order);
     },
   );
 }
