@@ -2,7 +2,7 @@ import { processed, stale, type MessageHandler } from '@idem/inbox';
 import type { MessageOf } from '@idem/messaging';
 import type { Tx } from '../db.js';
 import { releaseReservation } from '../application/stock.js';
-import { advanceOrderVersion } from './order-placed.js';
+import { advanceOrderVersion } from '../application/order-versions.js';
 
 /**
  * inventory.order-cancelled.v1: release the order's stock once. A cancel that arrives before

@@ -1,23 +1,11 @@
 import { causedBy } from '@idem/contracts';
-import { advanceAggregateVersion, processed, stale, type MessageHandler } from '@idem/inbox';
+import { processed, stale, type MessageHandler } from '@idem/inbox';
 import type { MessageOf } from '@idem/messaging';
 import { enqueue } from '@idem/outbox';
 import type { Tx } from '../db.js';
 import { findShortages, quantitiesBySku } from '../domain/reservation.js';
+import { advanceOrderVersion } from '../application/order-versions.js';
 import { lockStock, takeStock } from '../application/stock.js';
-
-/**
- * Records the order's version as seen by inventory, unless a newer one was: false means the
- * message is stale. A cancel leaves its version here as a tombstone for a late order-placed.
- */
-export function advanceOrderVersion(tx: Tx, message: { aggregateId: string; aggregateVersion: number }, now: Date) {
-  return advanceAggregateVersion(tx, {
-    scope: 'inventory:order',
-    aggregateId: message.aggregateId,
-    version: message.aggregateVersion,
-    now,
-  });
-}
 
 /**
  * inventory.order-placed.v1: reserve every line or none, and say which through the outbox,
