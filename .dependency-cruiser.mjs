@@ -50,6 +50,21 @@ export default {
       to: { pathNot: ['^services/$1/src/domain/', '^packages/contracts/', '(^|/node_modules/)zod(/|$)'] },
     },
     {
+      name: 'application-speaks-no-http',
+      comment:
+        "A service's application/ holds its use cases: it returns what happened, and its http/ folder says it in HTTP.",
+      severity: 'error',
+      from: { path: '^services/[^/]+/src/application/', pathNot: '\\.spec\\.ts$' },
+      to: { path: '^packages/http/' },
+    },
+    {
+      name: 'consumers-never-import-each-other',
+      comment: 'A consumer is a thin adapter of one contract; what two share lives in application/ or domain/.',
+      severity: 'error',
+      from: { path: '^services/([^/]+)/src/consumers/([^/]+)\\.ts$', pathNot: '\\.spec\\.ts$' },
+      to: { path: '^services/$1/src/consumers/', pathNot: '^services/$1/src/consumers/$2\\.ts$' },
+    },
+    {
       name: 'no-circular',
       comment: 'A cycle makes two modules one: split or merge them.',
       severity: 'error',
