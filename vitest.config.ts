@@ -19,45 +19,35 @@ const specDirs = [
 // PostgreSQL and Redis must answer before a tier that uses them starts (the unit tier uses neither).
 const needsServers = ['./vitest.global-setup.ts'];
 
+/** A tier: a vitest project of its own, selected with `--project <name>`. */
+const tier = (name: string, include: string[], options: Record<string, unknown> = {}) => ({
+  ...shared,
+  test: { ...timeouts, name, include, sequence: { groupOrder: 0 }, ...options },
+});
+
 // The tiers: `pnpm test:unit` (no servers, seconds), `test:int`, `test:e2e`; `pnpm test` runs all three.
 export default defineConfig({
   ...shared,
   test: {
     ...timeouts,
     projects: [
-      {
-        ...shared,
-        test: {
-          ...timeouts,
-          name: 'unit',
-          include: specDirs.map((dir) => `${dir}*.unit.spec.ts`),
-          sequence: { groupOrder: 0 },
-        },
-      },
-      {
-        ...shared,
-        test: {
-          ...timeouts,
-          name: 'int',
-          globalSetup: needsServers,
-          include: specDirs.map((dir) => `${dir}*.int.spec.ts`),
-          sequence: { groupOrder: 0 },
-        },
-      },
-      {
-        ...shared,
-        // Each e2e file runs a whole system (a dozen processes and their connection pools):
-        // they run after the other tiers, one file at a time, so two never share the 2 cores
-        // and PostgreSQL's connection limit.
-        test: {
-          ...timeouts,
-          name: 'e2e',
-          globalSetup: needsServers,
-          include: ['e2e/**/*.e2e.spec.ts'],
-          fileParallelism: false,
-          sequence: { groupOrder: 1 },
-        },
-      },
+      tier(
+        'unit',
+        specDirs.map((dir) => `${dir}*.unit.spec.ts`),
+      ),
+      tier(
+        'int',
+        specDirs.map((dir) => `${dir}*.int.spec.ts`),
+        { globalSetup: needsServers },
+      ),
+      // Each e2e file runs a whole system (a dozen processes and their connection pools): they
+      // run after the other tiers, one file at a time, so two never share the 2 cores and
+      // PostgreSQL's connection limit.
+      tier('e2e', ['e2e/**/*.e2e.spec.ts'], {
+        globalSetup: needsServers,
+        fileParallelism: false,
+        sequence: { groupOrder: 1 },
+      }),
     ],
   },
 });
