@@ -10,6 +10,8 @@
 # environment (\getenv), never a command line.
 set -eu
 for service in orders inventory payments notifications; do
+  # Read first, each on its own line: a secret that cannot be read stops the script here (set -e),
+  # where a `VAR=$(cat …) psql` prefix would ignore the failure and create a role with no password.
   owner_password=$(cat "$IDEM_SECRETS/$service-db-password")
   runtime_password=$(cat "$IDEM_SECRETS/$service-runtime-db-password")
   OWNER_PASSWORD=$owner_password RUNTIME_PASSWORD=$runtime_password \

@@ -85,10 +85,11 @@ export function createDispatcher(options: DispatcherOptions): BackgroundWorker &
     );
   }
   const owner = `dispatcher-${randomUUID()}`;
+  const connection = connectionOf(smtpUrl);
   // Pooled: a few SMTP connections kept open and shared, instead of one connection per email.
   // Nodemailer waits minutes by default; these waits are what the lease covers.
   const transport = nodemailer.createTransport({
-    ...connectionOf(smtpUrl), // nodemailer ignores the options below beside a `url`
+    ...connection, // nodemailer ignores the options below beside a `url`
     pool: true,
     maxConnections: smtpConnections,
     connectionTimeout: smtpTimeoutMs,
@@ -111,7 +112,7 @@ export function createDispatcher(options: DispatcherOptions): BackgroundWorker &
   }
 
   // The mail server, for the SMTP client span (never the recipient: customer data stays out of traces).
-  const server = { 'server.address': connectionOf(smtpUrl).host, 'server.port': connectionOf(smtpUrl).port };
+  const server = { 'server.address': connection.host, 'server.port': connection.port };
 
   async function dispatch(item: EmailWorkItem): Promise<void> {
     try {
