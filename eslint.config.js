@@ -23,5 +23,24 @@ export default tseslint.config(
       ],
     },
   },
+  {
+    // A consumer is a thin adapter: it unpacks the message, calls one use case (application/)
+    // and turns its answer into an outcome. What changes, and what is enqueued, the use case does.
+    files: ['services/*/src/consumers/**/*.ts'],
+    ignores: ['**/*.spec.ts'],
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector: "MemberExpression[object.name='tx']",
+          message: 'A consumer never writes: call a use case in application/ with tx.',
+        },
+        {
+          selector: "ImportDeclaration[source.value='@idem/outbox']",
+          message: 'A consumer never enqueues: the use case in application/ does, with its change.',
+        },
+      ],
+    },
+  },
   { files: ['**/*.js'], extends: [tseslint.configs.disableTypeChecked] },
 );

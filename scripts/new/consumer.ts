@@ -1,7 +1,8 @@
 /**
  * `pnpm new consumer <service> <contract>`: a consumer of one contract in a service — its
- * subscription in the topology, its handler (one file, named after the event), its tests
- * (processed, duplicate, stale), and its place in the service's composition root.
+ * subscription in the topology, its use case (application/, named after the event), its handler
+ * (consumers/, the thin adapter that calls it), its tests (processed, duplicate, stale), and its
+ * place in the service's composition root.
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -17,14 +18,14 @@ export function newConsumer(service: string, contract: string): void {
   const name = `${service}.${contract.slice(contract.indexOf('.') + 1)}`;
   if (isConsumerName(name)) throw new ScaffoldError(`${name} consumes ${contract} already`);
   const handler = `handle${pascal(event)}`;
+  const useCase = `apply${pascal(event)}`;
 
   console.log(`new consumer ${name} of ${contract}`);
   subscribe(contract, name);
-  create(`services/${service}/src/consumers/${event}.ts`, handlerFile({ service, contract, name, handler }));
-  create(
-    `services/${service}/src/consumers/${event}.int.spec.ts`,
-    specFile({ service, contract, name, event, handler }),
-  );
+  const names = { service, contract, name, event, handler, useCase };
+  create(`services/${service}/src/application/${event}.ts`, useCaseFile(names));
+  create(`services/${service}/src/consumers/${event}.ts`, handlerFile(names));
+  create(`services/${service}/src/consumers/${event}.int.spec.ts`, specFile(names));
   if (!readFileSync(join(root, composition), 'utf8').includes('\n  consumer,\n'))
     insert(composition, 'before', /^ {2}consumers,$/, '  consumer,');
   insert(
@@ -40,7 +41,7 @@ export function newConsumer(service: string, contract: string): void {
     `        consumer('${name}', ${handler}({ now })),`,
   );
   console.log(`
-next: write what ${name} does in services/${service}/src/consumers/${event}.ts, then
+next: write what ${name} does in services/${service}/src/application/${event}.ts, then
   pnpm test services/${service}`);
 }
 
@@ -68,47 +69,57 @@ interface Names {
   readonly service: string;
   readonly contract: string;
   readonly name: string;
+  readonly event: string;
   readonly handler: string;
+  readonly useCase: string;
 }
 
-const handlerFile = ({
-  service,
-  contract,
-  name,
-  handler,
-}: Names) => `import { advanceAggregateVersion, processed, stale, type MessageHandler } from '@idem/inbox';
-import type { MessageOf } from '@idem/messaging';
+const useCaseFile = ({ service, contract, name, useCase }: Names) => `import type { MessageOf } from '@idem/contracts';
+import { advanceAggregateVersion } from '@idem/inbox';
 import type { Tx } from '../db.js';
 
 /**
- * ${name}: what ${service} does when ${contract} arrives. It runs inside the inbox's
- * transaction: the processed record, the change made with \`tx\` and the events enqueued with
- * \`enqueue(tx, …)\` (@idem/outbox) commit together, or none of them do.
+ * What ${service} does when ${contract} arrives. It runs inside the inbox's transaction: the
+ * processed record, the change made with \`tx\` and the events enqueued with \`enqueue(tx, …)\`
+ * (@idem/outbox) commit together, or none of them do. \`stale\` when ${serviceOf(contract)} has
+ * published a newer version of this aggregate and it was applied here: nothing changes.
  */
+export async function ${useCase}(tx: Tx, message: MessageOf<'${name}'>, now: Date): Promise<'applied' | 'stale'> {
+  const applied = await advanceAggregateVersion(tx, {
+    scope: '${service}:${serviceOf(contract)}',
+    aggregateId: message.aggregateId,
+    version: message.aggregateVersion,
+    now,
+  });
+  if (!applied) return 'stale';
+
+  // The business change goes here, with tx.
+  return 'applied';
+}
+`;
+
+const handlerFile = ({
+  contract,
+  name,
+  event,
+  handler,
+  useCase,
+}: Names) => `import type { MessageOf } from '@idem/contracts';
+import { processed, stale, type MessageHandler } from '@idem/inbox';
+import { ${useCase} } from '../application/${event}.js';
+import type { Tx } from '../db.js';
+
+/** ${name}: ${contract} arrives; the use case applies it, and its answer becomes the outcome. */
 export function ${handler}({ now }: { now: () => Date }): MessageHandler<Tx, MessageOf<'${name}'>> {
   return async (message, tx) => {
-    // Stale: ${serviceOf(contract)} has published a newer version of this aggregate, and it was applied here.
-    const applied = await advanceAggregateVersion(tx, {
-      scope: '${service}:${serviceOf(contract)}',
-      aggregateId: message.aggregateId,
-      version: message.aggregateVersion,
-      now: now(),
-    });
-    if (!applied) return stale(\`\${message.aggregateId} is past version \${message.aggregateVersion} here\`);
-
-    // The business change goes here, with tx.
+    if ((await ${useCase}(tx, message, now())) === 'stale')
+      return stale(\`\${message.aggregateId} is past version \${message.aggregateVersion} here\`);
     return processed;
   };
 }
 `;
 
-const specFile = ({
-  service,
-  contract,
-  name,
-  event,
-  handler,
-}: Names & { event: string }) => `import { randomUUID } from 'node:crypto';
+const specFile = ({ service, contract, name, event, handler }: Names) => `import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { createInbox } from '@idem/inbox';
 import { createMigratedDatabase, testMessage } from '@idem/testkit';

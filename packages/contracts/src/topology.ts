@@ -1,4 +1,5 @@
 import type { EventType } from './events.js';
+import type { Envelope } from './parse-envelope.js';
 
 /**
  * Who consumes what. A consumer name is stable across deployments (it is half of the dedupe
@@ -31,6 +32,9 @@ export type ConsumerName = (typeof subscriptions)[EventType][number];
 export type ContractOf<C extends ConsumerName> = {
   [T in EventType]: C extends (typeof subscriptions)[T][number] ? T : never;
 }[EventType];
+
+/** The contract a consumer subscribes to, as a typed envelope: what its handler receives. */
+export type MessageOf<C extends ConsumerName> = Envelope<ContractOf<C>>;
 
 /** Every consumer with the contracts it subscribes to (versions of one contract). */
 export const consumers = Object.entries(subscriptions).reduce<Record<string, EventType[]>>((all, [type, names]) => {

@@ -3,8 +3,7 @@ import {
   parseEnvelope,
   type ConsumerName,
   type ContractError,
-  type ContractOf,
-  type Envelope,
+  type MessageOf,
   type EventType,
   type ParseResult,
 } from '@idem/contracts';
@@ -34,9 +33,6 @@ function readDelivery<T extends EventType>(
   }
   return parseEnvelope(data, contracts);
 }
-
-/** The contract a consumer subscribes to, as a typed envelope. */
-export type MessageOf<C extends ConsumerName> = Envelope<ContractOf<C>>;
 
 /** One delivery and how it ended: what logs, metrics and traces are made of. */
 export interface DeliveryReport {

@@ -1,5 +1,5 @@
 export { createPublisher, type Publisher, type PublisherOptions } from './publisher.js';
-export { startConsumer, type Consumer, type ConsumerOptions, type DeliveryReport, type MessageOf } from './consumer.js';
+export { startConsumer, type Consumer, type ConsumerOptions, type DeliveryReport } from './consumer.js';
 export {
   deadLetterVerdict,
   DeadLetterWriteError,

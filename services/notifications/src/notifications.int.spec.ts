@@ -19,7 +19,7 @@ import { PACKAGE_TABLES } from './tables.js';
 import { handleOrderPlaced } from './consumers/order-placed.js';
 import { handlePaymentCaptured } from './consumers/payment-captured.js';
 import { connectDatabase, type PrismaClient } from './db.js';
-import { createDispatcher, LeaseTooShortError } from './application/dispatcher.js';
+import { createDispatcher, LeaseTooShortError } from './workers/dispatcher.js';
 import { startNotifications } from './service.js';
 
 let database: Awaited<ReturnType<typeof createMigratedDatabase>>;

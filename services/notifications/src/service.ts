@@ -13,7 +13,7 @@ import {
   worker,
   type RunningService,
 } from '@idem/runtime';
-import { createDispatcher } from './application/dispatcher.js';
+import { createDispatcher } from './workers/dispatcher.js';
 import type { NotificationsConfig } from './config.js';
 import { handleOrderPlaced } from './consumers/order-placed.js';
 import { handlePaymentCaptured } from './consumers/payment-captured.js';

@@ -2,7 +2,7 @@
 import { faultsFromEnv } from '@idem/faults';
 import { createLogger } from '@idem/runtime';
 import { connectDatabase } from '../src/db.js';
-import { createDispatcher } from '../src/application/dispatcher.js';
+import { createDispatcher } from '../src/workers/dispatcher.js';
 
 createDispatcher({
   db: connectDatabase(process.env.DATABASE_URL!),

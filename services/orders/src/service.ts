@@ -9,13 +9,11 @@ import {
   faultSwitches,
   inboxRetention,
   outbox,
-  periodic,
   runService,
   worker,
   type RunningService,
 } from '@idem/runtime';
 import { seedDemoCatalog } from './application/catalog.js';
-import { purgeExpiredKeys } from './application/idempotency-keys.js';
 import type { OrdersConfig } from './config.js';
 import { handlePaymentCaptured } from './consumers/payment-captured.js';
 import { handlePaymentFailed } from './consumers/payment-failed.js';
@@ -25,6 +23,7 @@ import { handleStockReserved } from './consumers/stock-reserved.js';
 import { connectDatabase, type PrismaClient } from './db.js';
 import { catalogRoutes } from './http/catalog.js';
 import { orderRoutes } from './http/routes.js';
+import { createIdempotencyKeyCleanup } from './workers/idempotency-key-cleanup.js';
 
 /** Builds and starts the orders service: the composition root, shared by main.ts and tests. */
 export async function startOrders(
@@ -45,7 +44,7 @@ export async function startOrders(
       outbox(),
       inboxRetention(),
       worker('idempotency key cleanup', () =>
-        periodic('idempotency key cleanup', config.MAINTENANCE_INTERVAL_MS, () => purgeExpiredKeys(db, now()), log),
+        createIdempotencyKeyCleanup({ db, now, intervalMs: config.MAINTENANCE_INTERVAL_MS, log }),
       ),
       consumers(inbox, [
         consumer('orders.stock-reserved.v1', handleStockReserved({ now })),

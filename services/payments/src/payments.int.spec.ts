@@ -21,7 +21,7 @@ import { handleStockReserved } from './consumers/stock-reserved.js';
 import { connectDatabase, type PrismaClient } from './db.js';
 import { loadConfig, SIMULATOR_API_KEY } from './config.js';
 import { PACKAGE_TABLES } from './tables.js';
-import { createPaymentWorker } from './application/payment-worker.js';
+import { createPaymentWorker } from './workers/payment-worker.js';
 import { startPayments } from './service.js';
 import { createStripeClient } from './stripe.js';
 

@@ -14,7 +14,7 @@ import {
   worker,
   type RunningService,
 } from '@idem/runtime';
-import { createPaymentWorker } from './application/payment-worker.js';
+import { createPaymentWorker } from './workers/payment-worker.js';
 import type { PaymentsConfig } from './config.js';
 import { handleOrderCancelled } from './consumers/order-cancelled.js';
 import { handleStockReserved } from './consumers/stock-reserved.js';

@@ -61,3 +61,90 @@ export function classifyProviderError(error: unknown): ProviderResult {
   }
   return { kind: 'retry', reason: (error as Error)?.message ?? String(error) };
 }
+
+/** One call's answer, with what the console shows of it: the provider's object and whether it replayed an earlier answer. */
+export interface ProviderCall {
+  readonly result: ProviderResult;
+  readonly objectId?: string;
+  readonly replayed: boolean;
+}
+
+type Headers = Record<string, string | undefined> | undefined;
+const replayed = (headers: Headers) => headers?.['idempotent-replayed'] === 'true';
+const failedCall = (error: unknown): ProviderCall => ({
+  result: classifyProviderError(error),
+  replayed: replayed((error as { headers?: Headers }).headers),
+});
+
+/** The charge an attempt stands for, confirmed at once, sent with `idempotencyKey`. */
+export async function createCharge(
+  stripe: Stripe,
+  attempt: { id: string; orderId: string; amountCents: number; currency: string; paymentMethod: string },
+  idempotencyKey: string,
+): Promise<ProviderCall> {
+  try {
+    const intent = await stripe.paymentIntents.create(
+      {
+        amount: attempt.amountCents,
+        currency: attempt.currency,
+        payment_method: attempt.paymentMethod,
+        confirm: true,
+        // Confirmed on the server with no customer present to follow a redirect: Stripe
+        // requires saying so when redirect-based methods are enabled on the account.
+        automatic_payment_methods: { enabled: true, allow_redirects: 'never' },
+        metadata: { order_id: attempt.orderId, payment_attempt_id: attempt.id },
+      },
+      { idempotencyKey },
+    );
+    return { result: resultOf(intent), objectId: intent.id, replayed: replayed(intent.lastResponse?.headers) };
+  } catch (error) {
+    return failedCall(error);
+  }
+}
+
+/** The refund of a captured payment, sent with `idempotencyKey`. */
+export async function createRefund(
+  stripe: Stripe,
+  payment: { paymentIntentId: string; orderId: string },
+  idempotencyKey: string,
+): Promise<ProviderCall> {
+  try {
+    const refund = await stripe.refunds.create(
+      { payment_intent: payment.paymentIntentId, metadata: { order_id: payment.orderId } },
+      { idempotencyKey },
+    );
+    return {
+      result: { kind: 'succeeded', id: refund.id },
+      objectId: refund.id,
+      replayed: replayed(refund.lastResponse?.headers),
+    };
+  } catch (error) {
+    return failedCall(error);
+  }
+}
+
+/** A payment still processing at the provider (a bank debit), read by its id: it is never created again. */
+export async function readCharge(stripe: Stripe, paymentIntentId: string): Promise<ProviderResult> {
+  try {
+    return resultOf(await stripe.paymentIntents.retrieve(paymentIntentId));
+  } catch (error) {
+    return classifyProviderError(error);
+  }
+}
+
+/** What the provider holds for an attempt, found by the attempt id in its metadata (throws when it cannot ask). */
+export async function searchCharges(stripe: Stripe, attemptId: string): Promise<ProviderResult[]> {
+  const found = await stripe.paymentIntents.search({ query: `metadata['payment_attempt_id']:'${attemptId}'` });
+  return found.data.map(resultOf);
+}
+
+/** What a PaymentIntent's status means for the attempt. */
+function resultOf(intent: Stripe.PaymentIntent): ProviderResult {
+  if (intent.status === 'succeeded') return { kind: 'succeeded', id: intent.id };
+  if (intent.status === 'processing') return { kind: 'processing', id: intent.id };
+  if (intent.status === 'requires_payment_method' && intent.last_payment_error) {
+    const error = intent.last_payment_error;
+    return { kind: 'declined', code: error.code ?? 'card_error', reason: error.message ?? 'declined' };
+  }
+  return { kind: 'retry', reason: `PaymentIntent ${intent.id} is ${intent.status}` };
+}

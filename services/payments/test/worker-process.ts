@@ -2,7 +2,7 @@
 import { faultsFromEnv } from '@idem/faults';
 import { createLogger } from '@idem/runtime';
 import { connectDatabase } from '../src/db.js';
-import { createPaymentWorker } from '../src/application/payment-worker.js';
+import { createPaymentWorker } from '../src/workers/payment-worker.js';
 import { SIMULATOR_API_KEY } from '../src/config.js';
 import { createStripeClient } from '../src/stripe.js';
 

@@ -1,4 +1,4 @@
-import type { ConsumerName } from '@idem/contracts';
+import type { ConsumerName, MessageOf } from '@idem/contracts';
 import type { SqlClient } from '@idem/database';
 import type { Inbox, MessageHandler } from '@idem/inbox';
 import {
@@ -8,7 +8,6 @@ import {
   type Consumer,
   type ConsumerOptions,
   type DeliveryReport,
-  type MessageOf,
 } from '@idem/messaging';
 import type { Metrics } from '@idem/observability';
 import { logDelivery } from '../logger.js';

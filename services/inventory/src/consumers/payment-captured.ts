@@ -1,5 +1,5 @@
 import { processed, stale, type MessageHandler } from '@idem/inbox';
-import type { MessageOf } from '@idem/messaging';
+import type { MessageOf } from '@idem/contracts';
 import type { Tx } from '../db.js';
 import { commitReservation } from '../application/stock.js';
 

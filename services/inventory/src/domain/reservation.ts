@@ -22,3 +22,9 @@ export function findShortages(requested: readonly Line[], available: ReadonlyMap
     .map(({ sku, quantity }) => ({ sku, requested: quantity, available: available.get(sku) ?? 0 }))
     .filter((line) => line.available < line.requested);
 }
+
+/**
+ * The version inventory's answer about an order carries (stock-reserved or stock-rejected): an
+ * order's reservation is decided once, so there is one.
+ */
+export const RESERVATION_VERSION = 1;

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { traceparentOf } from '@idem/contracts';
-import { processed, transientFailure, type HandlerResult } from '@idem/inbox';
+import { boundReason, traceparentOf } from '@idem/contracts';
 import type { PrismaClient, Tx } from '../db.js';
-import type { Email, OrderSummary } from '../domain/emails.js';
+import { afterFailedSend } from '../domain/email-work-item.js';
+import { orderReceivedEmail, type Email, type OrderSummary } from '../domain/emails.js';
 
 /**
  * Records an email to send, in the caller's (inbox) transaction, unless one with the same
@@ -10,7 +10,7 @@ import type { Email, OrderSummary } from '../domain/emails.js';
  * dispatcher sends after the commit. The Message-ID is fixed now, so every send of this item
  * carries the same one. The delivery's trace context goes with it: the dispatcher continues it.
  */
-export async function addEmailWorkItem(
+async function addEmailWorkItem(
   tx: Tx,
   item: { dedupeKey: string; kind: string; orderId: string; to: string; email: Email },
   now: Date,
@@ -39,8 +39,35 @@ export async function addEmailWorkItem(
 }
 
 /**
+ * A placed order: its summary is kept (the later emails about it need its lines and address) and
+ * its "order received" email is queued. Both are keyed by the order, so repeating it adds nothing.
+ */
+export async function acceptOrder(
+  tx: Tx,
+  order: OrderSummary & { customerEmail: string; placedAt: Date },
+  now: Date,
+): Promise<void> {
+  const { orderId, customerEmail, currency, lines, totalCents, placedAt } = order;
+  await tx.orderSummary.createMany({
+    data: { orderId, customerEmail, currency, lines, totalCents, placedAt },
+    skipDuplicates: true,
+  });
+  await addEmailWorkItem(
+    tx,
+    {
+      dedupeKey: `order-received:${orderId}`,
+      kind: 'order-received',
+      orderId,
+      to: customerEmail,
+      email: orderReceivedEmail(order),
+    },
+    now,
+  );
+}
+
+/**
  * Emails about a payment need the order's lines, which arrive with orders.order-placed.v1 on
- * another queue. If that has not been processed yet, the delivery is retried later.
+ * another queue: `order_not_known_yet` until that has been processed (the delivery is retried).
  */
 export async function emailAboutOrder(
   tx: Tx,
@@ -48,16 +75,47 @@ export async function emailAboutOrder(
   kind: string,
   write: (order: OrderSummary) => Email,
   now: Date,
-): Promise<HandlerResult> {
+): Promise<'queued' | 'order_not_known_yet'> {
   const summary = await tx.orderSummary.findUnique({ where: { orderId } });
-  if (!summary) return transientFailure('order_not_known_yet', `order ${orderId} has not been seen here yet`);
+  if (!summary) return 'order_not_known_yet';
   const order = { ...summary, lines: summary.lines as unknown as OrderSummary['lines'] };
   await addEmailWorkItem(
     tx,
     { dedupeKey: `${kind}:${orderId}`, kind, orderId, to: summary.customerEmail, email: write(order) },
     now,
   );
-  return processed;
+  return 'queued';
+}
+
+const released = { leaseOwner: null, leaseExpiresAt: null } as const;
+
+/** The SMTP server accepted the item's email: it is sent, and never sent again by a dispatcher that holds its lease. */
+export async function recordSent(db: PrismaClient, item: { id: string }, now: Date): Promise<void> {
+  await db.emailWorkItem.updateMany({
+    where: { id: item.id, status: 'pending' },
+    data: { ...released, status: 'sent', sentAt: now, lastError: null, updatedAt: now },
+  });
+}
+
+/** A send failed: the item is retried later, or dead (see afterFailedSend); returns which. */
+export async function recordFailedSend(
+  db: PrismaClient,
+  item: { id: string; attempts: number },
+  failure: { responseCode: number; reason: string; maxAttempts: number; retryDelayMs: number },
+  now: Date,
+): Promise<'pending' | 'dead'> {
+  const { status, retryInMs } = afterFailedSend(item, failure);
+  await db.emailWorkItem.updateMany({
+    where: { id: item.id, status: 'pending' },
+    data: {
+      ...released,
+      status,
+      lastError: boundReason(failure.reason),
+      nextAttemptAt: new Date(now.getTime() + retryInMs),
+      updatedAt: now,
+    },
+  });
+  return status;
 }
 
 /** An order's email work items, oldest first. */

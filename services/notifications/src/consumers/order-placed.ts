@@ -1,8 +1,7 @@
 import { processed, type MessageHandler } from '@idem/inbox';
-import type { MessageOf } from '@idem/messaging';
+import type { MessageOf } from '@idem/contracts';
+import { acceptOrder } from '../application/work-items.js';
 import type { Tx } from '../db.js';
-import { orderReceivedEmail } from '../domain/emails.js';
-import { addEmailWorkItem } from '../application/work-items.js';
 
 /** notifications.order-placed.v1: keep the order's summary and queue the "order received" email. */
 export function handleOrderPlaced({
@@ -11,23 +10,7 @@ export function handleOrderPlaced({
   now: () => Date;
 }): MessageHandler<Tx, MessageOf<'notifications.order-placed.v1'>> {
   return async (message, tx) => {
-    const { orderId, customerEmail, currency, lines, totalCents } = message.body;
-    const at = now();
-    await tx.orderSummary.createMany({
-      data: { orderId, customerEmail, currency, lines, totalCents, placedAt: new Date(message.occurredAt) },
-      skipDuplicates: true,
-    });
-    await addEmailWorkItem(
-      tx,
-      {
-        dedupeKey: `order-received:${orderId}`,
-        kind: 'order-received',
-        orderId,
-        to: customerEmail,
-        email: orderReceivedEmail(message.body),
-      },
-      at,
-    );
+    await acceptOrder(tx, { ...message.body, placedAt: new Date(message.occurredAt) }, now());
     return processed;
   };
 }

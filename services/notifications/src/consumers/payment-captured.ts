@@ -1,5 +1,5 @@
-import type { MessageHandler } from '@idem/inbox';
-import type { MessageOf } from '@idem/messaging';
+import { processed, transientFailure, type MessageHandler } from '@idem/inbox';
+import type { MessageOf } from '@idem/contracts';
 import { emailAboutOrder } from '../application/work-items.js';
 import type { Tx } from '../db.js';
 import { receiptEmail } from '../domain/emails.js';
@@ -10,6 +10,11 @@ export function handlePaymentCaptured({
 }: {
   now: () => Date;
 }): MessageHandler<Tx, MessageOf<'notifications.payment-captured.v1'>> {
-  return (message, tx) =>
-    emailAboutOrder(tx, message.body.orderId, 'receipt', (order) => receiptEmail(order, message.body), now());
+  return async (message, tx) => {
+    const { orderId } = message.body;
+    const queued = await emailAboutOrder(tx, orderId, 'receipt', (order) => receiptEmail(order, message.body), now());
+    if (queued === 'order_not_known_yet')
+      return transientFailure(queued, `order ${orderId} has not been seen here yet`);
+    return processed;
+  };
 }

@@ -1,6 +1,6 @@
 import type { ConsumerName } from '@idem/contracts';
 import { permanentFailure, processed, stale, type MessageHandler } from '@idem/inbox';
-import type { MessageOf } from '@idem/messaging';
+import type { MessageOf } from '@idem/contracts';
 import type { Tx } from '../db.js';
 import type { OrderTrigger } from '../domain/order-status.js';
 import { applyTransition } from './orders.js';

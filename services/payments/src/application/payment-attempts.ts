@@ -1,4 +1,85 @@
-import type { PrismaClient } from '../db.js';
+import { randomUUID } from 'node:crypto';
+import { traceparentOf } from '@idem/contracts';
+import type { PrismaClient, Tx } from '../db.js';
+import { newChargeKey, newRefundKey, onCancel } from '../domain/payment-attempt.js';
+
+/**
+ * Opens the order's payment attempt with a fresh provider idempotency key, persisted here, in the
+ * inbox transaction; no provider call happens inside a transaction (the payment worker makes it).
+ * The attempt is unique per order (the business key), so a second reservation of the order opens
+ * nothing; an order cancelled first is `cancelled` and nothing is charged.
+ */
+export async function openAttempt(
+  tx: Tx,
+  order: {
+    orderId: string;
+    payment: { amountCents: number; currency: string; method: string };
+    correlationId: string;
+    causationId: string;
+  },
+  at: Date,
+): Promise<'opened' | 'cancelled'> {
+  const { orderId, payment } = order;
+  if (await tx.orderCancellation.findUnique({ where: { orderId } })) return 'cancelled';
+  await tx.paymentAttempt.createMany({
+    data: {
+      id: randomUUID(),
+      orderId,
+      amountCents: payment.amountCents,
+      currency: payment.currency,
+      paymentMethod: payment.method,
+      status: 'pending',
+      idempotencyKey: newChargeKey(),
+      idempotencyKeyCreatedAt: at,
+      nextAttemptAt: at,
+      correlationId: order.correlationId,
+      causationId: order.causationId,
+      traceparent: traceparentOf(),
+      createdAt: at,
+      updatedAt: at,
+    },
+    skipDuplicates: true, // ON CONFLICT DO NOTHING: the order already has its attempt
+  });
+  return 'opened';
+}
+
+/**
+ * Cancels the order's payment: a payment that never reached the provider (or that it refused as an
+ * invalid request) is cancelled; a captured one gets a refund (with its own persisted key) that the
+ * worker performs; one whose outcome at the provider is not known yet is marked, and the worker
+ * decides once it knows. The cancellation is kept as a tombstone, so a later stock-reserved for the
+ * order opens no attempt.
+ */
+export async function cancelPayment(tx: Tx, orderId: string, causationId: string, at: Date): Promise<void> {
+  await tx.orderCancellation.createMany({
+    data: { orderId, messageId: causationId, cancelledAt: at },
+    skipDuplicates: true,
+  });
+  const [attempt] = await tx.$queryRaw<{ id: string; status: string; provider_calls: number }[]>`
+    SELECT id, status, provider_calls FROM payment_attempts WHERE order_id = ${orderId}::uuid FOR UPDATE`;
+  if (!attempt) return;
+
+  const cancel = { cancelRequestedAt: at, cancelCausationId: causationId, updatedAt: at };
+  const next = onCancel({ status: attempt.status, providerCalls: attempt.provider_calls });
+  if (next === 'cancelled') {
+    await tx.paymentAttempt.update({ where: { id: attempt.id }, data: { ...cancel, status: 'cancelled' } });
+  } else if (next === 'mark') {
+    // The provider may already have charged: the worker finishes the call with the same key
+    // and refunds if it did.
+    await tx.paymentAttempt.update({ where: { id: attempt.id }, data: cancel });
+  } else if (next === 'refund_pending') {
+    await tx.paymentAttempt.update({
+      where: { id: attempt.id },
+      data: {
+        ...cancel,
+        status: next,
+        refundIdempotencyKey: newRefundKey(),
+        nextAttemptAt: at,
+        traceparent: traceparentOf(),
+      },
+    });
+  }
+}
 
 /** An order's payment attempts, oldest first. */
 export const paymentAttemptsOf = (db: PrismaClient, orderId: string) =>

@@ -1,16 +1,9 @@
-import { randomUUID } from 'node:crypto';
-import { traceparentOf } from '@idem/contracts';
 import { processed, stale, type MessageHandler } from '@idem/inbox';
-import type { MessageOf } from '@idem/messaging';
+import type { MessageOf } from '@idem/contracts';
+import { openAttempt } from '../application/payment-attempts.js';
 import type { Tx } from '../db.js';
-import { newChargeKey } from '../domain/payment-attempt.js';
 
-/**
- * payments.stock-reserved.v1: create the order's payment attempt with a fresh provider
- * idempotency key, persisted here, in the inbox transaction. No provider call happens inside
- * a transaction; the payment worker makes it. The attempt is unique per order (the business
- * idempotency key), so a second reservation message for the order creates nothing.
- */
+/** payments.stock-reserved.v1: the order's stock is held, so its payment is due. */
 export function handleStockReserved({
   now,
 }: {
@@ -18,28 +11,9 @@ export function handleStockReserved({
 }): MessageHandler<Tx, MessageOf<'payments.stock-reserved.v1'>> {
   return async (message, tx) => {
     const { orderId, payment } = message.body;
-    const cancelled = await tx.orderCancellation.findUnique({ where: { orderId } });
-    if (cancelled) return stale(`order ${orderId} was cancelled before its payment was due; nothing is charged`);
-    const at = now();
-    await tx.paymentAttempt.createMany({
-      data: {
-        id: randomUUID(),
-        orderId,
-        amountCents: payment.amountCents,
-        currency: payment.currency,
-        paymentMethod: payment.method,
-        status: 'pending',
-        idempotencyKey: newChargeKey(),
-        idempotencyKeyCreatedAt: at,
-        nextAttemptAt: at,
-        correlationId: message.correlationId,
-        causationId: message.messageId,
-        traceparent: traceparentOf(),
-        createdAt: at,
-        updatedAt: at,
-      },
-      skipDuplicates: true, // ON CONFLICT DO NOTHING: the order already has its attempt
-    });
+    const { correlationId, messageId: causationId } = message;
+    if ((await openAttempt(tx, { orderId, payment, correlationId, causationId }, now())) === 'cancelled')
+      return stale(`order ${orderId} was cancelled before its payment was due; nothing is charged`);
     return processed;
   };
 }

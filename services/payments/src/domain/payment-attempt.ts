@@ -58,3 +58,10 @@ export function retryDelayMs(providerCalls: number, baseMs: number): number {
  */
 export const newChargeKey = (): string => `charge-${crypto.randomUUID()}`;
 export const newRefundKey = (): string => `refund-${crypto.randomUUID()}`;
+
+/**
+ * The versions an order's payment events carry (their aggregate id is the order's): the charge's
+ * answer is 2 (captured or failed; 1 is the attempt itself, which publishes nothing), the refund
+ * 3, so a consumer that compares versions sees a refund after its capture.
+ */
+export const PAYMENT_VERSION = { charged: 2, refunded: 3 } as const;

@@ -1,0 +1,191 @@
+import { randomUUID } from 'node:crypto';
+import { inSpan } from '@idem/contracts';
+import { claimLeased } from '@idem/database';
+import { noFaults, type Faults } from '@idem/faults';
+import { pollingWorker, settleAll, type BackgroundWorker, type Logger } from '@idem/runtime';
+import nodemailer from 'nodemailer';
+import type { PrismaClient } from '../db.js';
+import { recordFailedSend, recordSent } from '../application/work-items.js';
+import type { EmailWorkItem } from '../generated/prisma/client.js';
+
+export interface DispatcherOptions {
+  readonly db: PrismaClient;
+  /** e.g. smtp://127.0.0.1:1025; credentials in the URL are never logged. */
+  readonly smtpUrl: string;
+  readonly from: string;
+  readonly log: Logger;
+  readonly now?: () => Date;
+  readonly faults?: Faults;
+  /** Sends per item before it is marked dead. @defaultValue 8 */
+  readonly maxAttempts?: number;
+  /** @defaultValue 60000 */
+  readonly leaseMs?: number;
+  /** @defaultValue 500 */
+  readonly pollIntervalMs?: number;
+  /** Items claimed per round, all sent at once over the SMTP connection pool. @defaultValue 20 */
+  readonly batchSize?: number;
+  /** SMTP connections kept open. @defaultValue 5 */
+  readonly smtpConnections?: number;
+  /** First retry delay; doubles per attempt, at most 10 minutes. @defaultValue 1000 */
+  readonly retryDelayMs?: number;
+  /** Each of SMTP's waits (connecting, the greeting, any silence after): a send that stalls longer fails. @defaultValue 4000 */
+  readonly smtpTimeoutMs?: number;
+}
+
+/** A lease that a round of sends could outlast: another dispatcher would claim the items and send them again. */
+export class LeaseTooShortError extends Error {
+  readonly code = 'lease_too_short';
+}
+
+/**
+ * The longest a claimed round can take: its items queue over the pooled connections, and each
+ * send may wait out the connection, greeting and socket timeouts.
+ */
+export function longestRoundMs({
+  batchSize,
+  smtpConnections,
+  smtpTimeoutMs,
+}: {
+  batchSize: number;
+  smtpConnections: number;
+  smtpTimeoutMs: number;
+}): number {
+  return Math.ceil(batchSize / smtpConnections) * 3 * smtpTimeoutMs;
+}
+
+/** The dispatcher's settings with their defaults, its lease owner name and SMTP transport: what its steps share. */
+type Dispatcher = Required<Omit<DispatcherOptions, 'smtpUrl'>> & {
+  readonly owner: string;
+  readonly transport: nodemailer.Transporter;
+  /** The mail server, for the SMTP client span (never the recipient: customer data stays out of traces). */
+  readonly server: Record<string, string | number>;
+};
+
+/**
+ * Drains email work items: claims due ones with a lease, sends each over SMTP with its stable
+ * Message-ID, then marks it sent. SMTP has no idempotency: a crash after the server accepted
+ * a message and before it is marked sent means one more send — with the same Message-ID, so
+ * mail clients and the checker can recognise the copy.
+ */
+export function createDispatcher(options: DispatcherOptions): BackgroundWorker & { runOnce(): Promise<number> } {
+  const settings = {
+    now: () => new Date(),
+    faults: noFaults,
+    maxAttempts: 8,
+    leaseMs: 60_000,
+    pollIntervalMs: 500,
+    batchSize: 20,
+    smtpConnections: 5,
+    retryDelayMs: 1000,
+    smtpTimeoutMs: 4000,
+    ...options,
+  };
+  // The lease must outlast every send of the round, or a second dispatcher takes an item over
+  // while the first one's send is still under way, and both send it.
+  const { leaseMs, batchSize, smtpConnections, smtpTimeoutMs } = settings;
+  const roundMs = longestRoundMs({ batchSize, smtpConnections, smtpTimeoutMs });
+  if (leaseMs <= roundMs) {
+    throw new LeaseTooShortError(
+      `DISPATCHER_LEASE_MS (${leaseMs}) must be longer than a round of sends can take: ` +
+        `${Math.ceil(batchSize / smtpConnections)} sends per connection × 3 × SMTP_TIMEOUT_MS (${smtpTimeoutMs}) = ${roundMs} ms`,
+    );
+  }
+  const connection = connectionOf(options.smtpUrl);
+  const dispatcher: Dispatcher = {
+    ...settings,
+    owner: `dispatcher-${randomUUID()}`,
+    // Pooled: a few SMTP connections kept open and shared, instead of one connection per email.
+    // Nodemailer waits minutes by default; these waits are what the lease covers.
+    transport: nodemailer.createTransport({
+      ...connection, // nodemailer ignores the options below beside a `url`
+      pool: true,
+      maxConnections: smtpConnections,
+      connectionTimeout: smtpTimeoutMs,
+      greetingTimeout: smtpTimeoutMs,
+      socketTimeout: smtpTimeoutMs,
+    }),
+    server: { 'server.address': connection.host, 'server.port': connection.port },
+  };
+  async function runOnce(): Promise<number> {
+    const items = await claim(dispatcher);
+    await settleAll(items.map((item) => traced(dispatcher, item)));
+    return items.length;
+  }
+  const worker = pollingWorker('email dispatcher', runOnce, { idleMs: settings.pollIntervalMs, log: settings.log });
+  return {
+    ...worker,
+    async stop() {
+      await worker.stop();
+      dispatcher.transport.close();
+    },
+  };
+}
+
+async function claim({ db, owner, leaseMs, batchSize, now }: Dispatcher): Promise<EmailWorkItem[]> {
+  const ids = await claimLeased(db, {
+    table: 'email_work_items',
+    statuses: ['pending'],
+    counter: 'attempts',
+    owner,
+    leaseMs,
+    batchSize,
+    now: now(),
+  });
+  if (ids.length === 0) return [];
+  return db.emailWorkItem.findMany({ where: { id: { in: ids } }, orderBy: { nextAttemptAt: 'asc' } });
+}
+
+/** One e-mail, in the trace of the delivery that asked for it. */
+const traced = (dispatcher: Dispatcher, item: EmailWorkItem) =>
+  inSpan(
+    'send email',
+    { continues: item.traceparent, attributes: { 'idem.order_id': item.orderId, 'idem.email_kind': item.kind } },
+    () => dispatch(dispatcher, item),
+  );
+
+async function dispatch(dispatcher: Dispatcher, item: EmailWorkItem): Promise<void> {
+  const { db, from, log, now, transport } = dispatcher;
+  try {
+    await inSpan('smtp send', { kind: 'client', attributes: dispatcher.server }, () =>
+      transport.sendMail({
+        from,
+        to: item.toAddress,
+        subject: item.subject,
+        text: item.textBody,
+        html: item.htmlBody,
+        messageId: item.messageId,
+      }),
+    );
+  } catch (error) {
+    const responseCode = (error as { responseCode?: number }).responseCode ?? 0;
+    const reason = (error as Error).message ?? String(error);
+    const status = await recordFailedSend(db, item, { ...dispatcher, responseCode, reason }, now());
+    const dead = status === 'dead';
+    log[dead ? 'error' : 'warn'](
+      { emailWorkItemId: item.id, orderId: item.orderId, kind: item.kind, attempts: item.attempts, responseCode },
+      dead ? 'email is dead: it will not be retried' : 'email not sent; will retry',
+    );
+    return;
+  }
+  // Accepted by the SMTP server, not yet marked: the window in which a crash sends one more copy.
+  dispatcher.faults.crashIf('crash-after-send', 'notifications.dispatcher');
+  await recordSent(db, item, now());
+  log.info(
+    { emailWorkItemId: item.id, orderId: item.orderId, kind: item.kind, messageId: item.messageId },
+    'email sent',
+  );
+}
+
+/** smtp://user:password@host:port (smtps:// for TLS from the start) as nodemailer's connection options. */
+function connectionOf(smtpUrl: string) {
+  const url = new URL(smtpUrl);
+  const secure = url.protocol === 'smtps:';
+  return {
+    host: url.hostname,
+    port: Number(url.port || (secure ? 465 : 587)),
+    secure,
+    ...(url.username
+      ? { auth: { user: decodeURIComponent(url.username), pass: decodeURIComponent(url.password) } }
+      : {}),
+  };
+}

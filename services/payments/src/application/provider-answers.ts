@@ -1,0 +1,220 @@
+import { boundReason } from '@idem/contracts';
+import { enqueue } from '@idem/outbox';
+import type { Logger } from '@idem/runtime';
+import type { PrismaClient, Tx } from '../db.js';
+import {
+  afterCharge,
+  newChargeKey,
+  newRefundKey,
+  PAYMENT_VERSION,
+  retryDelayMs as nextRetryDelayMs,
+} from '../domain/payment-attempt.js';
+import type { PaymentAttempt } from '../generated/prisma/client.js';
+import type { ProviderResult } from '../stripe.js';
+
+/**
+ * What the payment worker writes once the provider has answered: the attempt's new state and its
+ * event, together in one transaction; or, for an answer that is not final, when to ask again.
+ */
+export interface Recorder {
+  readonly db: PrismaClient;
+  readonly log: Logger;
+  readonly now: () => Date;
+  /** First retry delay after a failed provider call; doubles per call. */
+  readonly retryDelayMs: number;
+}
+
+const released = { leaseOwner: null, leaseExpiresAt: null } as const;
+
+export async function recordRetry({ db, now, retryDelayMs }: Recorder, attempt: PaymentAttempt, reason: string) {
+  const delay = nextRetryDelayMs(attempt.providerCalls, retryDelayMs);
+  await db.paymentAttempt.updateMany({
+    where: { id: attempt.id, status: attempt.status },
+    data: {
+      ...released,
+      lastError: boundReason(reason),
+      nextAttemptAt: new Date(now().getTime() + delay),
+      updatedAt: now(),
+    },
+  });
+}
+
+/**
+ * The provider refused the request itself (an integration fault: configuration, API version,
+ * parameters). Retrying would be refused again and the customer's card was never judged, so
+ * the attempt waits for an operator and the order is told nothing.
+ */
+async function recordNeedsAttention({ db, log, now }: Recorder, attempt: PaymentAttempt, code: string, reason: string) {
+  await db.paymentAttempt.updateMany({
+    where: { id: attempt.id, status: 'pending' },
+    data: {
+      ...released,
+      status: 'needs_attention',
+      failureCode: code,
+      failureReason: boundReason(reason),
+      updatedAt: now(),
+    },
+  });
+  log.error(
+    { orderId: attempt.orderId, paymentAttemptId: attempt.id, code, reason },
+    'payment provider refused the request: an integration fault, the attempt needs an operator',
+  );
+}
+
+/** The provider's answer to a charge: a final one is recorded with its event, once. */
+export async function recordCharge(recorder: Recorder, attempt: PaymentAttempt, result: ProviderResult): Promise<void> {
+  if (result.kind === 'retry') return recordRetry(recorder, attempt, result.reason);
+  if (result.kind === 'processing') {
+    // Its id is kept, so the next rounds read this payment instead of creating one.
+    await recorder.db.paymentAttempt.updateMany({
+      where: { id: attempt.id, status: 'pending' },
+      data: { paymentIntentId: result.id },
+    });
+    return recordRetry(recorder, attempt, `PaymentIntent ${result.id} is processing`);
+  }
+  if (result.kind === 'rejected') return recordNeedsAttention(recorder, attempt, result.code, result.reason);
+  await recorder.db.$transaction(async (tx) => {
+    const [current] = await tx.$queryRaw<{ status: string; cancel_requested_at: Date | null }[]>`
+      SELECT status, cancel_requested_at FROM payment_attempts WHERE id = ${attempt.id}::uuid FOR UPDATE`;
+    // Another worker (whose lease this one outlived) may have recorded the same answer.
+    if (current?.status !== 'pending') return;
+    const cancelRequested = current.cancel_requested_at !== null;
+    await (result.kind === 'succeeded'
+      ? recordCaptured(tx, attempt, result.id, { cancelRequested, at: recorder.now() })
+      : recordFailed(tx, attempt, result, { cancelRequested, at: recorder.now() }));
+  });
+}
+
+const chargeEvent = (attempt: PaymentAttempt) => ({
+  aggregateId: attempt.orderId,
+  aggregateVersion: PAYMENT_VERSION.charged,
+  correlationId: attempt.correlationId,
+  causationId: attempt.causationId,
+});
+
+async function recordCaptured(
+  tx: Tx,
+  attempt: PaymentAttempt,
+  paymentIntentId: string,
+  { cancelRequested, at }: { cancelRequested: boolean; at: Date },
+) {
+  const status = afterCharge('succeeded', { cancelRequested });
+  await tx.paymentAttempt.update({
+    where: { id: attempt.id },
+    data: {
+      ...released,
+      lastError: null,
+      updatedAt: at,
+      paymentIntentId,
+      status,
+      ...(status === 'refund_pending' ? { refundIdempotencyKey: newRefundKey(), nextAttemptAt: at } : {}),
+    },
+  });
+  const { orderId, amountCents, currency } = attempt;
+  await enqueue(
+    tx,
+    {
+      ...chargeEvent(attempt),
+      type: 'payments.payment-captured.v1',
+      body: { orderId, paymentIntentId, amountCents, currency },
+    },
+    at,
+  );
+}
+
+async function recordFailed(
+  tx: Tx,
+  attempt: PaymentAttempt,
+  { code, reason }: { code: string; reason: string },
+  { cancelRequested, at }: { cancelRequested: boolean; at: Date },
+) {
+  await tx.paymentAttempt.update({
+    where: { id: attempt.id },
+    data: {
+      ...released,
+      lastError: null,
+      updatedAt: at,
+      status: afterCharge('declined', { cancelRequested }),
+      failureCode: code,
+      failureReason: boundReason(reason),
+    },
+  });
+  await enqueue(
+    tx,
+    {
+      ...chargeEvent(attempt),
+      type: 'payments.payment-failed.v1',
+      body: { orderId: attempt.orderId, code, reason: boundReason(reason) },
+    },
+    at,
+  );
+}
+
+/** The provider's answer to a refund: a success is recorded with its event, once; anything else is tried again. */
+export async function recordRefund(recorder: Recorder, attempt: PaymentAttempt, result: ProviderResult): Promise<void> {
+  if (result.kind === 'processing') return recordRetry(recorder, attempt, `refund ${result.id} is processing`);
+  // A refund the provider refuses is not a payment failure: keep retrying and make it visible.
+  if (result.kind === 'declined' || result.kind === 'rejected')
+    return recordRetry(recorder, attempt, `${result.code}: ${result.reason}`);
+  if (result.kind !== 'succeeded') return recordRetry(recorder, attempt, result.reason);
+  await recorder.db.$transaction(async (tx) => {
+    const at = recorder.now();
+    const updated = await tx.paymentAttempt.updateMany({
+      where: { id: attempt.id, status: 'refund_pending' },
+      data: { ...released, status: 'refunded', refundId: result.id, lastError: null, updatedAt: at },
+    });
+    if (updated.count === 0) return;
+    const { orderId, amountCents, currency } = attempt;
+    await enqueue(
+      tx,
+      {
+        aggregateId: orderId,
+        aggregateVersion: PAYMENT_VERSION.refunded,
+        correlationId: attempt.correlationId,
+        causationId: attempt.cancelCausationId ?? attempt.causationId,
+        type: 'payments.payment-refunded.v1',
+        body: { orderId, refundId: result.id, amountCents, currency },
+      },
+      at,
+    );
+  });
+}
+
+/** No call to create was made (a reconciliation): the count that grew at the claim goes back. */
+const uncalled = { providerCalls: { decrement: 1 }, ...released };
+
+/**
+ * Nothing to do for the attempt until `at` (its provider's search lags behind the last call, or
+ * its payment waits at the provider). `updatedAt` moves only when the provider was asked: the
+ * search lag counts from it.
+ */
+export async function lookAgainAt(
+  { db, now }: Recorder,
+  attempt: PaymentAttempt,
+  at: Date,
+  { asked }: { asked: boolean },
+): Promise<void> {
+  await db.paymentAttempt.updateMany({
+    where: { id: attempt.id, status: 'pending' },
+    data: { ...uncalled, nextAttemptAt: at, ...(asked ? { updatedAt: now() } : {}) },
+  });
+}
+
+/** The provider has no payment under the attempt's old key: a new key, persisted before it is ever used. */
+export async function renewChargeKey({ db, log, now }: Recorder, attempt: PaymentAttempt): Promise<void> {
+  await db.paymentAttempt.updateMany({
+    where: { id: attempt.id, status: 'pending' },
+    data: {
+      ...uncalled,
+      idempotencyKey: newChargeKey(),
+      idempotencyKeyCreatedAt: now(),
+      nextAttemptAt: now(),
+      lastError: boundReason('no payment at the provider under the old key: a new key is used'),
+      updatedAt: now(),
+    },
+  });
+  log.warn(
+    { orderId: attempt.orderId, paymentAttemptId: attempt.id },
+    'payment attempt reconciled: the provider has no payment for it, a new idempotency key is used',
+  );
+}
