@@ -1,4 +1,4 @@
-import { createFaults, parseFaultRules, type FaultName } from '@idem/faults';
+import { createFaults, noFaults, parseFaultRules } from '@idem/faults';
 import { createInbox } from '@idem/inbox';
 import {
   createPublisher,
@@ -19,11 +19,12 @@ import {
   type TestDatabase,
 } from '@idem/testkit';
 import { LESSON_CONSUMER, STOCK, takeOneUnit } from './effect.js';
+import { wrongWay, type Mistake } from './wrong-ways.js';
 
 /**
- * The article's common mistakes, runnable. Each lesson makes one mistake on purpose (a
- * wrong-way switch, refused unless faults are enabled) and opens the failure window that
- * exposes it; then does the same the right way under the same fault. One message is
+ * The article's common mistakes, runnable. Each lesson makes one mistake on purpose (a wrong-way
+ * inbox of `wrong-ways.ts` in place of the right one) and opens the failure window that exposes
+ * it; then does the same the right way under the same fault. One message is
  * published; the business change takes one unit of stock per application, so the verdict is
  * plain arithmetic: fewer units than messages is a lost message, more is a doubled effect.
  *
@@ -37,7 +38,7 @@ export type Verdict = 'lost' | 'doubled' | 'exactly once';
 export interface Lesson {
   /** The mistake's name in the article's "Common Mistakes". */
   readonly mistake: string;
-  readonly wrongWay: FaultName;
+  readonly wrongWay: Mistake;
   /** The fault that opens the window, in IDEM_FAULTS syntax. */
   readonly fault: string;
   readonly expect: Verdict;
@@ -53,18 +54,19 @@ interface LessonContext {
   readonly message: ReturnType<typeof orderPlacedMessage>;
   readonly say: (line: string) => void;
   readonly deliveries: DeliveryReport[];
-  /** A consumer in this process (a restarted or a second instance). */
-  consumer(faults?: string): Consumer;
+  /** A consumer in this process (a restarted or a second instance), the wrong way when a mistake is named. */
+  consumer(mistake?: Mistake): Consumer;
   /** Publishes the lesson's message (twice under publish-twice). */
   publish(faults?: string): Promise<void>;
 }
 
-const crashThenRestart = async (context: LessonContext, faults: string) => {
+const crashThenRestart = async (context: LessonContext, mistake: Mistake | undefined) => {
   const child = startScript(new URL('./consumer-process.ts', import.meta.url), {
     DATABASE_URL: context.db.url,
     IDEM_PREFIX: context.prefix,
     IDEM_FAULTS_ENABLED: '1',
-    IDEM_FAULTS: faults,
+    IDEM_FAULTS: 'crash-after-commit count=1',
+    IDEM_LESSON_MISTAKE: mistake ?? '',
   });
   await printed(child, 'ready');
   await context.publish();
@@ -76,53 +78,53 @@ const crashThenRestart = async (context: LessonContext, faults: string) => {
 
 /** A lesson whose window is a crash right after the first commit (or, the wrong way, the first "ack"). */
 const crashLesson =
-  (wrongWay: FaultName) =>
+  (mistake: Mistake) =>
   (context: LessonContext, wrong: boolean): Promise<void> =>
-    crashThenRestart(context, `${wrong ? `${wrongWay}; ` : ''}crash-after-commit count=1`);
+    crashThenRestart(context, wrong ? mistake : undefined);
 
 export const LESSONS = {
   'ack-before-commit': {
     mistake: 'Acknowledge before commit',
-    wrongWay: 'mistake-ack-before-commit',
+    wrongWay: 'ack-before-commit',
     fault: 'crash-after-commit count=1',
     expect: 'lost',
     why: 'the broker forgot the message when it was acknowledged; the process died before the transaction committed, so nothing will ever deliver it again',
-    code: 'packages/messaging/src/consumer.ts (mistake-ack-before-commit; the right way: processDelivery settles after inbox.consume returned)',
-    run: crashLesson('mistake-ack-before-commit'),
+    code: 'infra/lessons/src/wrong-ways.ts (acknowledgeBeforeCommit; the right way: packages/messaging/src/consumer.ts, processDelivery settles after inbox.consume returned)',
+    run: crashLesson('ack-before-commit'),
   },
   'separate-dedupe-transaction': {
     mistake: 'Store the ID in a different transaction',
-    wrongWay: 'mistake-separate-dedupe-transaction',
+    wrongWay: 'separate-dedupe-transaction',
     fault: 'crash-after-commit count=1',
     expect: 'doubled',
     why: 'the business change committed on its own; the process died before the record did, so the redelivery found no record and applied the change again',
-    code: 'packages/inbox/src/mistakes.ts (mistake-separate-dedupe-transaction; the right way: inbox.ts, one transaction)',
-    run: crashLesson('mistake-separate-dedupe-transaction'),
+    code: 'infra/lessons/src/wrong-ways.ts (recordInASecondTransaction; the right way: packages/inbox/src/inbox.ts, one transaction)',
+    run: crashLesson('separate-dedupe-transaction'),
   },
   'read-then-insert': {
     mistake: 'Read before insert',
-    wrongWay: 'mistake-read-then-insert',
+    wrongWay: 'read-then-insert',
     fault: 'publish-twice (two copies delivered to two instances at once)',
     expect: 'doubled',
     why: 'both instances read "no record" before either inserted one; the insert that followed ignored the conflict instead of letting it decide',
-    code: 'packages/inbox/src/mistakes.ts (mistake-read-then-insert; the right way: inbox.ts inserts first and the primary key decides)',
+    code: 'infra/lessons/src/wrong-ways.ts (readThenInsert; the right way: packages/inbox/src/inbox.ts inserts first and the primary key decides)',
     run: async (context, wrong) => {
-      const faults = wrong ? 'mistake-read-then-insert' : '';
-      context.consumer(faults);
-      context.consumer(faults);
+      const mistake = wrong ? 'read-then-insert' : undefined;
+      context.consumer(mistake);
+      context.consumer(mistake);
       await context.publish('publish-twice');
       await waitFor(() => context.deliveries.length >= 2, { what: 'both copies delivered', timeoutMs: 15_000 });
     },
   },
   'no-inbox': {
     mistake: "Assume the broker's duplicate detection is enough",
-    wrongWay: 'mistake-no-inbox',
+    wrongWay: 'no-inbox',
     fault: 'publish-twice (a republication under another job id)',
     expect: 'doubled',
     why: "BullMQ's dedupe covers one job id while the job is kept; the copy came under another id, and with no record nothing stopped it",
-    code: 'packages/inbox/src/mistakes.ts (mistake-no-inbox; the right way: inbox.ts)',
+    code: 'infra/lessons/src/wrong-ways.ts (noRecord; the right way: packages/inbox/src/inbox.ts)',
     run: async (context, wrong) => {
-      context.consumer(wrong ? 'mistake-no-inbox' : '');
+      context.consumer(wrong ? 'no-inbox' : undefined);
       await context.publish('publish-twice');
       await waitFor(() => context.deliveries.length >= 2, { what: 'both copies delivered', timeoutMs: 15_000 });
     },
@@ -158,14 +160,14 @@ export async function runLesson(name: LessonName, way: 'wrong' | 'right'): Promi
     message,
     say,
     deliveries,
-    consumer(faults = '') {
-      const switches = createFaults(parseFaultRules(faults));
+    consumer(mistake) {
+      const client = db.connect();
+      const rightWay = createInbox({ db: client });
       const consumer = startConsumer({
         consumer: LESSON_CONSUMER,
-        inbox: createInbox({ db: db.connect(), faults: switches }),
+        ...(mistake ? wrongWay(mistake, { db: client, faults: noFaults, rightWay }) : { inbox: rightWay }),
         handler: takeOneUnit,
         prefix,
-        faults: switches,
         lockDurationMs: 1000,
         stalledIntervalMs: 300,
         onDelivery: (report) => {

@@ -21,19 +21,6 @@ export const FAULT_NAMES = [
   'crash-after-provider-call',
   /** SIGKILL the email dispatcher after the SMTP server accepted, before marking sent. */
   'crash-after-send',
-  // Wrong-way switches: the article's common mistakes, made on purpose so that a lesson can
-  // show what goes wrong (`pnpm lesson`). Never options: refused like every switch unless
-  // IDEM_FAULTS_ENABLED=1.
-  /** WRONG WAY: settle the delivery first, then run the inbox transaction ("acknowledge before commit"). */
-  'mistake-ack-before-commit',
-  /** WRONG WAY: commit the business change, then record the message in a second transaction ("store the ID in a different transaction"). */
-  'mistake-separate-dedupe-transaction',
-  /** WRONG WAY: look the record up, and only insert it (ignoring conflicts) after the handler ("read before insert"). */
-  'mistake-read-then-insert',
-  /** WRONG WAY: no processed record at all, trusting the broker's job-id dedupe ("assume the broker's duplicate detection is enough"). */
-  'mistake-no-inbox',
-  /** WRONG WAY: a fresh provider idempotency key on every try instead of the persisted one. */
-  'mistake-new-provider-key-per-try',
 ] as const;
 
 export type FaultName = (typeof FAULT_NAMES)[number];

@@ -4,7 +4,6 @@ import type { Faults } from '@idem/faults';
 import { bodyHash } from './body-hash.js';
 import { classifyFailure } from './database-errors.js';
 import { duplicateOf, storedBodyHashes, type ConflictingDuplicate, type DuplicateShortcut } from './duplicates.js';
-import { consumeTheWrongWay, mistakeFor } from './mistakes.js';
 import type { DeliveryOutcome, MessageHandler } from './outcomes.js';
 
 /**
@@ -49,12 +48,12 @@ export async function consumeBatch<Tx extends SqlClient, M extends Envelope>(
   handler: MessageHandler<Tx, M>,
 ): Promise<DeliveryOutcome[]> {
   const outcomes: Promise<DeliveryOutcome>[] = [];
-  let batch: Batched<M>[] = [];
-  for (const [index, message] of messages.entries()) {
-    const mistake = mistakeFor(inbox.faults, consumer);
-    if (mistake) outcomes[index] = consumeTheWrongWay(mistake, inbox, consumer, message, handler);
-    else batch.push({ message, index, id: message.messageId.toLowerCase(), hash: bodyHash(message.body) });
-  }
+  let batch: Batched<M>[] = messages.map((message, index) => ({
+    message,
+    index,
+    id: message.messageId.toLowerCase(),
+    hash: bodyHash(message.body),
+  }));
   // One read answers those already processed while duplicates are arriving; the insert decides for the rest.
   const stored = await inbox.shortcut.processedAmong(
     consumer,

@@ -7,7 +7,6 @@ import { classifyFailure, isProcessedMessageConflict } from './database-errors.j
 import { createDeadLetters, type DeadLetters } from './dead-letters.js';
 import { duplicateOf, DuplicateShortcut, storedBodyHashes, type ConflictingDuplicate } from './duplicates.js';
 import { consumeBatch, type GroupCommit } from './group-commit.js';
-import { consumeTheWrongWay, mistakeFor } from './mistakes.js';
 import type { DeliveryOutcome, HandlerResult, MessageHandler } from './outcomes.js';
 
 /**
@@ -16,8 +15,8 @@ import type { DeliveryOutcome, HandlerResult, MessageHandler } from './outcomes.
  * then apply the business change, and commit both; a duplicate changes nothing. `consume` below
  * is that algorithm and nothing else. Beside it, each in its own module: what makes it cheaper
  * without changing an outcome (duplicates.ts: the duplicate shortcut; group-commit.ts: several
- * messages per commit), and the article's common mistakes, made on purpose for the lessons
- * (mistakes.ts, taken only while a lesson's switch is on).
+ * messages per commit). The article's common mistakes are not here: the lessons make them, behind
+ * this same interface (`infra/lessons/src/wrong-ways.ts`).
  */
 
 export type { ConflictingDuplicate, MessageHandler };
@@ -83,8 +82,6 @@ export function createInbox<Tx extends SqlClient>(options: InboxOptions<Tx>): In
     message: M,
     handler: MessageHandler<Tx, M>,
   ): Promise<DeliveryOutcome> {
-    const mistake = mistakeFor(faults, consumer);
-    if (mistake) return consumeTheWrongWay(mistake, inbox, consumer, message, handler);
     const hash = bodyHash(message.body);
     const id = message.messageId.toLowerCase();
     const known = (await shortcut.processedAmong(consumer, [id])).get(id);

@@ -114,7 +114,6 @@ export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(opti
     onError = () => {},
   } = options;
   const unsettled = new WeakMap<Job, DeliveryReport>();
-  const acknowledgedFirst = new WeakMap<Job, MessageOf<C>>();
   const { redisUrl, prefix } = resolveBroker(options);
   const contracts = consumers[consumer];
 
@@ -179,12 +178,6 @@ export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(opti
     const attempt = job.attemptsMade + 1;
     const parsed = readDelivery(job.data, contracts, maxPayloadBytes);
     const envelope = parsed.ok ? (parsed.envelope as MessageOf<C>) : undefined;
-    if (envelope && faults.fires('mistake-ack-before-commit', consumer)) {
-      // WRONG WAY (a lesson's switch): settle now, do the work once the broker has forgotten
-      // the job. A crash in between loses the message: nothing will ever deliver it again.
-      acknowledgedFirst.set(job, envelope);
-      return 'acknowledged before commit';
-    }
     const span = startProcess(consumer, job, envelope);
     const outcome: DeliveryOutcome = await handle(envelope, parsed.ok ? undefined : parsed.error, span);
     const deadLettered = await keepDeadLetter(job, outcome, attempt);
@@ -226,13 +219,6 @@ export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(opti
     maxStalledCount,
   });
   worker.on('error', onError);
-  worker.on('completed', (job) => {
-    const envelope = acknowledgedFirst.get(job);
-    if (!envelope) return;
-    acknowledgedFirst.delete(job);
-    faults.crashIf('crash-after-commit', consumer); // the window: settled, not yet committed
-    inbox.consume(consumer, envelope, handler).catch(onError);
-  });
   if (onSettled) {
     const settled = (job: Job | undefined) => {
       const report = job && unsettled.get(job);

@@ -14,7 +14,6 @@ import {
   type Recorder,
 } from '../application/provider-answers.js';
 import type { PrismaClient } from '../db.js';
-import { newChargeKey } from '../domain/payment-attempt.js';
 import type { PaymentAttempt } from '../generated/prisma/client.js';
 import { createCharge, createRefund, readCharge, searchCharges, type ProviderCall } from '../stripe.js';
 
@@ -112,10 +111,8 @@ async function handle(worker: PaymentWorker, attempt: PaymentAttempt): Promise<v
     await reconcile(worker, attempt);
   } else if (attempt.status === 'pending') {
     // The key was persisted with the attempt before the first call; every call reuses it.
-    // (The wrong-way switch of a lesson makes a new key per try: a retry charges again.)
-    const key = faults.fires('mistake-new-provider-key-per-try', 'payments.worker')
-      ? newChargeKey()
-      : attempt.idempotencyKey;
+    // (A new key per try would charge again on a retry: the payments tests' lesson.)
+    const key = attempt.idempotencyKey;
     const call = journaled(worker, attempt, 'charge', key, await createCharge(stripe, attempt, key));
     // The provider has answered and nothing is recorded yet: the window the persisted key covers.
     faults.crashIf('crash-after-provider-call', 'payments.worker'); // charged, not recorded
