@@ -68,21 +68,31 @@ type Dispatcher = Required<Omit<DispatcherOptions, 'smtpUrl'>> & {
  * mail clients and the checker can recognise the copy.
  */
 export function createDispatcher(options: DispatcherOptions): BackgroundWorker & { runOnce(): Promise<number> } {
+  const {
+    now = () => new Date(),
+    faults = noFaults,
+    maxAttempts = 8,
+    leaseMs = 60_000,
+    pollIntervalMs = 500,
+    batchSize = 20,
+    smtpConnections = 5,
+    retryDelayMs = 1000,
+    smtpTimeoutMs = 4000,
+  } = options;
   const settings = {
-    now: () => new Date(),
-    faults: noFaults,
-    maxAttempts: 8,
-    leaseMs: 60_000,
-    pollIntervalMs: 500,
-    batchSize: 20,
-    smtpConnections: 5,
-    retryDelayMs: 1000,
-    smtpTimeoutMs: 4000,
     ...options,
+    now,
+    faults,
+    maxAttempts,
+    leaseMs,
+    pollIntervalMs,
+    batchSize,
+    smtpConnections,
+    retryDelayMs,
+    smtpTimeoutMs,
   };
   // The lease must outlast every send of the round, or a second dispatcher takes an item over
   // while the first one's send is still under way, and both send it.
-  const { leaseMs, batchSize, smtpConnections, smtpTimeoutMs } = settings;
   const roundMs = longestRoundMs({ batchSize, smtpConnections, smtpTimeoutMs });
   if (leaseMs <= roundMs) {
     throw new LeaseTooShortError(
@@ -111,7 +121,7 @@ export function createDispatcher(options: DispatcherOptions): BackgroundWorker &
     await settleAll(items.map((item) => traced(dispatcher, item)));
     return items.length;
   }
-  const worker = pollingWorker('email dispatcher', runOnce, { idleMs: settings.pollIntervalMs, log: settings.log });
+  const worker = pollingWorker('email dispatcher', runOnce, { idleMs: pollIntervalMs, log: options.log });
   return {
     ...worker,
     async stop() {

@@ -58,16 +58,26 @@ type PaymentWorker = Recorder &
  * leaves the lease to expire; the next call with the same key returns the same PaymentIntent.
  */
 export function createPaymentWorker(options: PaymentWorkerOptions): BackgroundWorker & { runOnce(): Promise<number> } {
+  const {
+    now = () => new Date(),
+    faults = noFaults,
+    leaseMs = 60_000,
+    pollIntervalMs = 500,
+    batchSize = 10,
+    retryDelayMs = 1000,
+    maxKeyAgeMs = 12 * 3_600_000,
+    searchLagMs = 5 * 60_000,
+  } = options;
   const worker: PaymentWorker = {
-    now: () => new Date(),
-    faults: noFaults,
-    leaseMs: 60_000,
-    pollIntervalMs: 500,
-    batchSize: 10,
-    retryDelayMs: 1000,
-    maxKeyAgeMs: 12 * 3_600_000,
-    searchLagMs: 5 * 60_000,
     ...options,
+    now,
+    faults,
+    leaseMs,
+    pollIntervalMs,
+    batchSize,
+    retryDelayMs,
+    maxKeyAgeMs,
+    searchLagMs,
     owner: `payments-worker-${randomUUID()}`,
   };
   /** The claimed attempts are independent (one per order, each with its own key): handled side by side. */

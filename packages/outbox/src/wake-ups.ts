@@ -1,0 +1,105 @@
+import pg from 'pg';
+import { OUTBOX_CHANNEL } from './enqueue.js';
+
+/**
+ * How the relay's loops sleep and what wakes them: a notification that rows were written (one
+ * loop), a full batch (one more loop: rows are waiting), or stopping (all of them). A loop backing
+ * off from a failing broker sleeps on through notifications.
+ */
+export class WakeUps {
+  /** A notification that arrives while a batch is being published must not be lost: the next sleep is skipped. */
+  private notified = false;
+  private stopping = false;
+  private readonly sleepers = new Set<(notification: boolean) => boolean>();
+
+  /** Rows were written: wake a sleeping loop, or the next one that would sleep. */
+  readonly notify = (): void => {
+    this.notified = true;
+    this.wakeOne();
+  };
+
+  /** Wakes one loop sleeping until rows are due; a loop backing off from a failing broker stays asleep. */
+  wakeOne(): void {
+    for (const wake of this.sleepers) if (wake(true)) return;
+  }
+
+  /** A loop starts a batch: notifications from now on are for the next one. */
+  beginBatch(): void {
+    this.notified = false;
+  }
+
+  /**
+   * Sleeps for `ms` (forever for Infinity); a wake-up for due rows ends the sleep early unless the
+   * broker is failing (`wakeable` false); stopping always does.
+   */
+  sleep(ms: number, wakeable: boolean): Promise<void> {
+    // A loop that comes to sleep after stop() woke the sleepers must not sleep at all.
+    if (this.stopping || (wakeable && this.notified)) return Promise.resolve();
+    return new Promise((resolve) => {
+      const wake = (notification: boolean) => {
+        if (notification && !wakeable) return false;
+        clearTimeout(timer);
+        this.sleepers.delete(wake);
+        resolve();
+        return true;
+      };
+      const timer = ms === Infinity ? undefined : setTimeout(() => wake(false), ms);
+      this.sleepers.add(wake);
+    });
+  }
+
+  get stopped(): boolean {
+    return this.stopping;
+  }
+
+  start(): void {
+    this.stopping = false;
+  }
+
+  stop(): void {
+    this.stopping = true;
+    for (const wake of this.sleepers) wake(false);
+  }
+}
+
+/**
+ * LISTENs on the outbox channel with a connection of its own, calling `wakeUps.notify` for each
+ * notification (and once on connecting: rows written while nobody listened); reconnects after
+ * `retryMs` when the connection fails, until the relay stops. Returns how to close it.
+ */
+export function listenForRows(
+  databaseUrl: string,
+  { wakeUps, retryMs, onError }: { wakeUps: WakeUps; retryMs: number; onError: (error: unknown) => void },
+): { close(): Promise<void> } {
+  let listener: pg.Client | undefined;
+  const listen = async () => {
+    if (wakeUps.stopped) return;
+    const client = new pg.Client({ connectionString: databaseUrl });
+    const retry = () => {
+      if (listener === client) listener = undefined;
+      client.end().catch(() => {});
+      if (!wakeUps.stopped) setTimeout(() => void listen(), retryMs);
+    };
+    client.on('notification', wakeUps.notify);
+    client.on('error', (error) => {
+      onError(error);
+      retry();
+    });
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${OUTBOX_CHANNEL}`);
+      listener = client;
+      wakeUps.notify(); // rows written while nobody was listening
+    } catch (error) {
+      onError(error);
+      retry();
+    }
+  };
+  void listen();
+  return {
+    async close() {
+      await listener?.end().catch(() => {});
+      listener = undefined;
+    },
+  };
+}
