@@ -2,7 +2,6 @@ import {
   consumers,
   parseEnvelope,
   type ConsumerName,
-  type ContractError,
   type MessageOf,
   type EventType,
   type ParseResult,
@@ -91,6 +90,22 @@ export interface Consumer {
   close(timeoutMs?: number): Promise<void>;
 }
 
+/** The consumer's settings with their defaults, and what its deliveries share while it runs. */
+interface Runner<Tx extends SqlClient, C extends ConsumerName> {
+  readonly consumer: C;
+  readonly inbox: Inbox<Tx>;
+  readonly handler: MessageHandler<Tx, MessageOf<C>>;
+  readonly contracts: readonly EventType[];
+  readonly maxPayloadBytes: number;
+  readonly faults: Faults;
+  readonly onDelivery: (report: DeliveryReport) => void;
+  readonly onError: (error: unknown) => void;
+  /** Reports waiting for the broker to settle their job (only when `onSettled` is given). */
+  readonly unsettled?: WeakMap<Job, DeliveryReport>;
+  /** Hands a delivery to the group commit: resolves with its outcome once its transaction ended. */
+  readonly inGroup: (delivery: { envelope: MessageOf<C>; span: Span }) => Promise<DeliveryOutcome>;
+}
+
 /**
  * Runs one consumer: each delivery is validated, handed to the inbox, and settled only after
  * the inbox transaction has committed. processed, duplicate, stale and conflicting_duplicate
@@ -100,8 +115,6 @@ export interface Consumer {
 export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(options: ConsumerOptions<Tx, C>): Consumer {
   const {
     consumer,
-    inbox,
-    handler,
     concurrency = 8,
     maxBatch = concurrency,
     lockDurationMs = 30_000,
@@ -113,104 +126,22 @@ export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(opti
     onSettled,
     onError = () => {},
   } = options;
-  const unsettled = new WeakMap<Job, DeliveryReport>();
+  const { inbox, handler } = options;
+  const runner: Runner<Tx, C> = {
+    consumer,
+    inbox,
+    handler,
+    inGroup: createGroupCommit((deliveries) => commitBatch({ inbox, consumer, handler }, deliveries), maxBatch),
+    contracts: consumers[consumer],
+    maxPayloadBytes,
+    faults,
+    onDelivery,
+    onError,
+    ...(onSettled ? { unsettled: new WeakMap<Job, DeliveryReport>() } : {}),
+  };
   const { redisUrl, prefix } = resolveBroker(options);
-  const contracts = consumers[consumer];
-
-  async function deadLetter(job: Job, code: string, reason: string, attempts: number): Promise<void> {
-    await inbox.deadLetters.record({
-      consumer,
-      messageId: job.id ?? 'unknown',
-      payload: job.data,
-      code,
-      reason,
-      attempts,
-    });
-  }
-
-  /**
-   * One batch of deliveries in one inbox transaction. A batch of one is an ordinary `consume`
-   * under its delivery's span; a larger one gets a `commit` span linked to each delivery's.
-   */
-  async function commitBatch(deliveries: readonly { envelope: MessageOf<C>; span: Span }[]) {
-    if (deliveries.length === 1) {
-      const [{ envelope, span }] = deliveries as [(typeof deliveries)[number]];
-      return [await under(span, () => inbox.consume(consumer, envelope, handler))];
-    }
-    const span = startCommit(
-      consumer,
-      deliveries.map((delivery) => delivery.span),
-    );
-    const envelopes = deliveries.map((delivery) => delivery.envelope);
-    return under(span, () => inbox.consumeBatch(consumer, envelopes, handler)).finally(() => span.end());
-  }
-  const inGroup = createGroupCommit(commitBatch, maxBatch);
-
-  /** Validates the delivery and hands it to the inbox; returns once the transaction ended. */
-  function handle(envelope: MessageOf<C> | undefined, error: ContractError | undefined, span: Span) {
-    if (error) return { outcome: 'permanent_failure', code: error.code, reason: error.reason } as const;
-    return inGroup({ envelope: envelope!, span });
-  }
-
-  /**
-   * A dead letter this delivery must become (a permanent failure, or a transient one on its last
-   * attempt), stored before it is counted or logged: one that could not be written is not one,
-   * and the job then fails as it is (BullMQ keeps failed jobs for days).
-   */
-  async function keepDeadLetter(job: Job, outcome: DeliveryOutcome, attempt: number) {
-    const verdict = deadLetterVerdict(outcome, { attempt, lastAttempt: attempt >= (job.opts.attempts ?? 1) });
-    if (!verdict) return undefined;
-    try {
-      await deadLetter(job, verdict.code, verdict.reason, attempt);
-      return verdict;
-    } catch (error) {
-      onError(new DeadLetterWriteError(consumer, job.id ?? 'unknown', error));
-      return undefined;
-    }
-  }
-
-  /**
-   * One delivery: read it, hand it to the inbox, and settle it only after the inbox transaction
-   * ended — complete it when settled, retry it, or fail it as a dead letter.
-   */
-  async function processDelivery(job: Job): Promise<string> {
-    const started = performance.now();
-    const attempt = job.attemptsMade + 1;
-    const parsed = readDelivery(job.data, contracts, maxPayloadBytes);
-    const envelope = parsed.ok ? (parsed.envelope as MessageOf<C>) : undefined;
-    const span = startProcess(consumer, job, envelope);
-    const outcome: DeliveryOutcome = await handle(envelope, parsed.ok ? undefined : parsed.error, span);
-    const deadLettered = await keepDeadLetter(job, outcome, attempt);
-    endProcess(span, outcome, deadLettered !== undefined);
-    const report: DeliveryReport = {
-      consumer,
-      messageId: envelope?.messageId ?? job.id ?? 'unknown',
-      contract: envelope?.type,
-      producer: envelope?.producer,
-      correlationId: envelope?.correlationId,
-      causationId: envelope?.causationId,
-      traceparent: envelope?.traceparent,
-      attempt,
-      durationMs: performance.now() - started,
-      outcome,
-      deadLettered: deadLettered !== undefined,
-    };
-    onDelivery(report);
-    if (onSettled) unsettled.set(job, report);
-
-    if (isSettled(outcome)) {
-      // Settlement comes after the commit. A crash here leaves the job to be redelivered
-      // once its lock expires, and the redelivery stops at the processed-message record.
-      // (The switch fires only where that window is: after a commit that processed something.)
-      if (outcome.outcome === 'processed') faults.crashIf('crash-after-commit', consumer);
-      return outcome.outcome;
-    }
-    if (deadLettered) throw new UnrecoverableError(`${deadLettered.code}: ${deadLettered.reason}`);
-    throw new Error(`${outcome.code}: ${outcome.reason}`); // BullMQ retries with backoff (or keeps it failed)
-  }
-
   const connection = createRedis(redisUrl, 'worker');
-  const worker = new Worker(consumer, processDelivery, {
+  const worker = new Worker(consumer, (job) => processDelivery(runner, job), {
     connection,
     prefix,
     concurrency,
@@ -221,9 +152,9 @@ export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(opti
   worker.on('error', onError);
   if (onSettled) {
     const settled = (job: Job | undefined) => {
-      const report = job && unsettled.get(job);
+      const report = job && runner.unsettled?.get(job);
       if (!report) return;
-      unsettled.delete(job);
+      runner.unsettled?.delete(job);
       onSettled(report);
     };
     worker.on('completed', settled);
@@ -232,25 +163,130 @@ export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(opti
   worker.on('failed', (job, error) => {
     // BullMQ fails a job on its own when its owners kept dying; keep it as a dead letter too.
     if (job && /stalled more than allowable limit|started more than allowable limit/.test(error.message)) {
-      deadLetter(job, 'stalled_too_often', error.message, job.attemptsStarted).catch(onError);
+      deadLetter(runner, job, 'stalled_too_often', error.message, job.attemptsStarted).catch(onError);
     }
   });
+  return { worker, close: (timeoutMs = 10_000) => close(worker, connection, timeoutMs) };
+}
 
-  return {
-    worker,
-    async close(timeoutMs = 10_000) {
-      let timer: NodeJS.Timeout | undefined;
-      const graceful = worker.close().then(() => true);
-      const timedOut = new Promise<boolean>((resolve) => {
-        timer = setTimeout(() => resolve(false), timeoutMs);
-      });
-      const finished = await Promise.race([graceful, timedOut]);
-      clearTimeout(timer);
-      // In-flight deliveries that did not finish are abandoned: their locks expire and
-      // another instance redelivers them, which the inbox makes safe.
-      if (!finished) await worker.close(true);
-      // BullMQ closes only the connections it made itself: this one is ours.
-      connection.disconnect();
-    },
+/** Stops taking deliveries; waits up to `timeoutMs` for in-flight ones, then abandons them to redelivery. */
+async function close(worker: Worker, connection: { disconnect(): void }, timeoutMs: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const graceful = worker.close().then(() => true);
+  const timedOut = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), timeoutMs);
+  });
+  const finished = await Promise.race([graceful, timedOut]);
+  clearTimeout(timer);
+  // In-flight deliveries that did not finish are abandoned: their locks expire and
+  // another instance redelivers them, which the inbox makes safe.
+  if (!finished) await worker.close(true);
+  // BullMQ closes only the connections it made itself: this one is ours.
+  connection.disconnect();
+}
+
+async function deadLetter<Tx extends SqlClient, C extends ConsumerName>(
+  { inbox, consumer }: Runner<Tx, C>,
+  job: Job,
+  code: string,
+  reason: string,
+  attempts: number,
+): Promise<void> {
+  await inbox.deadLetters.record({
+    consumer,
+    messageId: job.id ?? 'unknown',
+    payload: job.data,
+    code,
+    reason,
+    attempts,
+  });
+}
+
+/**
+ * One batch of deliveries in one inbox transaction. A batch of one is an ordinary `consume`
+ * under its delivery's span; a larger one gets a `commit` span linked to each delivery's.
+ */
+async function commitBatch<Tx extends SqlClient, C extends ConsumerName>(
+  { inbox, consumer, handler }: Pick<Runner<Tx, C>, 'inbox' | 'consumer' | 'handler'>,
+  deliveries: readonly { envelope: MessageOf<C>; span: Span }[],
+): Promise<DeliveryOutcome[]> {
+  if (deliveries.length === 1) {
+    const [{ envelope, span }] = deliveries as [(typeof deliveries)[number]];
+    return [await under(span, () => inbox.consume(consumer, envelope, handler))];
+  }
+  const span = startCommit(
+    consumer,
+    deliveries.map((delivery) => delivery.span),
+  );
+  const envelopes = deliveries.map((delivery) => delivery.envelope);
+  return under(span, () => inbox.consumeBatch(consumer, envelopes, handler)).finally(() => span.end());
+}
+
+/**
+ * A dead letter this delivery must become (a permanent failure, or a transient one on its last
+ * attempt), stored before it is counted or logged: one that could not be written is not one,
+ * and the job then fails as it is (BullMQ keeps failed jobs for days).
+ */
+async function keepDeadLetter<Tx extends SqlClient, C extends ConsumerName>(
+  runner: Runner<Tx, C>,
+  job: Job,
+  outcome: DeliveryOutcome,
+  attempt: number,
+) {
+  const verdict = deadLetterVerdict(outcome, { attempt, lastAttempt: attempt >= (job.opts.attempts ?? 1) });
+  if (!verdict) return undefined;
+  try {
+    await deadLetter(runner, job, verdict.code, verdict.reason, attempt);
+    return verdict;
+  } catch (error) {
+    runner.onError(new DeadLetterWriteError(runner.consumer, job.id ?? 'unknown', error));
+    return undefined;
+  }
+}
+
+/**
+ * One delivery: read it, hand it to the inbox (a malformed one is refused without it), and settle
+ * it only after the inbox transaction ended — complete it when settled, retry it, or fail it as a
+ * dead letter.
+ */
+async function processDelivery<Tx extends SqlClient, C extends ConsumerName>(
+  runner: Runner<Tx, C>,
+  job: Job,
+): Promise<string> {
+  const { consumer, faults } = runner;
+  const started = performance.now();
+  const attempt = job.attemptsMade + 1;
+  const parsed = readDelivery(job.data, runner.contracts, runner.maxPayloadBytes);
+  const envelope = parsed.ok ? (parsed.envelope as MessageOf<C>) : undefined;
+  const span = startProcess(consumer, job, envelope);
+  const outcome: DeliveryOutcome = parsed.ok
+    ? await runner.inGroup({ envelope: parsed.envelope as MessageOf<C>, span })
+    : { outcome: 'permanent_failure', code: parsed.error.code, reason: parsed.error.reason };
+  const deadLettered = await keepDeadLetter(runner, job, outcome, attempt);
+  endProcess(span, outcome, deadLettered !== undefined);
+  const report: DeliveryReport = {
+    consumer,
+    messageId: envelope?.messageId ?? job.id ?? 'unknown',
+    contract: envelope?.type,
+    producer: envelope?.producer,
+    correlationId: envelope?.correlationId,
+    causationId: envelope?.causationId,
+    traceparent: envelope?.traceparent,
+    attempt,
+    durationMs: performance.now() - started,
+    outcome,
+    deadLettered: deadLettered !== undefined,
   };
+  runner.onDelivery(report);
+  runner.unsettled?.set(job, report);
+
+  if (isSettled(outcome)) {
+    // Settlement comes after the commit. A crash here leaves the job to be redelivered
+    // once its lock expires, and the redelivery stops at the processed-message record.
+    // (The switch fires only where that window is: after a commit that processed something.)
+    if (outcome.outcome === 'processed') faults.crashIf('crash-after-commit', consumer);
+    return outcome.outcome;
+  }
+  if (deadLettered) throw new UnrecoverableError(`${deadLettered.code}: ${deadLettered.reason}`);
+  throw new Error(`${outcome.code}: ${outcome.reason}`); // BullMQ retries with backoff (or keeps it failed)
 }

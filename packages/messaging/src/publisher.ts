@@ -84,51 +84,7 @@ export function createPublisher(options: PublisherOptions = {}): Publisher {
   };
 
   return {
-    async publish(envelopes) {
-      if (envelopes.length === 0) return;
-      const spans: Span[] = [];
-      const byConsumer = new Map<string, Envelope[]>();
-      for (const produced of envelopes) {
-        const { span, envelope } = startSend(produced);
-        spans.push(span);
-        for (const consumer of subscribersOf(envelope.type)) {
-          const batch = byConsumer.get(consumer);
-          if (batch) batch.push(envelope);
-          else byConsumer.set(consumer, [envelope]);
-        }
-      }
-      const writeSpan = spans.length === 1 ? spans[0]! : startSendBatch(spans);
-      try {
-        // The fault's copy gets another job id, so it reaches the consumer even while the
-        // first job still exists: what a relay crash after BullMQ removed the job looks like.
-        const twice = faults.fires('publish-twice', 'publisher');
-        const writes = () =>
-          Promise.all(
-            [...byConsumer].map(([consumer, batch]) =>
-              queue(consumer).addBulk(
-                batch.flatMap((envelope) => [
-                  { name: envelope.type, data: envelope, opts: jobOptions(policy, envelope.messageId) },
-                  ...(twice
-                    ? [{ name: envelope.type, data: envelope, opts: jobOptions(policy, `${envelope.messageId}-again`) }]
-                    : []),
-                ]),
-              ),
-            ),
-          );
-        // The Redis writes nest under the publication: its one send span, or a batch span.
-        await context.with(trace.setSpan(context.active(), writeSpan), writes);
-        options.onPublished?.(envelopes, twice ? 2 : 1);
-      } catch (error) {
-        for (const span of spans) {
-          span.recordException(error as Error);
-          span.setStatus({ code: SpanStatusCode.ERROR, message: (error as Error).message });
-        }
-        throw error;
-      } finally {
-        for (const span of spans) span.end();
-        if (writeSpan !== spans[0]) writeSpan.end();
-      }
-    },
+    publish: (envelopes) => publish(queue, envelopes, { policy, faults, onPublished: options.onPublished }),
     async redeliver(consumer, messageId, payload) {
       const q = queue(consumer);
       // A dead-lettered job may still sit in BullMQ's failed set under this id, and an add
@@ -151,4 +107,53 @@ export function createPublisher(options: PublisherOptions = {}): Publisher {
       connection.disconnect();
     },
   };
+}
+
+/**
+ * Publishes envelopes to every subscriber's queue, one `addBulk` per queue, each under its send
+ * span (several under one batch span); resolves once Redis has accepted all of them.
+ */
+async function publish(
+  queue: (name: string) => Queue,
+  envelopes: readonly Envelope[],
+  { policy, faults, onPublished }: Pick<PublisherOptions, 'onPublished'> & { policy: DeliveryPolicy; faults: Faults },
+): Promise<void> {
+  if (envelopes.length === 0) return;
+  const spans: Span[] = [];
+  const byConsumer = new Map<string, Envelope[]>();
+  for (const produced of envelopes) {
+    const { span, envelope } = startSend(produced);
+    spans.push(span);
+    for (const consumer of subscribersOf(envelope.type)) {
+      const batch = byConsumer.get(consumer);
+      if (batch) batch.push(envelope);
+      else byConsumer.set(consumer, [envelope]);
+    }
+  }
+  const writeSpan = spans.length === 1 ? spans[0]! : startSendBatch(spans);
+  try {
+    // The fault's copy gets another job id, so it reaches the consumer even while the
+    // first job still exists: what a relay crash after BullMQ removed the job looks like.
+    const twice = faults.fires('publish-twice', 'publisher');
+    const jobs = (envelope: Envelope) => [
+      { name: envelope.type, data: envelope, opts: jobOptions(policy, envelope.messageId) },
+      ...(twice
+        ? [{ name: envelope.type, data: envelope, opts: jobOptions(policy, `${envelope.messageId}-again`) }]
+        : []),
+    ];
+    const writes = () =>
+      Promise.all([...byConsumer].map(([consumer, batch]) => queue(consumer).addBulk(batch.flatMap(jobs))));
+    // The Redis writes nest under the publication: its one send span, or a batch span.
+    await context.with(trace.setSpan(context.active(), writeSpan), writes);
+    onPublished?.(envelopes, twice ? 2 : 1);
+  } catch (error) {
+    for (const span of spans) {
+      span.recordException(error as Error);
+      span.setStatus({ code: SpanStatusCode.ERROR, message: (error as Error).message });
+    }
+    throw error;
+  } finally {
+    for (const span of spans) span.end();
+    if (writeSpan !== spans[0]) writeSpan.end();
+  }
 }

@@ -112,35 +112,9 @@ export const processName = (service: string) => `${service}/${process.pid}`;
  * or abandon in-flight deliveries, which are redelivered), then close connections.
  */
 export async function runService<Tx extends SqlClient>(service: ServiceDefinition<Tx>): Promise<RunningService> {
-  const { name, config, log, db, faults } = service;
-  const redis = new Redis(config.REDIS_URL, { maxRetriesPerRequest: 1, lazyConnect: true });
-  const metrics = createMetrics(name);
-  const journal = journalFor(config);
-  const me = processName(name);
-  const publisher = createPublisher({
-    redisUrl: config.REDIS_URL,
-    prefix: config.IDEM_QUEUE_PREFIX,
-    faults,
-    onPublished: (envelopes, copies) => {
-      for (const entry of publicationEntries(envelopes, copies, me)) journal.record(entry);
-    },
-  });
-  redisGauges(metrics, redis);
-
-  const context: ServiceContext<Tx> = {
-    name,
-    config,
-    log,
-    db,
-    faults,
-    roles: config.IDEM_ROLES,
-    metrics,
-    publisher,
-    journal,
-    redis,
-    process: me,
-    operators: operatorsFromEnv(config),
-  };
+  const { name, config, log, db } = service;
+  const context = sharedContext(service);
+  const { redis, publisher, journal, metrics } = context;
   const started: StartedPart[] = [];
   /** Parts in reverse (consumers finish or abandon in-flight deliveries), then the connections. */
   async function shutDown(): Promise<void> {
@@ -158,8 +132,70 @@ export async function runService<Tx extends SqlClient>(service: ServiceDefinitio
     await shutDown();
     throw error;
   }
+  const http = await listen(httpApp(context, started), config.PORT, { host: config.HOST }).catch(
+    async (error: unknown) => {
+      await shutDown();
+      throw error;
+    },
+  );
+  log.info({ roles: [...context.roles], port: http.port, parts: service.parts.map((p) => p.name) }, `${name} started`);
 
-  const app = createHttpApp({
+  return {
+    http,
+    metrics,
+    publisher,
+    async stop() {
+      await http.close();
+      await shutDown();
+      log.info(`${name} stopped`);
+    },
+  };
+}
+
+/** What every part of the process shares: the publisher, the delivery journal, metrics, Redis. */
+function sharedContext<Tx extends SqlClient>({
+  name,
+  config,
+  log,
+  db,
+  faults,
+}: ServiceDefinition<Tx>): ServiceContext<Tx> {
+  const redis = new Redis(config.REDIS_URL, { maxRetriesPerRequest: 1, lazyConnect: true });
+  const metrics = createMetrics(name);
+  const journal = journalFor(config);
+  const me = processName(name);
+  const publisher = createPublisher({
+    redisUrl: config.REDIS_URL,
+    prefix: config.IDEM_QUEUE_PREFIX,
+    faults,
+    onPublished: (envelopes, copies) => {
+      for (const entry of publicationEntries(envelopes, copies, me)) journal.record(entry);
+    },
+  });
+  redisGauges(metrics, redis);
+  return {
+    name,
+    config,
+    log,
+    db,
+    faults,
+    roles: config.IDEM_ROLES,
+    metrics,
+    publisher,
+    journal,
+    redis,
+    process: me,
+    operators: operatorsFromEnv(config),
+  };
+}
+
+/**
+ * The process's HTTP app: `/health` and `/metrics` on every process, and the parts' routes (with
+ * the OpenAPI document) when it has the `http` role; every operator action audited.
+ */
+function httpApp<Tx extends SqlClient>(context: ServiceContext<Tx>, started: readonly StartedPart[]) {
+  const { name, config, log, db, redis, metrics } = context;
+  return createHttpApp({
     health: {
       database: () => db.$queryRaw`SELECT 1`,
       redis: () => redis.ping(),
@@ -201,22 +237,6 @@ export async function runService<Tx extends SqlClient>(service: ServiceDefinitio
       );
     },
   });
-  const http = await listen(app, config.PORT, { host: config.HOST }).catch(async (error: unknown) => {
-    await shutDown();
-    throw error;
-  });
-  log.info({ roles: [...context.roles], port: http.port, parts: service.parts.map((p) => p.name) }, `${name} started`);
-
-  return {
-    http,
-    metrics,
-    publisher,
-    async stop() {
-      await http.close();
-      await shutDown();
-      log.info(`${name} stopped`);
-    },
-  };
 }
 
 /**

@@ -1,9 +1,12 @@
 import type { SqlClient } from '@idem/database';
 import { auditResult, HttpError, requireOperator, route } from '@idem/http';
 import type { DeadLetterCursor, Inbox } from '@idem/inbox';
-import { replayDeadLetters, ReplayTruncatedError, ReplayWindowError } from '@idem/messaging';
+import { replayDeadLetters, ReplayTruncatedError, ReplayWindowError, type Publisher } from '@idem/messaging';
 import { z } from 'zod';
+import type { Express, RequestHandler } from 'express';
 import type { ServicePart } from '../run-service.js';
+
+type DeadLetterStore = Pick<Inbox<SqlClient>, 'deadLetters'>['deadLetters'];
 
 /**
  * The operator's routes for the inbox's dead letters (role `http`): list them a page at a
@@ -16,112 +19,129 @@ export function deadLetters(inbox: Pick<Inbox<SqlClient>, 'deadLetters'>): Servi
       routes(app) {
         if (!roles.has('http')) return;
         const admin = requireOperator(operators);
-        // Pages without payloads (a dead letter may hold up to 64 KiB); one payload at a time below.
-        route(
-          app,
-          {
-            method: 'get',
-            path: '/dead-letters',
-            summary: 'Dead letters waiting for replay, a page at a time, without their payloads',
-            audience: 'operator',
-            use: [admin],
-            query: z.object({
-              consumer: z.string().max(200).optional(),
-              limit: z.coerce.number().int().min(1).max(1000).default(100),
-              after: z.string().max(1000).optional(),
-            }),
-            responses: { 200: '`deadLetters` and the cursor of the `next` page (null on the last)' },
-          },
-          async ({ query: { consumer, limit, after } }, _req, res) => {
-            const page = await inbox.deadLetters.list({
-              consumer,
-              limit,
-              payloads: false,
-              ...(after ? { after: decodeCursor(after) } : {}),
-            });
-            const last = page.at(-1);
-            res.json({
-              deadLetters: page.map(({ payload: _payload, ...deadLetter }) => deadLetter),
-              next: page.length === limit && last ? encodeCursor(last) : null,
-            });
-          },
-        );
-        route(
-          app,
-          {
-            method: 'get',
-            path: '/dead-letters/payload',
-            summary: "One dead letter's payload, exactly as delivered",
-            audience: 'operator',
-            use: [admin],
-            query: z.object({ consumer: z.string().max(200), messageId: z.string().max(200) }),
-            responses: {
-              200: 'The payload exactly as delivered; for one kept `truncated`, the start of its JSON text',
-              404: 'No such dead letter waiting for replay',
-            },
-          },
-          async ({ query: { consumer, messageId } }, _req, res) => {
-            const [deadLetter] = await inbox.deadLetters.list({ consumer, messageIds: [messageId], limit: 1 });
-            if (!deadLetter) throw new HttpError('not_found', 'no such dead letter waiting for replay');
-            res.json({
-              consumer,
-              messageId,
-              payload: deadLetter.payload,
-              ...(deadLetter.truncated ? { truncated: { bytes: deadLetter.payloadBytes } } : {}),
-            });
-          },
-        );
-        route(
-          app,
-          {
-            method: 'post',
-            path: '/dead-letters/replay',
-            summary:
-              'Publish dead letters again to their consumer, at most `limit` (100) a call, oldest first: `more` says whether matching ones remain (older than the replay window only with a reason)',
-            audience: 'operator',
-            use: [admin],
-            body: z.object({
-              consumer: z.string().max(200).optional(),
-              messageIds: z.array(z.string().max(200)).max(1000).optional(),
-              limit: z.number().int().min(1).max(1000).default(100),
-              // Past the replay window a processed record may be gone: replaying then needs a reason.
-              force: z.object({ reason: z.string().min(10).max(500) }).optional(),
-            }),
-            responses: {
-              200: 'The `replayed` dead letters, and whether `more` match (call again for the next page)',
-              409: 'Some are older than the replay window, or kept truncated (replay those only with `force`)',
-            },
-          },
-          async ({ body: { force, ...filter } }, _req, res) => {
-            try {
-              const replayed = await replayDeadLetters(inbox.deadLetters, publisher, filter, {
-                replayWindowMs: config.REPLAY_WINDOW_MS,
-                ...(force ? { force } : {}),
-              });
-              const { limit: _limit, ...matching } = filter;
-              const more = (await inbox.deadLetters.list({ ...matching, limit: 1, payloads: false })).length > 0;
-              const ids = replayed.map((d) => ({ consumer: d.consumer, messageId: d.messageId }));
-              res.json(auditResult(res, { replayed: ids, more }));
-            } catch (error) {
-              const refused =
-                error instanceof ReplayWindowError
-                  ? error.tooOld.map((d) => ({ ...d, why: 'older than the replay window' }))
-                  : error instanceof ReplayTruncatedError
-                    ? error.truncated.map((d) => ({ ...d, why: 'kept truncated: not the message that was delivered' }))
-                    : undefined;
-              if (!refused) throw error;
-              auditResult(res, {
-                refused: refused.map(({ consumer, messageId, why }) => ({ consumer, messageId, why })),
-              });
-              throw new HttpError('conflict', (error as Error).message, {
-                errors: refused.map((d) => ({ field: `${d.consumer}/${d.messageId}`, message: d.why })),
-              });
-            }
-          },
-        );
+        listRoute(app, inbox.deadLetters, admin);
+        payloadRoute(app, inbox.deadLetters, admin);
+        replayRoute(app, inbox.deadLetters, admin, { publisher, replayWindowMs: config.REPLAY_WINDOW_MS });
       },
     }),
   };
+}
+
+function listRoute(app: Express, deadLetters: DeadLetterStore, admin: RequestHandler) {
+  // Pages without payloads (a dead letter may hold up to 64 KiB); one payload at a time below.
+  route(
+    app,
+    {
+      method: 'get',
+      path: '/dead-letters',
+      summary: 'Dead letters waiting for replay, a page at a time, without their payloads',
+      audience: 'operator',
+      use: [admin],
+      query: z.object({
+        consumer: z.string().max(200).optional(),
+        limit: z.coerce.number().int().min(1).max(1000).default(100),
+        after: z.string().max(1000).optional(),
+      }),
+      responses: { 200: '`deadLetters` and the cursor of the `next` page (null on the last)' },
+    },
+    async ({ query: { consumer, limit, after } }, _req, res) => {
+      const page = await deadLetters.list({
+        consumer,
+        limit,
+        payloads: false,
+        ...(after ? { after: decodeCursor(after) } : {}),
+      });
+      const last = page.at(-1);
+      res.json({
+        deadLetters: page.map(({ payload: _payload, ...deadLetter }) => deadLetter),
+        next: page.length === limit && last ? encodeCursor(last) : null,
+      });
+    },
+  );
+}
+
+function payloadRoute(app: Express, deadLetters: DeadLetterStore, admin: RequestHandler) {
+  route(
+    app,
+    {
+      method: 'get',
+      path: '/dead-letters/payload',
+      summary: "One dead letter's payload, exactly as delivered",
+      audience: 'operator',
+      use: [admin],
+      query: z.object({ consumer: z.string().max(200), messageId: z.string().max(200) }),
+      responses: {
+        200: 'The payload exactly as delivered; for one kept `truncated`, the start of its JSON text',
+        404: 'No such dead letter waiting for replay',
+      },
+    },
+    async ({ query: { consumer, messageId } }, _req, res) => {
+      const [deadLetter] = await deadLetters.list({ consumer, messageIds: [messageId], limit: 1 });
+      if (!deadLetter) throw new HttpError('not_found', 'no such dead letter waiting for replay');
+      res.json({
+        consumer,
+        messageId,
+        payload: deadLetter.payload,
+        ...(deadLetter.truncated ? { truncated: { bytes: deadLetter.payloadBytes } } : {}),
+      });
+    },
+  );
+}
+
+function replayRoute(
+  app: Express,
+  deadLetters: DeadLetterStore,
+  admin: RequestHandler,
+  { publisher, replayWindowMs }: { publisher: Publisher; replayWindowMs: number },
+) {
+  route(
+    app,
+    {
+      method: 'post',
+      path: '/dead-letters/replay',
+      summary:
+        'Publish dead letters again to their consumer, at most `limit` (100) a call, oldest first: `more` says whether matching ones remain (older than the replay window only with a reason)',
+      audience: 'operator',
+      use: [admin],
+      body: z.object({
+        consumer: z.string().max(200).optional(),
+        messageIds: z.array(z.string().max(200)).max(1000).optional(),
+        limit: z.number().int().min(1).max(1000).default(100),
+        // Past the replay window a processed record may be gone: replaying then needs a reason.
+        force: z.object({ reason: z.string().min(10).max(500) }).optional(),
+      }),
+      responses: {
+        200: 'The `replayed` dead letters, and whether `more` match (call again for the next page)',
+        409: 'Some are older than the replay window, or kept truncated (replay those only with `force`)',
+      },
+    },
+    async ({ body: { force, ...filter } }, _req, res) => {
+      try {
+        const replayed = await replayDeadLetters(deadLetters, publisher, filter, {
+          replayWindowMs,
+          ...(force ? { force } : {}),
+        });
+        const { limit: _limit, ...matching } = filter;
+        const more = (await deadLetters.list({ ...matching, limit: 1, payloads: false })).length > 0;
+        const ids = replayed.map((d) => ({ consumer: d.consumer, messageId: d.messageId }));
+        res.json(auditResult(res, { replayed: ids, more }));
+      } catch (error) {
+        const refused =
+          error instanceof ReplayWindowError
+            ? error.tooOld.map((d) => ({ ...d, why: 'older than the replay window' }))
+            : error instanceof ReplayTruncatedError
+              ? error.truncated.map((d) => ({ ...d, why: 'kept truncated: not the message that was delivered' }))
+              : undefined;
+        if (!refused) throw error;
+        auditResult(res, {
+          refused: refused.map(({ consumer, messageId, why }) => ({ consumer, messageId, why })),
+        });
+        throw new HttpError('conflict', (error as Error).message, {
+          errors: refused.map((d) => ({ field: `${d.consumer}/${d.messageId}`, message: d.why })),
+        });
+      }
+    },
+  );
 }
 
 const encodeCursor = ({ deadLetteredAt, consumer, messageId }: DeadLetterCursor) =>

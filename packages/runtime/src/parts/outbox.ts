@@ -1,8 +1,10 @@
 import { auditResult, requireOperator, route } from '@idem/http';
 import { createRelay, listParked, outboxBacklog, purgePublished, retryParked } from '@idem/outbox';
+import type { SqlClient } from '@idem/database';
+import type { Express, RequestHandler } from 'express';
 import { z } from 'zod';
 import { periodic } from '../periodic.js';
-import { sharedWhileInFlight, type ServicePart } from '../run-service.js';
+import { sharedWhileInFlight, type ServiceContext, type ServicePart } from '../run-service.js';
 
 /**
  * Everything about the service's outbox: its backlog gauges (every process), the relay that
@@ -12,82 +14,13 @@ import { sharedWhileInFlight, type ServicePart } from '../run-service.js';
 export function outbox(): ServicePart {
   return {
     name: 'outbox',
-    start({ name, config, roles, db, faults, log, metrics, publisher, operators }) {
-      // Prometheus collects the gauges of one scrape at once: they share one backlog query.
-      const readBacklog = sharedWhileInFlight(() => outboxBacklog(db));
-      metrics.gauge('idem_outbox_backlog', 'Outbox rows not yet published.', [], async () => [
-        { labels: {}, value: (await readBacklog()).pending },
-      ]);
-      metrics.gauge(
-        'idem_outbox_oldest_unpublished_age_seconds',
-        'Age of the oldest unpublished outbox row (0 when none).',
-        [],
-        async () => [{ labels: {}, value: (await readBacklog()).oldestPendingAgeMs / 1000 }],
-      );
-      metrics.gauge(
-        'idem_outbox_parked',
-        'Outbox rows the relay parked after failing to publish them too often: an operator must look (GET /outbox/parked).',
-        [],
-        async () => [{ labels: {}, value: (await readBacklog()).parked }],
-      );
-
-      const relay = roles.has('relay')
-        ? createRelay({
-            db,
-            databaseUrl: config.DATABASE_URL,
-            publish: (batch) => publisher.publish(batch),
-            name: `${name}.relay`,
-            faults,
-            onError: (error) => log.warn({ err: error }, 'relay: publication failed, backing off'),
-            onBatch: (batch) =>
-              batch.error ? metrics.relayFailures.inc() : metrics.relayPublished.inc(batch.published),
-          })
-        : undefined;
-      relay?.start();
-      const retention = roles.has('workers')
-        ? periodic(
-            `${name} outbox retention`,
-            config.MAINTENANCE_INTERVAL_MS,
-            async () => {
-              const deleted = await purgePublished(db, { retentionMs: config.OUTBOX_RETENTION_MS });
-              metrics.retentionDeleted.inc({ table: 'outbox_messages' }, deleted);
-              return { outboxMessagesDeleted: deleted };
-            },
-            log,
-          )
-        : undefined;
-      retention?.start();
-
+    start(context) {
+      backlogGauges(context);
+      const relay = context.roles.has('relay') ? startRelay(context) : undefined;
+      const retention = context.roles.has('workers') ? startRetention(context) : undefined;
       return {
         routes(app) {
-          if (!roles.has('http')) return;
-          const admin = requireOperator(operators);
-          route(
-            app,
-            {
-              method: 'get',
-              path: '/outbox/parked',
-              summary: 'Outbox rows the relay gave up on, with their last error',
-              audience: 'operator',
-              use: [admin],
-              responses: { 200: 'The `parked` rows' },
-            },
-            async (_input, _req, res) => void res.json({ parked: await listParked(db) }),
-          );
-          route(
-            app,
-            {
-              method: 'post',
-              path: '/outbox/parked/retry',
-              summary: 'Give parked rows (all, or these) back to the relay',
-              audience: 'operator',
-              use: [admin],
-              body: z.object({ messageIds: z.array(z.uuid()).max(1000).optional() }),
-              responses: { 200: 'How many were `retried`' },
-            },
-            async ({ body: { messageIds } }, _req, res) =>
-              void res.json(auditResult(res, { retried: await retryParked(db, messageIds) })),
-          );
+          if (context.roles.has('http')) parkedRoutes(app, context.db, requireOperator(context.operators));
         },
         async stop() {
           await retention?.stop();
@@ -96,4 +29,82 @@ export function outbox(): ServicePart {
       };
     },
   };
+}
+
+function backlogGauges({ db, metrics }: ServiceContext) {
+  // Prometheus collects the gauges of one scrape at once: they share one backlog query.
+  const readBacklog = sharedWhileInFlight(() => outboxBacklog(db));
+  metrics.gauge('idem_outbox_backlog', 'Outbox rows not yet published.', [], async () => [
+    { labels: {}, value: (await readBacklog()).pending },
+  ]);
+  metrics.gauge(
+    'idem_outbox_oldest_unpublished_age_seconds',
+    'Age of the oldest unpublished outbox row (0 when none).',
+    [],
+    async () => [{ labels: {}, value: (await readBacklog()).oldestPendingAgeMs / 1000 }],
+  );
+  metrics.gauge(
+    'idem_outbox_parked',
+    'Outbox rows the relay parked after failing to publish them too often: an operator must look (GET /outbox/parked).',
+    [],
+    async () => [{ labels: {}, value: (await readBacklog()).parked }],
+  );
+}
+
+function startRelay({ name, config, db, faults, log, metrics, publisher }: ServiceContext) {
+  const relay = createRelay({
+    db,
+    databaseUrl: config.DATABASE_URL,
+    publish: (batch) => publisher.publish(batch),
+    name: `${name}.relay`,
+    faults,
+    onError: (error) => log.warn({ err: error }, 'relay: publication failed, backing off'),
+    onBatch: (batch) => (batch.error ? metrics.relayFailures.inc() : metrics.relayPublished.inc(batch.published)),
+  });
+  relay.start();
+  return relay;
+}
+
+function startRetention({ name, config, db, log, metrics }: ServiceContext) {
+  const retention = periodic(
+    `${name} outbox retention`,
+    config.MAINTENANCE_INTERVAL_MS,
+    async () => {
+      const deleted = await purgePublished(db, { retentionMs: config.OUTBOX_RETENTION_MS });
+      metrics.retentionDeleted.inc({ table: 'outbox_messages' }, deleted);
+      return { outboxMessagesDeleted: deleted };
+    },
+    log,
+  );
+  retention.start();
+  return retention;
+}
+
+function parkedRoutes(app: Express, db: SqlClient, admin: RequestHandler) {
+  route(
+    app,
+    {
+      method: 'get',
+      path: '/outbox/parked',
+      summary: 'Outbox rows the relay gave up on, with their last error',
+      audience: 'operator',
+      use: [admin],
+      responses: { 200: 'The `parked` rows' },
+    },
+    async (_input, _req, res) => void res.json({ parked: await listParked(db) }),
+  );
+  route(
+    app,
+    {
+      method: 'post',
+      path: '/outbox/parked/retry',
+      summary: 'Give parked rows (all, or these) back to the relay',
+      audience: 'operator',
+      use: [admin],
+      body: z.object({ messageIds: z.array(z.uuid()).max(1000).optional() }),
+      responses: { 200: 'How many were `retried`' },
+    },
+    async ({ body: { messageIds } }, _req, res) =>
+      void res.json(auditResult(res, { retried: await retryParked(db, messageIds) })),
+  );
 }

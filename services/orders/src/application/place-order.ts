@@ -32,41 +32,7 @@ export async function placeOrder(
     keyRetentionMs: number;
   },
 ): Promise<PlaceOrderResult> {
-  const place = async (tx: Tx) => {
-    const at = now();
-    // Read in the transaction that writes the order: the prices it stores are the ones it is
-    // charged, refunded and mailed at, whatever the catalog says later.
-    const pricing = priceOrder(
-      order.lines,
-      await catalogEntriesOf(
-        tx,
-        order.lines.map((line) => line.sku),
-      ),
-    );
-    // Thrown to roll the transaction back: a refused order writes nothing, not even its key.
-    if (pricing.kind === 'refused') throw new OrderRefused(pricing.refusals);
-    const created = await createOrder(tx, { ...order, ...pricing }, at);
-    await enqueue(
-      tx,
-      {
-        type: 'orders.order-placed.v1',
-        aggregateId: created.orderId,
-        aggregateVersion: created.version,
-        correlationId,
-        causationId: null,
-        body: {
-          orderId: created.orderId,
-          customerEmail: created.customerEmail,
-          currency: created.currency,
-          paymentMethod: created.paymentMethod,
-          lines: created.lines,
-          totalCents: created.totalCents,
-        },
-      },
-      at,
-    );
-    return { status: 201, body: created };
-  };
+  const place = (tx: Tx) => priceAndCreate(tx, order, correlationId, now());
   try {
     if (idempotencyKey === undefined) {
       return { kind: 'placed', ...(await db.$transaction(place, HTTP_TRANSACTION)), replayed: false };
@@ -90,6 +56,40 @@ export async function placeOrder(
     if (error instanceof OrderRefused) return { kind: 'refused', refusals: error.refusals };
     throw error;
   }
+}
+
+/**
+ * The order, priced from the catalog and created PENDING with its `orders.order-placed.v1` event,
+ * in the caller's transaction; throws `OrderRefused` (rolling it back) for a line the catalog
+ * cannot sell.
+ */
+async function priceAndCreate(tx: Tx, order: NewOrder, correlationId: string, at: Date): Promise<StoredResponse> {
+  // Read in the transaction that writes the order: the prices it stores are the ones it is
+  // charged, refunded and mailed at, whatever the catalog says later.
+  const pricing = priceOrder(
+    order.lines,
+    await catalogEntriesOf(
+      tx,
+      order.lines.map((line) => line.sku),
+    ),
+  );
+  // Thrown to roll the transaction back: a refused order writes nothing, not even its key.
+  if (pricing.kind === 'refused') throw new OrderRefused(pricing.refusals);
+  const created = await createOrder(tx, { ...order, ...pricing }, at);
+  const { orderId, customerEmail, currency, paymentMethod, lines, totalCents } = created;
+  await enqueue(
+    tx,
+    {
+      type: 'orders.order-placed.v1',
+      aggregateId: orderId,
+      aggregateVersion: created.version,
+      correlationId,
+      causationId: null,
+      body: { orderId, customerEmail, currency, paymentMethod, lines, totalCents },
+    },
+    at,
+  );
+  return { status: 201, body: created };
 }
 
 class OrderRefused extends Error {

@@ -18,7 +18,7 @@ import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import { cancelOrder } from '../application/cancel-order.js';
 import { findOrder, listOrders, type OrderView, type Owner } from '../application/orders.js';
-import { placeOrder } from '../application/place-order.js';
+import { placeOrder, type PlaceOrderResult } from '../application/place-order.js';
 import type { PrismaClient } from '../db.js';
 
 /**
@@ -77,7 +77,13 @@ export interface OrderRoutesOptions {
  * but places none, since an order is always some customer's.
  */
 export function orderRoutes(app: Express, options: OrderRoutesOptions): void {
-  const { db, now, idempotencyKeyRetentionMs, rateLimits } = options;
+  requireACaller(app, options);
+  placeOrderRoute(app, options);
+  readOrderRoutes(app, options);
+  cancelOrderRoute(app, options);
+}
+
+function requireACaller(app: Express, { redis, rateLimits, tokens, operators }: OrderRoutesOptions) {
   // Registered before the routes, so express runs it first on every /orders path: no handler
   // ever sees a request without a caller. An address whose requests keep failing to
   // authenticate is stopped before the token is even checked: nobody guesses tokens at the
@@ -85,7 +91,7 @@ export function orderRoutes(app: Express, options: OrderRoutesOptions): void {
   app.use(
     '/orders',
     limitFailures({
-      redis: options.redis,
+      redis,
       prefix: rateLimits.prefix,
       limit: {
         per: 'address (failed authentications)',
@@ -95,12 +101,15 @@ export function orderRoutes(app: Express, options: OrderRoutesOptions): void {
       },
       failed: (res) => res.statusCode === 401,
     }),
-    authenticate({ tokens: options.tokens, operators: options.operators }),
+    authenticate({ tokens, operators }),
   );
+}
+
+function placeOrderRoute(app: Express, { db, now, idempotencyKeyRetentionMs, redis, rateLimits }: OrderRoutesOptions) {
   // Counted before any database work (a flood costs Redis round trips, not transactions); a
   // repeat with the same Idempotency-Key counts too.
   const limitPlacing = rateLimit({
-    redis: options.redis,
+    redis,
     prefix: rateLimits.prefix,
     limits: [
       {
@@ -154,26 +163,12 @@ export function orderRoutes(app: Express, options: OrderRoutesOptions): void {
         now,
         keyRetentionMs: idempotencyKeyRetentionMs,
       });
-      const key = req.get('idempotency-key');
-      if (response.kind === 'key_in_flight')
-        throw new HttpError(
-          'idempotency_key_in_flight',
-          `a request with Idempotency-Key "${key}" is still being processed`,
-        );
-      if (response.kind === 'key_reused')
-        throw new HttpError(
-          'idempotency_key_reused',
-          `Idempotency-Key "${key}" was already used with a different request`,
-        );
-      if (response.kind === 'refused') {
-        const errors = response.refusals.map(({ line, reason }) => ({ field: `body.lines[${line}]`, message: reason }));
-        throw new HttpError('order_refused', errors.map((e) => `${e.field}: ${e.message}`).join('; '), { errors });
-      }
-      if (response.replayed) res.set('Idempotent-Replayed', 'true');
-      res.status(response.status).json(response.body);
+      answerPlaced(res, response, req.get('idempotency-key'));
     },
   );
+}
 
+function readOrderRoutes(app: Express, { db }: OrderRoutesOptions) {
   route(
     app,
     {
@@ -214,9 +209,11 @@ export function orderRoutes(app: Express, options: OrderRoutesOptions): void {
       res.json({ orders, nextCursor: orders.length === limit && last ? encodeCursor(last) : null });
     },
   );
+}
 
+function cancelOrderRoute(app: Express, { db, now, redis, rateLimits }: OrderRoutesOptions) {
   const limitCancelling = rateLimit({
-    redis: options.redis,
+    redis,
     prefix: rateLimits.prefix,
     limits: [
       {
@@ -260,6 +257,23 @@ export function orderRoutes(app: Express, options: OrderRoutesOptions): void {
       res.json(result.order);
     },
   );
+}
+
+/** What placing answers: the order (201, or the replay of the key's first answer), or why not. */
+function answerPlaced(res: Response, response: PlaceOrderResult, key: string | undefined): void {
+  if (response.kind === 'key_in_flight')
+    throw new HttpError(
+      'idempotency_key_in_flight',
+      `a request with Idempotency-Key "${key}" is still being processed`,
+    );
+  if (response.kind === 'key_reused')
+    throw new HttpError('idempotency_key_reused', `Idempotency-Key "${key}" was already used with a different request`);
+  if (response.kind === 'refused') {
+    const errors = response.refusals.map(({ line, reason }) => ({ field: `body.lines[${line}]`, message: reason }));
+    throw new HttpError('order_refused', errors.map((e) => `${e.field}: ${e.message}`).join('; '), { errors });
+  }
+  if (response.replayed) res.set('Idempotent-Replayed', 'true');
+  res.status(response.status).json(response.body);
 }
 
 /** Whom a limit counts: each customer, each operator. */
