@@ -51,15 +51,12 @@ type Consume<Tx extends SqlClient> = <M extends Envelope>(
   handler: MessageHandler<Tx, M>,
 ) => Promise<DeliveryOutcome>;
 
-/** An inbox that consumes the wrong way, a batch one message at a time. */
+/** An inbox that consumes the wrong way; a batch is its messages side by side, each on its own. */
 function inboxOf<Tx extends SqlClient>(rightWay: Inbox<Tx>, consume: Consume<Tx>): Inbox<Tx> {
   return {
     consume,
-    consumeBatch: async (consumer, messages, handler) => {
-      const outcomes: DeliveryOutcome[] = [];
-      for (const message of messages) outcomes.push(await consume(consumer, message, handler));
-      return outcomes;
-    },
+    consumeBatch: (consumer, messages, handler) =>
+      Promise.all(messages.map((message) => consume(consumer, message, handler))),
     deadLetters: rightWay.deadLetters,
   };
 }
