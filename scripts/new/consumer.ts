@@ -120,26 +120,18 @@ export function ${handler}({ now }: { now: () => Date }): MessageHandler<Tx, Mes
 `;
 
 const specFile = ({ service, contract, name, event, handler }: Names) => `import { randomUUID } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
 import { createInbox } from '@idem/inbox';
-import { createMigratedDatabase, testMessage } from '@idem/testkit';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connectDatabase, type PrismaClient } from '../db.js';
+import { serviceDatabase, testMessage } from '@idem/testkit';
+import { describe, expect, it } from 'vitest';
+import { connectDatabase } from '../db.js';
 import { PACKAGE_TABLES } from '../tables.js';
 import { ${handler} } from './${event}.js';
 
 const CONSUMER = '${name}';
-let database: Awaited<ReturnType<typeof createMigratedDatabase>>;
-let db: PrismaClient;
-
-beforeAll(async () => {
-  const migrations = fileURLToPath(new URL('../../prisma/migrations', import.meta.url));
-  database = await createMigratedDatabase('${service}', migrations, PACKAGE_TABLES);
-  db = connectDatabase(database.url);
-});
-afterAll(async () => {
-  await db.$disconnect();
-  await database.drop();
+const { db } = serviceDatabase('${service}', {
+  root: new URL('../../', import.meta.url),
+  tables: PACKAGE_TABLES,
+  connect: connectDatabase,
 });
 
 const handler = ${handler}({ now: () => new Date() });

@@ -263,21 +263,26 @@ describe('${name} database', () => {
 });
 `;
 
-const serviceSpec = (name: string, Name: string) => `import { fileURLToPath } from 'node:url';
-import { createMigratedDatabase, deleteQueues, uniqueName } from '@idem/testkit';
+const serviceSpec = (
+  name: string,
+  Name: string,
+) => `import { deleteQueues, serviceDatabase, uniqueName } from '@idem/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from './config.js';
+import { connectDatabase } from './db.js';
 import { start${Name} } from './service.js';
 import { PACKAGE_TABLES } from './tables.js';
 
 const ADMIN_TOKEN = 'test-admin-token-0123456789';
-let database: Awaited<ReturnType<typeof createMigratedDatabase>>;
+const database = serviceDatabase('${name}', {
+  root: new URL('../', import.meta.url),
+  tables: PACKAGE_TABLES,
+  connect: connectDatabase,
+});
 let service: Awaited<ReturnType<typeof start${Name}>>;
 const prefix = uniqueName('idem_test_${name}');
 
 beforeAll(async () => {
-  const migrations = fileURLToPath(new URL('../prisma/migrations', import.meta.url));
-  database = await createMigratedDatabase('${name}', migrations, PACKAGE_TABLES);
   service = await start${Name}(
     loadConfig({ DATABASE_URL: database.url, IDEM_QUEUE_PREFIX: prefix, PORT: '0', ADMIN_TOKEN, LOG_LEVEL: 'silent' }),
   );
@@ -285,7 +290,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await service.stop();
   await deleteQueues(prefix);
-  await database.drop();
 });
 
 const get = (path: string, token?: string) =>

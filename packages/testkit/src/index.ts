@@ -11,7 +11,8 @@ import { fileURLToPath } from 'node:url';
 import { PrismaPg } from '@prisma/adapter-pg';
 import { Redis } from 'ioredis';
 import { exampleBodies, serviceOf, type Envelope, type EventBody, type EventType } from '@idem/contracts';
-import { dropDatabase, findSchemaDrift, migrate, packageModels, type TableSet } from '@idem/database';
+import { dropDatabase, findSchemaDrift, migrate, packageModels, type SqlClient, type TableSet } from '@idem/database';
+import { afterAll, beforeAll } from 'vitest';
 import { PrismaClient } from './generated/prisma/client.js';
 import { PACKAGE_TABLES } from './tables.js';
 
@@ -42,10 +43,46 @@ export interface TestDatabase {
 
 /** Creates a fresh database and applies `migrationsDir` to it: one per test file. */
 export async function createMigratedDatabase(label: string, migrationsDir: string, include: readonly TableSet[] = []) {
-  const url = `${postgresServerUrl}/${uniqueName(`idem_test_${label}`).toLowerCase()}`;
+  const url = testDatabaseUrl(label);
   await migrate({ databaseUrl: url, migrationsDir, include });
   return { url, drop: () => dropDatabase(url) };
 }
+
+/**
+ * The database of a service under test, for one test file: created and migrated before its tests
+ * as the service's migrator does it (its `prisma/migrations` under `root`, and the packages'
+ * tables it includes), disconnected and dropped after them. `db` is the service's own client
+ * (`connect`), usable from the first test on: it connects on its first query. `empty()` deletes
+ * every row of every table but those it is told to `keep` (a fresh start, in a `beforeEach`).
+ */
+export function serviceDatabase<
+  Client extends SqlClient & { $disconnect(): Promise<void>; $executeRawUnsafe(query: string): PromiseLike<number> },
+>(
+  service: string,
+  { root, tables, connect }: { root: URL; tables: readonly TableSet[]; connect: (url: string) => Client },
+): { readonly url: string; readonly db: Client; empty(options?: { keep?: readonly string[] }): Promise<void> } {
+  const url = testDatabaseUrl(service);
+  const db = connect(url);
+  beforeAll(() =>
+    migrate({ databaseUrl: url, migrationsDir: fileURLToPath(new URL('prisma/migrations', root)), include: tables }),
+  );
+  afterAll(async () => {
+    await db.$disconnect();
+    await dropDatabase(url);
+  });
+  return {
+    url,
+    db,
+    async empty({ keep = [] } = {}) {
+      const rows = await db.$queryRaw<{ name: string }[]>`
+        SELECT quote_ident(tablename) AS name FROM pg_tables
+         WHERE schemaname = 'public' AND tablename <> '_prisma_migrations' AND NOT tablename = ANY(${keep}::text[])`;
+      if (rows.length > 0) await db.$executeRawUnsafe(`TRUNCATE ${rows.map((row) => row.name).join(', ')}`);
+    },
+  };
+}
+
+const testDatabaseUrl = (label: string) => `${postgresServerUrl}/${uniqueName(`idem_test_${label}`).toLowerCase()}`;
 
 /** A migrations folder in Prisma's layout, in a temporary directory: name → SQL of each migration. */
 export function migrationsFolder(files: Record<string, string> = {}): string {

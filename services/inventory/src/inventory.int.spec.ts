@@ -1,9 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
 import type { Envelope } from '@idem/contracts';
 import { createInbox } from '@idem/inbox';
 import { createPublisher, defaultDeliveryPolicy, type Publisher } from '@idem/messaging';
-import { createMigratedDatabase, deleteQueues, orderPlacedMessage, redisUrl, uniqueName, waitFor } from '@idem/testkit';
+import { deleteQueues, orderPlacedMessage, redisUrl, serviceDatabase, uniqueName, waitFor } from '@idem/testkit';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig } from './config.js';
@@ -12,29 +11,21 @@ import { handleOrderCancelled } from './consumers/order-cancelled.js';
 import { handleOrderPlaced } from './consumers/order-placed.js';
 import { handlePaymentCaptured } from './consumers/payment-captured.js';
 import { handlePaymentFailed } from './consumers/payment-failed.js';
-import { connectDatabase, type PrismaClient } from './db.js';
+import { connectDatabase } from './db.js';
 import { seedDemoStock } from './application/stock.js';
 import { startInventory } from './service.js';
 
 const ADMIN_TOKEN = 'test-admin-token-0123456789';
-let database: Awaited<ReturnType<typeof createMigratedDatabase>>;
-let db: PrismaClient;
+const database = serviceDatabase('inventory', {
+  root: new URL('../', import.meta.url),
+  tables: PACKAGE_TABLES,
+  connect: connectDatabase,
+});
+const { db } = database;
 const now = () => new Date();
 
-beforeAll(async () => {
-  database = await createMigratedDatabase(
-    'inventory',
-    fileURLToPath(new URL('../prisma/migrations', import.meta.url)),
-    PACKAGE_TABLES,
-  );
-  db = connectDatabase(database.url);
-});
-afterAll(async () => {
-  await db.$disconnect();
-  await database.drop();
-});
 beforeEach(async () => {
-  await db.$executeRaw`TRUNCATE processed_messages, aggregate_versions, outbox_messages, stock_items, reservations, dead_letters`;
+  await database.empty();
   await db.stockItem.createMany({
     data: [
       { sku: 'mouse', available: 10, updatedAt: now() },

@@ -1,11 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
 import type { Envelope } from '@idem/contracts';
 import { createInbox } from '@idem/inbox';
 import { createLogger } from '@idem/runtime';
 import { startSmtpSink, type SmtpSink } from '@idem/smtp-sink';
 import {
-  createMigratedDatabase,
+  serviceDatabase,
   deleteQueues,
   orderPlacedMessage,
   uniqueName,
@@ -18,33 +17,29 @@ import { loadConfig } from './config.js';
 import { PACKAGE_TABLES } from './tables.js';
 import { handleOrderPlaced } from './consumers/order-placed.js';
 import { handlePaymentCaptured } from './consumers/payment-captured.js';
-import { connectDatabase, type PrismaClient } from './db.js';
+import { connectDatabase } from './db.js';
 import { createDispatcher, LeaseTooShortError } from './workers/dispatcher.js';
 import { startNotifications } from './service.js';
 
-let database: Awaited<ReturnType<typeof createMigratedDatabase>>;
-let db: PrismaClient;
+const database = serviceDatabase('notifications', {
+  root: new URL('../', import.meta.url),
+  tables: PACKAGE_TABLES,
+  connect: connectDatabase,
+});
+const { db } = database;
 let sink: SmtpSink;
 const now = () => new Date();
 
 beforeAll(async () => {
-  database = await createMigratedDatabase(
-    'notifications',
-    fileURLToPath(new URL('../prisma/migrations', import.meta.url)),
-    PACKAGE_TABLES,
-  );
-  db = connectDatabase(database.url);
   sink = await startSmtpSink({ smtpPort: 0, httpPort: 0, host: '127.0.0.1' });
 });
 afterAll(async () => {
   await sink.close();
-  await db.$disconnect();
-  await database.drop();
 });
 beforeEach(async () => {
   sink.clear();
   sink.failNext(0);
-  await db.$executeRaw`TRUNCATE processed_messages, email_work_items, order_summaries, dead_letters`;
+  await database.empty();
 });
 
 const inbox = () => createInbox({ db });

@@ -1,20 +1,23 @@
 import { randomUUID } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
 import type { Envelope } from '@idem/contracts';
 import { DEFAULT_TOKEN_CLAIMS, mintCustomerToken } from '@idem/http';
 import { createInbox } from '@idem/inbox';
-import { createMigratedDatabase, deleteQueues, orderPlacedMessage, uniqueName } from '@idem/testkit';
+import { deleteQueues, orderPlacedMessage, serviceDatabase, uniqueName } from '@idem/testkit';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig } from './config.js';
 import { PACKAGE_TABLES } from './tables.js';
 import { handlePaymentCaptured } from './consumers/payment-captured.js';
 import { handleStockReserved } from './consumers/stock-reserved.js';
-import { connectDatabase, type PrismaClient } from './db.js';
+import { connectDatabase } from './db.js';
 import type { OrderView } from './application/orders.js';
 import { startOrders } from './service.js';
 
-let database: Awaited<ReturnType<typeof createMigratedDatabase>>;
-let db: PrismaClient;
+const database = serviceDatabase('orders', {
+  root: new URL('../', import.meta.url),
+  tables: PACKAGE_TABLES,
+  connect: connectDatabase,
+});
+const { db } = database;
 let service: Awaited<ReturnType<typeof startOrders>>;
 const prefix = uniqueName('idem_test_orders');
 const now = () => new Date();
@@ -34,12 +37,6 @@ const configOf = (env: Record<string, string> = {}) =>
   });
 
 beforeAll(async () => {
-  database = await createMigratedDatabase(
-    'orders',
-    fileURLToPath(new URL('../prisma/migrations', import.meta.url)),
-    PACKAGE_TABLES,
-  );
-  db = connectDatabase(database.url);
   // HTTP only: these tests look at what the API writes, the relay would publish it away.
   service = await startOrders(
     configOf({ RATE_LIMIT_ORDERS_PER_CUSTOMER: '1000', RATE_LIMIT_FAILED_AUTHENTICATIONS_PER_ADDRESS: '1000' }),
@@ -47,12 +44,10 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await service.stop();
-  await db.$disconnect();
-  await database.drop();
   await deleteQueues(prefix);
 });
 beforeEach(async () => {
-  await db.$executeRaw`TRUNCATE processed_messages, outbox_messages, order_status_changes, order_lines, orders, idempotency_keys, dead_letters`;
+  await database.empty({ keep: ['catalog_items'] });
 });
 
 type OrderJson = OrderView & { history: NonNullable<OrderView['history']> };

@@ -1,13 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
-import { fileURLToPath } from 'node:url';
 import type { Envelope } from '@idem/contracts';
 import { createInbox } from '@idem/inbox';
 import { createLogger } from '@idem/runtime';
 import { createStripeSimulator } from '@idem/stripe-sim';
 import { noFaults } from '@idem/faults';
 import {
-  createMigratedDatabase,
+  serviceDatabase,
   deleteQueues,
   exited,
   orderPlacedMessage,
@@ -18,7 +17,7 @@ import {
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { handleOrderCancelled } from './consumers/order-cancelled.js';
 import { handleStockReserved } from './consumers/stock-reserved.js';
-import { connectDatabase, type PrismaClient } from './db.js';
+import { connectDatabase } from './db.js';
 import { loadConfig, SIMULATOR_API_KEY } from './config.js';
 import { PACKAGE_TABLES } from './tables.js';
 import { createPaymentWorker } from './workers/payment-worker.js';
@@ -30,17 +29,15 @@ import type Stripe from 'stripe';
 const simulator = createStripeSimulator();
 let server: Server;
 let apiBase: string;
-let database: Awaited<ReturnType<typeof createMigratedDatabase>>;
-let db: PrismaClient;
+const database = serviceDatabase('payments', {
+  root: new URL('../', import.meta.url),
+  tables: PACKAGE_TABLES,
+  connect: connectDatabase,
+});
+const { db } = database;
 const now = () => new Date();
 
 beforeAll(async () => {
-  database = await createMigratedDatabase(
-    'payments',
-    fileURLToPath(new URL('../prisma/migrations', import.meta.url)),
-    PACKAGE_TABLES,
-  );
-  db = connectDatabase(database.url);
   server = await new Promise<Server>((resolve) => {
     const s = simulator.app.listen(0, '127.0.0.1', () => resolve(s));
   });
@@ -48,13 +45,11 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await new Promise((resolve) => server.close(resolve));
-  await db.$disconnect();
-  await database.drop();
 });
 beforeEach(async () => {
   simulator.reset();
   simulator.setFaults({ errorAfterCreate: 0, dropAfterCreate: 0 });
-  await db.$executeRaw`TRUNCATE processed_messages, outbox_messages, payment_attempts, order_cancellations, dead_letters`;
+  await database.empty();
 });
 
 const inbox = () => createInbox({ db });
