@@ -13,7 +13,7 @@ const specDirs = [
   'packages/*/test/**/',
   'services/*/src/**/',
   'infra/*/src/**/',
-  'infra/',
+  'infra/repository/',
   'deploy/*/',
 ];
 // PostgreSQL and Redis must answer before a tier that uses them starts (the unit tier uses neither).

@@ -1,7 +1,7 @@
 /**
  * `pnpm docs:relink`: after code moved, points each code link in docs/ (`[`code`](file#Ln)`)
  * back at the line that now holds its code. A link whose code is gone is left as it is, for
- * infra/docs-links.unit.spec.ts to report: the page around it needs a person, not a script.
+ * infra/repository/docs-links.unit.spec.ts to report: the page around it needs a person, not a script.
  */
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';

@@ -30,8 +30,12 @@ import * as core from 'kubernetes-models/v1';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { ENTRYPOINTS } from '../../scripts/build.js';
-import { bundlesStartedBy, MIGRATE_IMAGE_SERVICES, SERVICE_IMAGE_COMMAND } from '../../infra/compose-file.js';
-import { SERVICE_CONFIGS, unknownVariables } from '../../infra/service-configs.js';
+import {
+  bundlesStartedBy,
+  MIGRATE_IMAGE_SERVICES,
+  SERVICE_IMAGE_COMMAND,
+} from '../../infra/repository/compose-file.js';
+import { SERVICE_CONFIGS, unknownVariables } from '../../infra/repository/service-configs.js';
 import { databaseRolesOf, generateBase, migratorSecretOf, secretVariablesOf } from './generate.js';
 
 const here = dirname(fileURLToPath(import.meta.url));

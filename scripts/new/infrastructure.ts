@@ -1,5 +1,5 @@
 /**
- * A new service's entries in every file that lists services (infra/service-registry.unit.spec.ts
+ * A new service's entries in every file that lists services (infra/repository/service-registry.unit.spec.ts
  * holds each against the registry). Each entry is inserted after the last service's.
  */
 import { readFileSync } from 'node:fs';

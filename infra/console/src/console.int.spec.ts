@@ -7,7 +7,7 @@ import { createMigratedDatabase, redisUrl, uniqueName } from '@idem/testkit';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SERVICE_CONFIGS } from '../../service-configs.js';
+import { SERVICE_CONFIGS } from '../../repository/service-configs.js';
 import { createConsole, FORM_POST, type ConsoleOptions } from './console.js';
 
 /** A service process started without IDEM_FAULTS_ENABLED=1: it has no /faults at all. */

@@ -69,7 +69,7 @@ describe('PostgreSQL and Redis, checked before anything needs them', () => {
 
   it('runs the unit tier without them (`pnpm test:unit`)', async () => {
     const { code, output } = await run(
-      ['node_modules/vitest/vitest.mjs', 'run', '--project', 'unit', 'infra/node-version.unit.spec.ts'],
+      ['node_modules/vitest/vitest.mjs', 'run', '--project', 'unit', 'infra/repository/node-version.unit.spec.ts'],
       { TEST_POSTGRES_URL: dead.postgres.url, REDIS_URL: dead.redis.url },
     );
     expect(code, output).toBe(0);

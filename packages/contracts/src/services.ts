@@ -5,7 +5,7 @@ import { subscriptions } from './topology.js';
  * The services, in one place: each one's HTTP port (native run; compose and Kubernetes use the
  * same in their containers), and — through the topology — what it consumes and publishes. Its
  * database and role are named after it. Every other list of services is derived from this one
- * or checked against it (infra/service-registry.unit.spec.ts).
+ * or checked against it (infra/repository/service-registry.unit.spec.ts).
  */
 export const SERVICE_REGISTRY = {
   orders: { port: 3001 },

@@ -22,11 +22,11 @@ interface ServiceConfig {
 export const SERVICE_CONFIGS = Object.fromEntries(
   await Promise.all(
     SERVICE_NAMES.map(async (service) => {
-      const { configSchema, loadConfig } = (await import(`../services/${service}/src/config.ts`)) as {
+      const { configSchema, loadConfig } = (await import(`../../services/${service}/src/config.ts`)) as {
         configSchema: ConfigSchema;
         loadConfig: ServiceConfig['load'];
       };
-      const { PACKAGE_TABLES } = (await import(`../services/${service}/src/tables.ts`)) as {
+      const { PACKAGE_TABLES } = (await import(`../../services/${service}/src/tables.ts`)) as {
         PACKAGE_TABLES: readonly TableSet[];
       };
       const entry: ServiceConfig = {

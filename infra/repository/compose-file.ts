@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
 
-export const root = fileURLToPath(new URL('..', import.meta.url));
+export const root = fileURLToPath(new URL('../..', import.meta.url));
 export const read = (path: string) => readFileSync(join(root, path), 'utf8');
 
 export type Environment = Record<string, string | undefined>;

@@ -15,9 +15,9 @@ import { dropDatabase } from '@idem/database';
 import { deleteQueues, pnpm, postgresServerUrl, uniqueName } from '@idem/testkit';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildPackage, PUBLISHED_PACKAGES } from '../scripts/build-packages.js';
+import { buildPackage, PUBLISHED_PACKAGES } from '../../scripts/build-packages.js';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
+const root = fileURLToPath(new URL('../..', import.meta.url));
 const work = mkdtempSync(join(tmpdir(), 'idem-outside-'));
 const tarballs = join(work, 'tarballs');
 const project = join(work, 'project');

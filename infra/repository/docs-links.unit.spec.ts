@@ -4,14 +4,14 @@
  * (`…`) lands on a line that still contains that code, and on the only one — so a tour step
  * cannot silently drift away from the line that does it, nor land on a twin. The pointers code
  * and messages give (`README "<section>"`, `docs/<page>.md`) lead to a section and a page that
- * exist.
+ * exist. And one word per idea: no phrase the glossary (docs/concepts.md) says not to write.
  */
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
+const root = fileURLToPath(new URL('../..', import.meta.url));
 const pages = [
   'README.md',
   'CONTRIBUTING.md',
@@ -53,6 +53,14 @@ function sourceFiles(dir: string): string[] {
   });
 }
 
+/** The READMEs of the packages and examples, which travel with what they describe. */
+const packageReadmes = () =>
+  ['packages', 'examples', 'infra'].flatMap((dir) =>
+    readdirSync(join(root, dir), { withFileTypes: true })
+      .filter((entry) => entry.isDirectory() && existsSync(join(root, dir, entry.name, 'README.md')))
+      .map((entry) => `${dir}/${entry.name}/README.md`),
+  );
+
 /** The headings of a page of the repository (none when it does not exist). */
 const sectionsOf = (page: string) =>
   existsSync(join(root, page))
@@ -71,6 +79,28 @@ function stalePointers(where: string, text: string): string[] {
     .filter(([, page]) => !existsSync(join(root, page!.replace(/^(\.\.\/)+/, ''))))
     .map(([, page]) => `${where}: ${page} is not in the repository`);
   return [...sections, ...docs];
+}
+
+/** The phrases the glossary's "not this way" column gives in backticks, each with its term. */
+function wordsNotToUse(): { phrase: string; term: string }[] {
+  const glossary = readFileSync(join(root, 'docs/concepts.md'), 'utf8').split('\n');
+  return glossary
+    .filter((line) => line.startsWith('| **'))
+    .flatMap((line) => {
+      const [term, , not] = line.split(' | ').map((cell) => cell.replace(/^\|\s*/, '').trim());
+      return [...(not ?? '').matchAll(/`([^`]+)`/g)].map((m) => ({ phrase: m[1]!, term: term! }));
+    });
+}
+
+/** Where `text` (a file's, named `where`) says a phrase the glossary refuses: one line per hit. */
+function wrongWords(where: string, text: string, words = wordsNotToUse()): string[] {
+  const lines = text.split('\n');
+  return words.flatMap(({ phrase, term }) => {
+    const pattern = new RegExp(`(?<![\\w-])${phrase.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}(?![\\w-])`, 'i');
+    return lines.flatMap((line, index) =>
+      pattern.test(line) ? [`${where}:${index + 1}: "${phrase}" — say it as the glossary's ${term} does`] : [],
+    );
+  });
 }
 
 describe('the documentation', () => {
@@ -92,12 +122,29 @@ describe('the documentation', () => {
   it("points code's and messages' readers only at README sections and pages that exist", () => {
     const files = ['packages', 'services', 'infra', 'scripts', 'deploy', 'e2e']
       .flatMap(sourceFiles)
-      .filter((file) => file !== 'infra/docs-links.unit.spec.ts'); // its own examples lead nowhere on purpose
+      .filter((file) => file !== 'infra/repository/docs-links.unit.spec.ts'); // its own examples lead nowhere on purpose
     expect(files.length).toBeGreaterThan(100);
     const problems = [...files, ...pages].flatMap((file) =>
       stalePointers(file, readFileSync(join(root, file), 'utf8')),
     );
     expect(problems).toEqual([]);
+  });
+
+  it('uses one word per idea: none of the phrases the glossary says not to write, in docs or code', () => {
+    const words = wordsNotToUse();
+    expect(words.map((word) => word.phrase)).toEqual(expect.arrayContaining(['settleAll', 'needs_attention']));
+    // Migrations are history: they keep the words they were written with.
+    const files = ['packages', 'services', 'infra', 'scripts', 'deploy', 'e2e', 'examples']
+      .flatMap(sourceFiles)
+      .filter((file) => !file.includes('/migrations/') && file !== 'infra/repository/docs-links.unit.spec.ts');
+    const problems = [...files, ...pages, ...packageReadmes()].flatMap((file) => {
+      const text = readFileSync(join(root, file), 'utf8');
+      // The glossary's own rows name the words not to write.
+      const said = file === 'docs/concepts.md' ? text.replace(/^\| \*\*.*$/gm, '') : text;
+      return wrongWords(file, said, words);
+    });
+    expect(problems).toEqual([]);
+    expect(wrongWords('x.ts', '// the Needs_Attention status\nawait settleAll(tasks);', words)).toHaveLength(2);
   });
 
   it('would notice a link that drifted, a link to a twin, and a pointer to nowhere', () => {

@@ -93,8 +93,8 @@ describe('docs/extending.md', () => {
       'services/shipping/src/shipping.int.spec.ts',
       'services/shipping/src/prisma/schema.int.spec.ts',
       'services/notifications/src/consumers/shipment-created.int.spec.ts',
-      'infra/service-registry.unit.spec.ts',
-      'infra/anatomy.unit.spec.ts',
+      'infra/repository/service-registry.unit.spec.ts',
+      'infra/repository/anatomy.unit.spec.ts',
     ])
       expect(printed).toContain(spec);
     expect(printed).not.toMatch(/\bfailed\b/);

@@ -27,7 +27,7 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MIGRATE_IMAGE_SERVICES, SERVICE_IMAGE_COMMAND } from './compose-file.js';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
+const root = fileURLToPath(new URL('../..', import.meta.url));
 const SERVICES = ['orders', 'inventory'] as const;
 type Service = (typeof SERVICES)[number];
 const deployed = {} as Record<Service, { dir: string; databaseUrl: string }>;
@@ -98,9 +98,12 @@ function startBundle(service: Service, servicePort: number, env: Record<string, 
   child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
   const url = `http://127.0.0.1:${servicePort}`;
+  // What the process printed, and how it ended if it did, as of the moment the wait ended.
   const healthy = () =>
     waitFor(async () => (await fetch(`${url}/health`).catch(() => undefined))?.json(), {
-      what: `${service}'s bundle to answer /health (output so far: ${output})`,
+      what: `${service}'s bundle to answer /health`,
+    }).catch((error: Error) => {
+      throw new Error(`${error.message}; exit ${child.exitCode ?? child.signalCode ?? 'not yet'}; output: ${output}`);
     });
   return { child, url, healthy };
 }

@@ -3,7 +3,7 @@
  * the Compose Specification, the secrets and ports a first start on a laptop needs, the build
  * inputs it names, the environment each service would get, readiness and stop timing, and that
  * Prometheus and Grafana look for what the code really emits, aggregated as replicas need.
- * infra/compose-services.int.spec.ts runs the PostgreSQL init script and Redis's command for real.
+ * infra/repository/compose-services.int.spec.ts runs the PostgreSQL init script and Redis's command for real.
  */
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -14,7 +14,7 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { DEFAULT_PORTS } from '@idem/native-run';
 
-import { ENTRYPOINTS } from '../scripts/build.js';
+import { ENTRYPOINTS } from '../../scripts/build.js';
 import {
   bundlesStartedBy,
   generatedSecrets,

@@ -11,8 +11,8 @@ import { ESLint, type Linter } from 'eslint';
 import tseslint from 'typescript-eslint';
 import { describe, expect, it } from 'vitest';
 
-const root = fileURLToPath(new URL('..', import.meta.url));
-const { default: config } = (await import(new URL('../eslint.config.js', import.meta.url).href)) as {
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const { default: config } = (await import(new URL('../../eslint.config.js', import.meta.url).href)) as {
   default: Linter.Config[];
 };
 const LAYERS = ['application', 'consumers', 'domain', 'http'];

@@ -29,7 +29,7 @@ type Start = (config: unknown, options: object) => Promise<RunningService>;
 const START = Object.fromEntries(
   await Promise.all(
     SERVICE_NAMES.map(async (service) => {
-      const module = (await import(`../services/${service}/src/service.ts`)) as Record<string, Start>;
+      const module = (await import(`../../services/${service}/src/service.ts`)) as Record<string, Start>;
       return [service, module[`start${service[0]!.toUpperCase()}${service.slice(1)}`]!];
     }),
   ),
@@ -41,7 +41,7 @@ beforeAll(async () => {
   for (const service of Object.keys(START) as Service[]) {
     const database = await createMigratedDatabase(
       service,
-      fileURLToPath(new URL(`../services/${service}/prisma/migrations`, import.meta.url)),
+      fileURLToPath(new URL(`../../services/${service}/prisma/migrations`, import.meta.url)),
       SERVICE_CONFIGS[service].tables,
     );
     databases.push(database);
