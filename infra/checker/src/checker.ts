@@ -128,14 +128,14 @@ export async function runChecks(options: CheckerOptions): Promise<Report> {
   await readOnly(options.databaseUrls.notifications, async (q) => {
     add(
       'duplicated',
-      'email work items per dedupe key',
-      await q<{ key: string }>(`SELECT dedupe_key AS key FROM email_work_items GROUP BY 1 HAVING count(*) > 1`),
+      'email work items per business key',
+      await q<{ key: string }>(`SELECT business_key AS key FROM email_work_items GROUP BY 1 HAVING count(*) > 1`),
     );
     add(
       'stuck',
       'email work items not sent',
       await q<{ key: string }>(
-        `SELECT dedupe_key AS key FROM email_work_items WHERE status <> 'sent' AND created_at < $1`,
+        `SELECT business_key AS key FROM email_work_items WHERE status <> 'sent' AND created_at < $1`,
         [stuckBefore],
       ),
     );

@@ -4,7 +4,7 @@ import { auditing } from './audit.js';
 import { STATUS_OF } from './errors.js';
 import { validate } from './validate.js';
 
-/** Who may call an operation (README "Who may call what"); unset: anyone. */
+/** Who may call an operation (docs/operations.md "Who may call what"); unset: anyone. */
 export type Audience = 'customer' | 'operator' | 'customer-or-operator';
 
 /**

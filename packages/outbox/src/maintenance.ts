@@ -5,7 +5,7 @@ export interface OutboxBacklog {
   readonly pending: number;
   /** Age of the oldest of those in milliseconds; 0 when none is pending. */
   readonly oldestPendingAgeMs: number;
-  /** Rows the relay gave up on after its `maxAttempts`: waiting for an operator. */
+  /** Rows the relay parked after its `maxAttempts`: waiting for an operator. */
   readonly parked: number;
 }
 

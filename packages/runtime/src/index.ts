@@ -18,4 +18,4 @@ export { inboxRetention } from './parts/inbox.js';
 export { deadLetters } from './parts/dead-letters.js';
 export { faultSwitches } from './parts/fault-switches.js';
 export { api, worker, gauges } from './parts/own.js';
-export { periodic, pollingWorker, settleAll, type BackgroundWorker } from './periodic.js';
+export { periodic, pollingWorker, awaitAll, type BackgroundWorker } from './periodic.js';

@@ -78,7 +78,7 @@ export function pollingWorker(
  * Waits for every task of a round, even when one fails (so none is still running when the
  * round ends), then rethrows the first failure.
  */
-export async function settleAll(tasks: readonly Promise<unknown>[]): Promise<void> {
+export async function awaitAll(tasks: readonly Promise<unknown>[]): Promise<void> {
   const failed = (await Promise.allSettled(tasks)).find((result) => result.status === 'rejected');
   if (failed) throw failed.reason;
 }

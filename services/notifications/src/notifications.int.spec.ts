@@ -83,7 +83,7 @@ describe('notifications consumers', () => {
     });
     expect(await db.emailWorkItem.findMany()).toEqual([
       expect.objectContaining({
-        dedupeKey: `order-received:${order.body.orderId}`,
+        businessKey: `order-received:${order.body.orderId}`,
         status: 'pending',
         toAddress: 'ada@example.com',
       }),
@@ -104,7 +104,7 @@ describe('notifications consumers', () => {
     expect(await inbox().consume('notifications.payment-captured.v1', early, handlePaymentCaptured({ now }))).toEqual({
       outcome: 'processed',
     });
-    // A second capture message for the order (another message id): the dedupe key holds.
+    // A second capture message for the order (another message id): the business key holds.
     await inbox().consume(
       'notifications.payment-captured.v1',
       captured(order.body.orderId),
@@ -187,7 +187,7 @@ describe('email dispatcher', () => {
     sink.failNext(10);
     await dispatcher(2).runOnce();
     await waitFor(async () => (await dispatcher(2).runOnce()) === 1);
-    expect(await db.emailWorkItem.findFirstOrThrow()).toMatchObject({ status: 'dead', attempts: 2 });
+    expect(await db.emailWorkItem.findFirstOrThrow()).toMatchObject({ status: 'parked', attempts: 2 });
     expect(await dispatcher(2).runOnce()).toBe(0);
   });
 

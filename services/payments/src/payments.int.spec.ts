@@ -155,13 +155,13 @@ describe('payment worker', () => {
     expect(await worker().runOnce()).toBe(0);
   });
 
-  it('ends an attempt the provider refuses as an invalid request in needs_attention, telling the order nothing', async () => {
+  it('ends an attempt the provider refuses as an invalid request in parked, telling the order nothing', async () => {
     // An unknown payment method: Stripe answers 400 invalid_request_error (resource_missing).
     const message = stockReserved(randomUUID(), 'pm_card_unknown');
     await reserve(message);
     await worker().runOnce();
     expect(await attemptOf(message.body.orderId)).toMatchObject({
-      status: 'needs_attention',
+      status: 'parked',
       failureCode: 'resource_missing',
       failureReason: expect.stringContaining("No such PaymentMethod: 'pm_card_unknown'"),
     });
@@ -384,7 +384,7 @@ describe('payments.order-cancelled.v1', () => {
   });
 });
 
-describe('payments HTTP: an attempt that needs attention', () => {
+describe('payments HTTP: a parked attempt', () => {
   const ADMIN_TOKEN = 'test-admin-token-0123456789';
   const prefix = uniqueName('idem_test_payments');
   let service: Awaited<ReturnType<typeof startPayments>>;
@@ -420,10 +420,10 @@ describe('payments HTTP: an attempt that needs attention', () => {
       payments: { paymentAttemptId: string; status: string; failureReason: string }[];
     };
     expect(payments).toEqual([
-      expect.objectContaining({ status: 'needs_attention', failureReason: expect.stringContaining('pm_card_unknown') }),
+      expect.objectContaining({ status: 'parked', failureReason: expect.stringContaining('pm_card_unknown') }),
     ]);
     expect(await (await fetch(url('/metrics'))).text()).toMatch(
-      /^idem_payment_attempts\{status="needs_attention",service="payments"\} 1$/m,
+      /^idem_payment_attempts\{status="parked",service="payments"\} 1$/m,
     );
 
     const retry = (token?: string) =>
@@ -434,9 +434,9 @@ describe('payments HTTP: an attempt that needs attention', () => {
     expect((await retry()).status).toBe(401);
     expect((await retry(ADMIN_TOKEN)).status).toBe(202);
     expect(await attemptOf(message.body.orderId)).toMatchObject({ status: 'pending', failureReason: null });
-    expect((await retry(ADMIN_TOKEN)).status).toBe(404); // only an attempt that needs attention
+    expect((await retry(ADMIN_TOKEN)).status).toBe(404); // only a parked attempt
     // The same request is refused again (the payment method still does not exist).
     await waitFor(async () => (await worker().runOnce()) === 1);
-    expect(await attemptOf(message.body.orderId)).toMatchObject({ status: 'needs_attention', providerCalls: 2 });
+    expect(await attemptOf(message.body.orderId)).toMatchObject({ status: 'parked', providerCalls: 2 });
   });
 });

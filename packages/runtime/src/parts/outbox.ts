@@ -86,7 +86,7 @@ function parkedRoutes(app: Express, db: SqlClient, admin: RequestHandler) {
     {
       method: 'get',
       path: '/outbox/parked',
-      summary: 'Outbox rows the relay gave up on, with their last error',
+      summary: 'Outbox rows the relay parked, with their last error',
       audience: 'operator',
       use: [admin],
       responses: { 200: 'The `parked` rows' },

@@ -6,20 +6,20 @@ import { orderReceivedEmail, type Email, type OrderSummary } from '../domain/ema
 
 /**
  * Records an email to send, in the caller's (inbox) transaction, unless one with the same
- * business dedupe key exists. Nothing is sent here: SMTP is not transactional, so the
+ * business key exists. Nothing is sent here: SMTP is not transactional, so the
  * dispatcher sends after the commit. The Message-ID is fixed now, so every send of this item
  * carries the same one. The delivery's trace context goes with it: the dispatcher continues it.
  */
 async function addEmailWorkItem(
   tx: Tx,
-  item: { dedupeKey: string; kind: string; orderId: string; to: string; email: Email },
+  item: { businessKey: string; kind: string; orderId: string; to: string; email: Email },
   now: Date,
 ): Promise<boolean> {
   const id = randomUUID();
   const { count } = await tx.emailWorkItem.createMany({
     data: {
       id,
-      dedupeKey: item.dedupeKey,
+      businessKey: item.businessKey,
       kind: item.kind,
       orderId: item.orderId,
       toAddress: item.to,
@@ -55,7 +55,7 @@ export async function acceptOrder(
   await addEmailWorkItem(
     tx,
     {
-      dedupeKey: `order-received:${orderId}`,
+      businessKey: `order-received:${orderId}`,
       kind: 'order-received',
       orderId,
       to: customerEmail,
@@ -81,7 +81,7 @@ export async function emailAboutOrder(
   const order = { ...summary, lines: summary.lines as unknown as OrderSummary['lines'] };
   await addEmailWorkItem(
     tx,
-    { dedupeKey: `${kind}:${orderId}`, kind, orderId, to: summary.customerEmail, email: write(order) },
+    { businessKey: `${kind}:${orderId}`, kind, orderId, to: summary.customerEmail, email: write(order) },
     now,
   );
   return 'queued';
@@ -97,13 +97,13 @@ export async function recordSent(db: PrismaClient, item: { id: string }, now: Da
   });
 }
 
-/** A send failed: the item is retried later, or dead (see afterFailedSend); returns which. */
+/** A send failed: the item is retried later, or parked (see afterFailedSend); returns which. */
 export async function recordFailedSend(
   db: PrismaClient,
   item: { id: string; attempts: number },
   failure: { responseCode: number; reason: string; maxAttempts: number; retryDelayMs: number },
   now: Date,
-): Promise<'pending' | 'dead'> {
+): Promise<'pending' | 'parked'> {
   const { status, retryInMs } = afterFailedSend(item, failure);
   await db.emailWorkItem.updateMany({
     where: { id: item.id, status: 'pending' },

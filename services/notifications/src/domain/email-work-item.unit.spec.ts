@@ -13,11 +13,11 @@ describe('the email work item after a failed send', () => {
       status: 'pending',
       retryInMs: 4000,
     });
-    expect(afterFailedSend({ attempts: 8 }, { ...policy, responseCode: 0 }).status).toBe('dead');
+    expect(afterFailedSend({ attempts: 8 }, { ...policy, responseCode: 0 }).status).toBe('parked');
     expect(afterFailedSend({ attempts: 30 }, { ...policy, maxAttempts: 50, responseCode: 0 }).retryInMs).toBe(600_000);
   });
 
   it('dies at once when the server refuses it for good (5xx)', () => {
-    expect(afterFailedSend({ attempts: 1 }, { ...policy, responseCode: 550 }).status).toBe('dead');
+    expect(afterFailedSend({ attempts: 1 }, { ...policy, responseCode: 550 }).status).toBe('parked');
   });
 });

@@ -25,7 +25,7 @@ export function emailRoutes(
       res.json({
         emails: items.map((i) => ({
           emailWorkItemId: i.id,
-          dedupeKey: i.dedupeKey,
+          businessKey: i.businessKey,
           kind: i.kind,
           orderId: i.orderId,
           to: i.toAddress,

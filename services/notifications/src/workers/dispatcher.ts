@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { inSpan } from '@idem/contracts';
 import { claimLeased } from '@idem/database';
 import { noFaults, type Faults } from '@idem/faults';
-import { pollingWorker, settleAll, type BackgroundWorker, type Logger } from '@idem/runtime';
+import { pollingWorker, awaitAll, type BackgroundWorker, type Logger } from '@idem/runtime';
 import nodemailer from 'nodemailer';
 import type { PrismaClient } from '../db.js';
 import { recordFailedSend, recordSent } from '../application/work-items.js';
@@ -16,7 +16,7 @@ export interface DispatcherOptions {
   readonly log: Logger;
   readonly now?: () => Date;
   readonly faults?: Faults;
-  /** Sends per item before it is marked dead. @defaultValue 8 */
+  /** Sends per item before it is parked. @defaultValue 8 */
   readonly maxAttempts?: number;
   /** @defaultValue 60000 */
   readonly leaseMs?: number;
@@ -118,7 +118,7 @@ export function createDispatcher(options: DispatcherOptions): BackgroundWorker &
   };
   async function runOnce(): Promise<number> {
     const items = await claim(dispatcher);
-    await settleAll(items.map((item) => traced(dispatcher, item)));
+    await awaitAll(items.map((item) => traced(dispatcher, item)));
     return items.length;
   }
   const worker = pollingWorker('email dispatcher', runOnce, { idleMs: pollIntervalMs, log: options.log });
@@ -170,10 +170,10 @@ async function dispatch(dispatcher: Dispatcher, item: EmailWorkItem): Promise<vo
     const responseCode = (error as { responseCode?: number }).responseCode ?? 0;
     const reason = (error as Error).message ?? String(error);
     const status = await recordFailedSend(db, item, { ...dispatcher, responseCode, reason }, now());
-    const dead = status === 'dead';
-    log[dead ? 'error' : 'warn'](
+    const parked = status === 'parked';
+    log[parked ? 'error' : 'warn'](
       { emailWorkItemId: item.id, orderId: item.orderId, kind: item.kind, attempts: item.attempts, responseCode },
-      dead ? 'email is dead: it will not be retried' : 'email not sent; will retry',
+      parked ? 'email parked: it will not be retried on its own' : 'email not sent; will retry',
     );
     return;
   }

@@ -86,12 +86,12 @@ export const paymentAttemptsOf = (db: PrismaClient, orderId: string) =>
   db.paymentAttempt.findMany({ where: { orderId }, orderBy: { createdAt: 'asc' } });
 
 /**
- * An operator who fixed an integration fault lets the worker try an attempt that needs attention
+ * An operator who fixed an integration fault lets the worker try a parked attempt
  * again, with its persisted key: the refused request stored no result at the provider.
  */
 export async function retryAttempt(db: PrismaClient, id: string, now: Date): Promise<boolean> {
   const { count } = await db.paymentAttempt.updateMany({
-    where: { id, status: 'needs_attention' },
+    where: { id, status: 'parked' },
     data: { status: 'pending', failureCode: null, failureReason: null, nextAttemptAt: now, updatedAt: now },
   });
   return count === 1;

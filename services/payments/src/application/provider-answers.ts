@@ -49,7 +49,7 @@ async function recordNeedsAttention({ db, log, now }: Recorder, attempt: Payment
     where: { id: attempt.id, status: 'pending' },
     data: {
       ...released,
-      status: 'needs_attention',
+      status: 'parked',
       failureCode: code,
       failureReason: boundReason(reason),
       updatedAt: now(),
@@ -57,7 +57,7 @@ async function recordNeedsAttention({ db, log, now }: Recorder, attempt: Payment
   });
   log.error(
     { orderId: attempt.orderId, paymentAttemptId: attempt.id, code, reason },
-    'payment provider refused the request: an integration fault, the attempt needs an operator',
+    'payment provider refused the request: an integration fault, the attempt is parked for an operator',
   );
 }
 

@@ -4,15 +4,15 @@
  *
  *   pending ──charge succeeded──▶ captured ──cancel──▶ refund_pending ──refunded──▶ refunded
  *      │  └──charge declined───▶ failed                     ▲
- *      │  └──request refused───▶ needs_attention ──operator retry──▶ pending
- *      └──cancel, never charged──▶ cancelled      (needs_attention ──cancel──▶ cancelled)
+ *      │  └──request refused───▶ parked ──operator retry──▶ pending
+ *      └──cancel, never charged──▶ cancelled      (parked ──cancel──▶ cancelled)
  *   pending, charge under way, cancel ──▶ pending marked: charge succeeded ──▶ refund_pending
  */
 export const ATTEMPT_STATUSES = [
   'pending',
   'captured',
   'failed',
-  'needs_attention',
+  'parked',
   'refund_pending',
   'refunded',
   'cancelled',
@@ -39,8 +39,7 @@ export function onCancel(attempt: {
   status: string;
   providerCalls: number;
 }): Extract<AttemptStatus, 'cancelled' | 'refund_pending'> | 'mark' | undefined {
-  if ((attempt.status === 'pending' && attempt.providerCalls === 0) || attempt.status === 'needs_attention')
-    return 'cancelled';
+  if ((attempt.status === 'pending' && attempt.providerCalls === 0) || attempt.status === 'parked') return 'cancelled';
   if (attempt.status === 'pending') return 'mark';
   if (attempt.status === 'captured') return 'refund_pending';
   return undefined;

@@ -10,7 +10,7 @@ describe('the payment attempt state machine', () => {
 
   it('a cancellation cancels what was never charged, refunds what was, and waits for a call under way', () => {
     expect(onCancel({ status: 'pending', providerCalls: 0 })).toBe('cancelled');
-    expect(onCancel({ status: 'needs_attention', providerCalls: 3 })).toBe('cancelled');
+    expect(onCancel({ status: 'parked', providerCalls: 3 })).toBe('cancelled');
     expect(onCancel({ status: 'pending', providerCalls: 1 })).toBe('mark');
     expect(onCancel({ status: 'captured', providerCalls: 1 })).toBe('refund_pending');
     for (const status of ['failed', 'refund_pending', 'refunded', 'cancelled'])

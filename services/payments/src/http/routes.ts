@@ -49,15 +49,15 @@ export function paymentRoutes(
     {
       method: 'post',
       path: '/payments/:paymentAttemptId/retry',
-      summary: 'Try an attempt that needs attention again, with its persisted key',
+      summary: 'Try a parked attempt again, with its persisted key',
       audience: 'operator',
       use: [admin],
       params: z.object({ paymentAttemptId: z.uuid() }),
-      responses: { 202: 'The attempt is pending again', 404: 'No attempt with that id needs attention' },
+      responses: { 202: 'The attempt is pending again', 404: 'No parked attempt with that id' },
     },
     async ({ params: { paymentAttemptId } }, _req, res) => {
       if (!(await retryAttempt(db, paymentAttemptId, now())))
-        throw new HttpError('not_found', 'no payment attempt with that id needs attention');
+        throw new HttpError('not_found', 'no parked payment attempt with that id');
       res.status(202).json({ paymentAttemptId, status: 'pending' });
     },
   );

@@ -3,7 +3,7 @@ import { inSpan } from '@idem/contracts';
 import { claimLeased } from '@idem/database';
 import { noFaults, type Faults } from '@idem/faults';
 import type { DeliveryJournal } from '@idem/messaging';
-import { pollingWorker, processName, settleAll, type BackgroundWorker, type Logger } from '@idem/runtime';
+import { pollingWorker, processName, awaitAll, type BackgroundWorker, type Logger } from '@idem/runtime';
 import type Stripe from 'stripe';
 import {
   lookAgainAt,
@@ -83,7 +83,7 @@ export function createPaymentWorker(options: PaymentWorkerOptions): BackgroundWo
   /** The claimed attempts are independent (one per order, each with its own key): handled side by side. */
   async function runOnce(): Promise<number> {
     const attempts = await claim(worker);
-    await settleAll(attempts.map((attempt) => traced(worker, attempt)));
+    await awaitAll(attempts.map((attempt) => traced(worker, attempt)));
     return attempts.length;
   }
   return pollingWorker('payment worker', runOnce, { idleMs: worker.pollIntervalMs, log: worker.log });
