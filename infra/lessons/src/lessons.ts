@@ -29,7 +29,7 @@ import { wrongWay, type Mistake } from './wrong-ways.js';
  * plain arithmetic: fewer units than messages is a lost message, more is a doubled effect.
  *
  * Every real consumer in idem is also protected by a business key (one reservation per
- * order, one payment attempt, one email per dedupe key), which would hide an inbox mistake:
+ * order, one payment attempt, one email per business key), which would hide an inbox mistake:
  * defence in depth. The lessons use a change with no such key, so the inbox alone stands
  * between a repeated delivery and a repeated effect.
  */
@@ -168,6 +168,9 @@ export async function runLesson(name: LessonName, way: 'wrong' | 'right'): Promi
         ...(mistake ? wrongWay(mistake, { db: client, faults: noFaults, rightWay }) : { inbox: rightWay }),
         handler: takeOneUnit,
         prefix,
+        // Each delivery its own transaction, side by side: two copies in one instance race as
+        // they would in two (group commit would queue the second behind the first).
+        maxBatch: 1,
         lockDurationMs: 1000,
         stalledIntervalMs: 300,
         onDelivery: (report) => {

@@ -84,7 +84,7 @@ async function recordInASecondTransaction<Tx extends SqlClient, M extends Envelo
 }
 
 /** How long read-then-insert waits between its read and its insert: a wider race window, so two cores show it every time. */
-const RACE_WINDOW_MS = 200;
+const RACE_WINDOW_MS = 500;
 
 /**
  * WRONG: "read before insert". A read decides, and the insert that follows ignores a conflict.
