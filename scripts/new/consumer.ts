@@ -122,7 +122,7 @@ export function ${handler}({ now }: { now: () => Date }): MessageHandler<Tx, Mes
 const specFile = ({ service, contract, name, event, handler }: Names) => `import { randomUUID } from 'node:crypto';
 import { createInbox } from '@idem/inbox';
 import { serviceDatabase, testMessage } from '@idem/testkit';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectDatabase } from '../db.js';
 import { PACKAGE_TABLES } from '../tables.js';
 import { ${handler} } from './${event}.js';
@@ -132,6 +132,7 @@ const { db } = serviceDatabase('${service}', {
   root: new URL('../../', import.meta.url),
   tables: PACKAGE_TABLES,
   connect: connectDatabase,
+  hooks: { beforeAll, afterAll },
 });
 
 const handler = ${handler}({ now: () => new Date() });

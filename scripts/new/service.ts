@@ -278,6 +278,7 @@ const database = serviceDatabase('${name}', {
   root: new URL('../', import.meta.url),
   tables: PACKAGE_TABLES,
   connect: connectDatabase,
+  hooks: { beforeAll, afterAll },
 });
 let service: Awaited<ReturnType<typeof start${Name}>>;
 const prefix = uniqueName('idem_test_${name}');

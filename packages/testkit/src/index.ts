@@ -12,7 +12,6 @@ import { PrismaPg } from '@prisma/adapter-pg';
 import { Redis } from 'ioredis';
 import { exampleBodies, serviceOf, type Envelope, type EventBody, type EventType } from '@idem/contracts';
 import { dropDatabase, findSchemaDrift, migrate, packageModels, type SqlClient, type TableSet } from '@idem/database';
-import { afterAll, beforeAll } from 'vitest';
 import { PrismaClient } from './generated/prisma/client.js';
 import { PACKAGE_TABLES } from './tables.js';
 
@@ -54,12 +53,24 @@ export async function createMigratedDatabase(label: string, migrationsDir: strin
  * tables it includes), disconnected and dropped after them. `db` is the service's own client
  * (`connect`), usable from the first test on: it connects on its first query. `empty()` deletes
  * every row of every table but those it is told to `keep` (a fresh start, in a `beforeEach`).
+ * `hooks` are the test runner's (vitest's `beforeAll` and `afterAll`): the testkit imports no
+ * test runner, since the console's lessons run in production images.
  */
 export function serviceDatabase<
   Client extends SqlClient & { $disconnect(): Promise<void>; $executeRawUnsafe(query: string): PromiseLike<number> },
 >(
   service: string,
-  { root, tables, connect }: { root: URL; tables: readonly TableSet[]; connect: (url: string) => Client },
+  {
+    root,
+    tables,
+    connect,
+    hooks: { beforeAll, afterAll },
+  }: {
+    root: URL;
+    tables: readonly TableSet[];
+    connect: (url: string) => Client;
+    hooks: { beforeAll(fn: () => Promise<unknown>): void; afterAll(fn: () => Promise<unknown>): void };
+  },
 ): { readonly url: string; readonly db: Client; empty(options?: { keep?: readonly string[] }): Promise<void> } {
   const url = testDatabaseUrl(service);
   const db = connect(url);

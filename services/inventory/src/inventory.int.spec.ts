@@ -20,6 +20,7 @@ const database = serviceDatabase('inventory', {
   root: new URL('../', import.meta.url),
   tables: PACKAGE_TABLES,
   connect: connectDatabase,
+  hooks: { beforeAll, afterAll },
 });
 const { db } = database;
 const now = () => new Date();

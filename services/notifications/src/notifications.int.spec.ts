@@ -25,6 +25,7 @@ const database = serviceDatabase('notifications', {
   root: new URL('../', import.meta.url),
   tables: PACKAGE_TABLES,
   connect: connectDatabase,
+  hooks: { beforeAll, afterAll },
 });
 const { db } = database;
 let sink: SmtpSink;

@@ -16,6 +16,7 @@ const database = serviceDatabase('orders', {
   root: new URL('../', import.meta.url),
   tables: PACKAGE_TABLES,
   connect: connectDatabase,
+  hooks: { beforeAll, afterAll },
 });
 const { db } = database;
 let service: Awaited<ReturnType<typeof startOrders>>;

@@ -33,6 +33,7 @@ const database = serviceDatabase('payments', {
   root: new URL('../', import.meta.url),
   tables: PACKAGE_TABLES,
   connect: connectDatabase,
+  hooks: { beforeAll, afterAll },
 });
 const { db } = database;
 const now = () => new Date();
