@@ -1,8 +1,7 @@
 import { subscribersOf, type Envelope } from '@idem/contracts';
 import { createPublisher, defaultDeliveryPolicy, jobOptions } from '@idem/messaging';
-import { createRelay } from '@idem/outbox';
-import { deleteQueues, orderPlacedMessage, PrismaClient } from '@idem/testkit';
-import { PrismaPg } from '@prisma/adapter-pg';
+import { createPooledRelay } from '@idem/outbox';
+import { deleteQueues, orderPlacedMessage } from '@idem/testkit';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import pg from 'pg';
@@ -46,8 +45,6 @@ export async function runRelay(options: RelayOptions): Promise<RelaySample[]> {
   const fanOut = subscribersOf('orders.order-placed.v1').length;
   const admin = new pg.Client({ connectionString: options.databaseUrl });
   await admin.connect();
-  // A connection for each batch in flight: three relays of four.
-  const prisma = new PrismaClient({ adapter: new PrismaPg({ connectionString: options.databaseUrl, max: 12 }) });
   const samples: RelaySample[] = [];
   let round = 0;
   try {
@@ -63,7 +60,7 @@ export async function runRelay(options: RelayOptions): Promise<RelaySample[]> {
             : await throughRelays(
                 variant === 'relay' ? 1 : SIDE_BY_SIDE,
                 admin,
-                prisma,
+                options.databaseUrl,
                 envelopes,
                 prefix,
                 options.redisUrl,
@@ -85,7 +82,6 @@ export async function runRelay(options: RelayOptions): Promise<RelaySample[]> {
       }
     }
   } finally {
-    await prisma.$disconnect();
     await admin.end();
   }
   return samples;
@@ -95,7 +91,7 @@ export async function runRelay(options: RelayOptions): Promise<RelaySample[]> {
 async function throughRelays(
   relays: number,
   admin: pg.Client,
-  prisma: PrismaClient,
+  databaseUrl: string,
   envelopes: Envelope[],
   prefix: string,
   redisUrl: string,
@@ -111,11 +107,11 @@ async function throughRelays(
   const done = countdown(envelopes.length);
   let failure: unknown;
   const started = Array.from({ length: relays }, () =>
-    createRelay({
-      db: prisma,
+    // As the services run it: a pool of its own and their batches in flight (RELAY_CONCURRENCY).
+    createPooledRelay({
+      databaseUrl,
       publish: (batch) => publisher.publish(batch),
       batchSize,
-      concurrency: 4,
       onBatch: (batch) => {
         failure ??= batch.error;
         for (let i = 0; i < batch.published; i++) done.tick();

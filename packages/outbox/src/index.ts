@@ -1,5 +1,12 @@
 export { enqueue, OUTBOX_CHANNEL } from './enqueue.js';
-export { createRelay, type Relay, type RelayBatch, type RelayOptions } from './relay.js';
+export {
+  createPooledRelay,
+  createRelay,
+  POOLED_RELAY_CONCURRENCY,
+  type Relay,
+  type RelayBatch,
+  type RelayOptions,
+} from './relay.js';
 export {
   listParked,
   outboxBacklog,

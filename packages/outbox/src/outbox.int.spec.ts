@@ -6,7 +6,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { enqueue } from './enqueue.js';
 import { listParked, outboxBacklog, purgePublished, retryParked } from './maintenance.js';
-import { createRelay } from './relay.js';
+import { createPooledRelay, createRelay, RELAY_POOL_NAME } from './relay.js';
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -47,6 +47,49 @@ describe('enqueue', () => {
 });
 
 describe('relay', () => {
+  it('on a pool of its own, holds only its own connections while the broker hangs: the service keeps its pool', async () => {
+    await db.prisma.$transaction(async (tx) => {
+      for (let i = 0; i < 12; i++) await enqueue(tx, cancelled(), new Date());
+    });
+    let release!: () => void;
+    const broker = new Promise<void>((resolve) => (release = resolve));
+    const relay = createPooledRelay({
+      databaseUrl: db.url,
+      batchSize: 3,
+      concurrency: 2,
+      publishTimeoutMs: 60_000,
+      publish: () => broker, // a broker that does not answer
+    });
+    // The service's own pool: one connection, which a relay on it would have taken.
+    const service = fromNodePostgres(new pg.Pool({ connectionString: db.url, max: 1 }));
+    const relayConnections = async () =>
+      (
+        await db.prisma.$queryRaw<{ n: number }[]>`
+          SELECT count(*)::int AS n FROM pg_stat_activity
+           WHERE datname = current_database() AND application_name = ${RELAY_POOL_NAME}`
+      )[0]!.n;
+    relay.start();
+    try {
+      // Both loops hold a batch (a full batch wakes the second) and wait for the broker.
+      await waitFor(async () => (await relayConnections()) === 2, {
+        what: "two batches in flight on the relay's pool",
+      });
+      const answer = await service.$transaction(async (tx) => tx.$queryRaw<{ one: number }[]>`SELECT 1 AS one`, {
+        maxWait: 1_000,
+      });
+      expect(answer).toEqual([{ one: 1 }]);
+      expect(await relayConnections()).toBe(2); // never more than its concurrency
+    } finally {
+      release();
+      await relay.stop();
+      await service.pool.end();
+    }
+    // Stopping closed its pool (a backend leaves pg_stat_activity a moment after its client).
+    await waitFor(async () => (await relayConnections()) === 0, { what: "the relay's pool closed" });
+    // The two batches held while the broker hung were published once it answered.
+    expect(await db.prisma.outboxMessage.count({ where: { publishedAt: { not: null } } })).toBeGreaterThanOrEqual(6);
+  });
+
   it('publishes pending rows with their original message ids, then marks them published', async () => {
     const written = await db.prisma.$transaction(async (tx) => [
       await enqueue(tx, cancelled(), new Date()),

@@ -1,7 +1,8 @@
 import type { Envelope } from '@idem/contracts';
-import type { SqlClient, TransactionalClient } from '@idem/database';
+import { fromNodePostgres, type PgTransaction, type SqlClient, type TransactionalClient } from '@idem/database';
 import { noFaults, type Faults } from '@idem/faults';
 import { claimAndPublish, type BatchSettings, type RelayBatch } from './relay-batch.js';
+import pg from 'pg';
 import { listenForRows, WakeUps } from './wake-ups.js';
 
 export type { RelayBatch };
@@ -153,4 +154,34 @@ async function loop<Tx extends SqlClient>(relay: RelaySettings<Tx>, index: numbe
     const backoff = Math.min(backoffMaxMs, backoffInitialMs * 2 ** Math.max(0, failures - 1));
     await wakeUps.sleep(failures === 0 ? idle : backoff, failures === 0);
   }
+}
+
+/** The `application_name` of a pooled relay's connections. */
+export const RELAY_POOL_NAME = 'idem relay';
+
+/** Batches a relay on a pool of its own keeps in flight unless told otherwise (docs/performance.md, "The relay"). */
+export const POOLED_RELAY_CONCURRENCY = 4;
+
+/**
+ * A relay as the services run it: on a node-postgres pool of its own, one connection per batch in
+ * flight (`concurrency`, @defaultValue {@link POOLED_RELAY_CONCURRENCY}), so while the broker is
+ * slow or down its batches hold the relay's connections, never those of the API or the
+ * consumers. Stopping it closes the pool.
+ */
+export function createPooledRelay(options: Omit<RelayOptions<PgTransaction>, 'db'> & { databaseUrl: string }): Relay {
+  const concurrency = options.concurrency ?? POOLED_RELAY_CONCURRENCY;
+  // Named, so an operator sees the relay's connections apart (pg_stat_activity.application_name).
+  const pool = new pg.Pool({
+    connectionString: options.databaseUrl,
+    max: concurrency,
+    application_name: RELAY_POOL_NAME,
+  });
+  const relay = createRelay({ ...options, concurrency, db: fromNodePostgres(pool) });
+  return {
+    ...relay,
+    async stop() {
+      await relay.stop();
+      await pool.end();
+    },
+  };
 }

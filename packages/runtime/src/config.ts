@@ -1,4 +1,5 @@
 import { operatorTokensProblem } from '@idem/http';
+import { POOLED_RELAY_CONCURRENCY } from '@idem/outbox';
 import { z } from 'zod';
 
 const DAY = 24 * 3_600_000;
@@ -74,6 +75,12 @@ export function baseConfigSchema(service: string, defaultPort: number) {
       .int()
       .positive()
       .default(7 * DAY),
+    /**
+     * Batches the relay keeps in flight, each a transaction on a connection of the relay's own
+     * pool (up to this many connections, besides DATABASE_POOL_MAX): while one batch waits for
+     * Redis the next is claimed, and a broker outage holds the relay's connections, never the API's.
+     */
+    RELAY_CONCURRENCY: z.coerce.number().int().positive().default(POOLED_RELAY_CONCURRENCY),
     /** How often retention cleanups run. */
     MAINTENANCE_INTERVAL_MS: z.coerce.number().int().positive().default(60_000),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

@@ -1,5 +1,5 @@
 import { auditResult, requireOperator, route } from '@idem/http';
-import { createRelay, listParked, outboxBacklog, purgePublished, retryParked } from '@idem/outbox';
+import { createPooledRelay, listParked, outboxBacklog, purgePublished, retryParked } from '@idem/outbox';
 import type { SqlClient } from '@idem/database';
 import type { Express, RequestHandler } from 'express';
 import { z } from 'zod';
@@ -51,11 +51,16 @@ function backlogGauges({ db, metrics }: ServiceContext) {
   );
 }
 
-function startRelay({ name, config, db, faults, log, metrics, publisher }: ServiceContext) {
-  const relay = createRelay({
-    db,
+/**
+ * The relay, on a pool of its own: its batches in flight hold their connections while they wait
+ * for the broker, so a broker outage holds the relay's connections and never the API's or the
+ * consumers' (docs/performance.md, "The relay").
+ */
+function startRelay({ name, config, faults, log, metrics, publisher }: ServiceContext) {
+  const relay = createPooledRelay({
     databaseUrl: config.DATABASE_URL,
     publish: (batch) => publisher.publish(batch),
+    concurrency: config.RELAY_CONCURRENCY,
     name: `${name}.relay`,
     faults,
     onError: (error) => log.warn({ err: error }, 'relay: publication failed, backing off'),
