@@ -72,8 +72,10 @@ describe('pnpm bench --quick', () => {
           expect.stringContaining('the delivery journal costs ≤ 5%'),
           expect.stringContaining('(a) ≥ 2 × (e)'),
           expect.stringContaining('duplicates through (a)'),
-          expect.stringContaining('one relay ≥ 0.7'),
+          expect.stringContaining("one relay at the services' defaults ≥ 0.8"),
           expect.stringContaining('relays side by side ≥ 0.7'),
+          expect.stringContaining('end to end at 10 orders/s: POST→PAID p50 ≤ 150 ms'),
+          expect.stringContaining('end to end at 10 orders/s: POST→receipt p95 ≤ 600 ms'),
         ]),
       );
 

@@ -85,10 +85,13 @@ describe('bench statistics', () => {
     expect(evaluateTargets(run([sample('a', 'first', 1, 500), sample('c', 'first', 1, 1000)]))).toEqual([]);
   });
 
-  it('judges the end-to-end knee and the CPU per order at it', () => {
+  it('judges the end-to-end knee, the latency at 10 orders/s and the CPU per order at the knee', () => {
     const endToEnd = { steps: [step(10, 400), step(20, 500), step(60, 5000, false)], knee: 20 };
     expect(evaluateTargets({ ...run([]), endToEnd })).toEqual([
       { name: 'end to end: knee ≥ 60 orders/s', measured: '20', pass: false },
+      { name: 'end to end at 10 orders/s: POST→PAID p50 ≤ 150 ms', measured: '200 ms', pass: false },
+      { name: 'end to end at 10 orders/s: POST→PAID p95 ≤ 400 ms', measured: '400 ms', pass: true },
+      { name: 'end to end at 10 orders/s: POST→receipt p95 ≤ 600 ms', measured: '800 ms', pass: false },
       {
         name: 'end to end: ≤ 30 ms of CPU per order at the knee, all processes',
         measured: '1.0 ms at 20 orders/s',

@@ -6,3 +6,4 @@ export { readOnly, type ReadQuery } from './read-only.js';
 export { fromNodePostgres, TransactionTimeoutError, type PgDatabase, type PgTransaction } from './node-postgres.js';
 export { packageModels, type TableSet } from './table-set.js';
 export { claimLeased, type LeaseClaim, type UnsafeSqlClient } from './leases.js';
+export { listen, notify } from './listen.js';

@@ -1,4 +1,4 @@
-import pg from 'pg';
+import { listen } from '@idem/database';
 import { OUTBOX_CHANNEL } from './enqueue.js';
 
 /**
@@ -63,43 +63,12 @@ export class WakeUps {
 }
 
 /**
- * LISTENs on the outbox channel with a connection of its own, calling `wakeUps.notify` for each
- * notification (and once on connecting: rows written while nobody listened); reconnects after
- * `retryMs` when the connection fails, until the relay stops. Returns how to close it.
+ * LISTENs on the outbox channel, calling `wakeUps.notify` for each notification (and once on
+ * connecting: rows written while nobody listened), until closed.
  */
 export function listenForRows(
   databaseUrl: string,
   { wakeUps, retryMs, onError }: { wakeUps: WakeUps; retryMs: number; onError: (error: unknown) => void },
 ): { close(): Promise<void> } {
-  let listener: pg.Client | undefined;
-  const listen = async () => {
-    if (wakeUps.stopped) return;
-    const client = new pg.Client({ connectionString: databaseUrl });
-    const retry = () => {
-      if (listener === client) listener = undefined;
-      client.end().catch(() => {});
-      if (!wakeUps.stopped) setTimeout(() => void listen(), retryMs);
-    };
-    client.on('notification', wakeUps.notify);
-    client.on('error', (error) => {
-      onError(error);
-      retry();
-    });
-    try {
-      await client.connect();
-      await client.query(`LISTEN ${OUTBOX_CHANNEL}`);
-      listener = client;
-      wakeUps.notify(); // rows written while nobody was listening
-    } catch (error) {
-      onError(error);
-      retry();
-    }
-  };
-  void listen();
-  return {
-    async close() {
-      await listener?.end().catch(() => {});
-      listener = undefined;
-    },
-  };
+  return listen(databaseUrl, OUTBOX_CHANNEL, { onNotification: wakeUps.notify, onError, retryMs });
 }

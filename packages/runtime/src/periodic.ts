@@ -1,3 +1,4 @@
+import { listen } from '@idem/database';
 import type { Logger } from './logger.js';
 
 /** Work a service process runs beside its consumers (payment worker, e-mail dispatcher, cleanups). */
@@ -40,36 +41,76 @@ export function periodic(
   };
 }
 
+/** How long a worker woken by a notification waits for more work to arrive before its round. */
+const GATHER_MS = 20;
+
 /**
  * Runs `runOnce` back to back while it finds work (it returns how many items it handled) and
- * sleeps `idleMs` when it found none; a failed round is logged and retried after the sleep.
+ * sleeps `idleMs` when it found none; a failed round is logged and retried after the sleep. With
+ * `wakeOn`, it LISTENs on that channel and a notification ends the sleep at once (one that comes
+ * during a round skips the next sleep): work is taken when it is written, and the sleep is only
+ * the fallback for a notification that never came.
  */
 export function pollingWorker(
   name: string,
   runOnce: () => Promise<number>,
-  { idleMs, log }: { idleMs: number; log: Logger },
+  { idleMs, log, wakeOn }: { idleMs: number; log: Logger; wakeOn?: { databaseUrl: string; channel: string } },
 ): BackgroundWorker & { runOnce(): Promise<number> } {
   let stopped = true;
   let loop: Promise<void> = Promise.resolve();
+  let listener: { close(): Promise<void> } | undefined;
+  let notified = false;
+  /** Ends the current sleep; `byNotification` only when the sleep is not after a failed round. */
+  let wake: ((byNotification: boolean) => void) | undefined;
+  const sleep = (wakeable: boolean) =>
+    new Promise<void>((resolve) => {
+      const end = () => {
+        clearTimeout(timer);
+        wake = undefined;
+        resolve();
+      };
+      const timer = setTimeout(end, idleMs);
+      wake = (byNotification) => {
+        if (!byNotification || wakeable) end();
+      };
+    });
+  const onNotification = () => {
+    notified = true;
+    wake?.(true);
+  };
   return {
     runOnce,
     start() {
       stopped = false;
+      if (wakeOn) {
+        const onError = (error: unknown) => log.warn({ err: error, worker: name }, `${name}: LISTEN failed; polling`);
+        listener = listen(wakeOn.databaseUrl, wakeOn.channel, { onNotification, onError, retryMs: idleMs });
+      }
       loop = (async () => {
         while (!stopped) {
+          notified = false;
           let handled = 0;
+          let failed = false;
           try {
             handled = await runOnce();
           } catch (error) {
+            failed = true;
             log.warn({ err: error, worker: name }, `${name}: a round failed; trying again`);
           }
-          if (handled === 0 && !stopped) await new Promise((resolve) => setTimeout(resolve, idleMs));
+          if (stopped) break;
+          if (failed) await sleep(false);
+          else if (handled === 0 && !notified) await sleep(true);
+          // Woken for new work: what is written with it gathers for a moment, so a burst is one
+          // round (one claim for many items) instead of a round per item.
+          if (!failed && handled === 0 && notified && !stopped) await new Promise((r) => setTimeout(r, GATHER_MS));
         }
       })();
     },
     async stop() {
       stopped = true;
+      wake?.(false);
       await loop;
+      await listener?.close();
     },
   };
 }

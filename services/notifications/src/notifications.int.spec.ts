@@ -116,6 +116,29 @@ describe('notifications consumers', () => {
 });
 
 describe('email dispatcher', () => {
+  it('sends an email when its work item is written (LISTEN), not at its next poll', async () => {
+    const listening = createDispatcher({
+      db,
+      smtpUrl: smtpUrl(),
+      from: 'shop@idem.local',
+      log: createLogger('notifications', 'silent'),
+      databaseUrl: database.url,
+      pollIntervalMs: 3_600_000, // a poll an hour away: only the item's notification wakes it
+    });
+    listening.start();
+    try {
+      const order = await placeAndCapture();
+      await waitFor(
+        async () => (await db.emailWorkItem.count({ where: { orderId: order.body.orderId, status: 'sent' } })) === 2,
+        {
+          what: 'both emails sent',
+        },
+      );
+    } finally {
+      await listening.stop();
+    }
+  });
+
   it('sends readable emails with the order lines and totals and a stable Message-ID, then marks them sent', async () => {
     const order = await placeAndCapture();
     expect(await dispatcher().runOnce()).toBe(2);

@@ -45,6 +45,7 @@ export async function startNotifications(
           log,
           now,
           faults,
+          databaseUrl: config.DATABASE_URL,
           maxAttempts: config.EMAIL_MAX_ATTEMPTS,
           leaseMs: config.DISPATCHER_LEASE_MS,
           pollIntervalMs: config.DISPATCHER_POLL_MS,

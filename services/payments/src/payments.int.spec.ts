@@ -125,6 +125,27 @@ describe('payments.stock-reserved.v1', () => {
 });
 
 describe('payment worker', () => {
+  it('charges an attempt when it is written (LISTEN), not at its next poll', async () => {
+    const listening = createPaymentWorker({
+      db,
+      stripe: createStripeClient({ apiKey: SIMULATOR_API_KEY, apiBase }),
+      log: createLogger('payments', 'silent'),
+      databaseUrl: database.url,
+      pollIntervalMs: 3_600_000, // a poll an hour away: only the attempt's notification wakes it
+    });
+    listening.start();
+    try {
+      const message = stockReserved();
+      await reserve(message);
+      await waitFor(async () => (await attemptOf(message.body.orderId)).status === 'captured', {
+        what: 'the attempt charged',
+      });
+      expect(intentsFor(message.body.orderId)).toHaveLength(1);
+    } finally {
+      await listening.stop();
+    }
+  });
+
   it('charges with the persisted key and records the capture and its event together', async () => {
     const message = stockReserved();
     await reserve(message);

@@ -57,6 +57,7 @@ export async function startPayments(
           now,
           faults,
           journal,
+          databaseUrl: config.DATABASE_URL,
           leaseMs: config.PAYMENT_WORKER_LEASE_MS,
           pollIntervalMs: config.PAYMENT_WORKER_POLL_MS,
           retryDelayMs: config.PAYMENT_RETRY_DELAY_MS,

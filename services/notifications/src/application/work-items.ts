@@ -4,6 +4,9 @@ import type { PrismaClient, Tx } from '../db.js';
 import { afterFailedSend } from '../domain/email-work-item.js';
 import { orderReceivedEmail, type Email, type OrderSummary } from '../domain/emails.js';
 
+/** The channel the dispatcher LISTENs on: an email work item was written. */
+export const WORK_ITEMS_CHANNEL = 'idem_email_work_items';
+
 /**
  * Records an email to send, in the caller's (inbox) transaction, unless one with the same
  * business key exists. Nothing is sent here: SMTP is not transactional, so the
@@ -14,28 +17,21 @@ async function addEmailWorkItem(
   tx: Tx,
   item: { businessKey: string; kind: string; orderId: string; to: string; email: Email },
   now: Date,
-): Promise<boolean> {
+): Promise<void> {
   const id = randomUUID();
-  const { count } = await tx.emailWorkItem.createMany({
-    data: {
-      id,
-      businessKey: item.businessKey,
-      kind: item.kind,
-      orderId: item.orderId,
-      toAddress: item.to,
-      subject: item.email.subject,
-      textBody: item.email.text,
-      htmlBody: item.email.html,
-      messageId: `<email-${id}@idem.local>`,
-      status: 'pending',
-      nextAttemptAt: now,
-      traceparent: traceparentOf(),
-      createdAt: now,
-      updatedAt: now,
-    },
-    skipDuplicates: true,
-  });
-  return count === 1;
+  // One statement: the item (unless one with its business key exists) and, if it was written,
+  // the wake-up for a listening dispatcher, delivered when this transaction commits.
+  await tx.$executeRaw`
+    WITH added AS (
+      INSERT INTO email_work_items (id, business_key, kind, order_id, to_address, subject, text_body, html_body,
+                                    message_id, status, next_attempt_at, traceparent, created_at, updated_at)
+      VALUES (${id}::uuid, ${item.businessKey}, ${item.kind}, ${item.orderId}::uuid, ${item.to}, ${item.email.subject},
+              ${item.email.text}, ${item.email.html}, ${`<email-${id}@idem.local>`}, 'pending', ${now},
+              ${traceparentOf() ?? null}, ${now}, ${now})
+      ON CONFLICT DO NOTHING
+      RETURNING 1
+    )
+    SELECT pg_notify(${WORK_ITEMS_CHANNEL}, '') FROM added`;
 }
 
 /**

@@ -5,7 +5,7 @@ import { noFaults, type Faults } from '@idem/faults';
 import { pollingWorker, awaitAll, type BackgroundWorker, type Logger } from '@idem/runtime';
 import nodemailer from 'nodemailer';
 import type { PrismaClient } from '../db.js';
-import { recordFailedSend, recordSent } from '../application/work-items.js';
+import { recordFailedSend, recordSent, WORK_ITEMS_CHANNEL } from '../application/work-items.js';
 import type { EmailWorkItem } from '../generated/prisma/client.js';
 
 export interface DispatcherOptions {
@@ -22,6 +22,8 @@ export interface DispatcherOptions {
   readonly leaseMs?: number;
   /** @defaultValue 500 */
   readonly pollIntervalMs?: number;
+  /** When given, the dispatcher LISTENs for new work items and takes them at once; it polls either way. */
+  readonly databaseUrl?: string;
   /** Items claimed per round, all sent at once over the SMTP connection pool. @defaultValue 20 */
   readonly batchSize?: number;
   /** SMTP connections kept open. @defaultValue 5 */
@@ -54,7 +56,7 @@ export function longestRoundMs({
 }
 
 /** The dispatcher's settings with their defaults, its lease owner name and SMTP transport: what its steps share. */
-type Dispatcher = Required<Omit<DispatcherOptions, 'smtpUrl'>> & {
+type Dispatcher = Required<Omit<DispatcherOptions, 'smtpUrl' | 'databaseUrl'>> & {
   readonly owner: string;
   readonly transport: nodemailer.Transporter;
   /** The mail server, for the SMTP client span (never the recipient: customer data stays out of traces). */
@@ -91,15 +93,7 @@ export function createDispatcher(options: DispatcherOptions): BackgroundWorker &
     retryDelayMs,
     smtpTimeoutMs,
   };
-  // The lease must outlast every send of the round, or a second dispatcher takes an item over
-  // while the first one's send is still under way, and both send it.
-  const roundMs = longestRoundMs({ batchSize, smtpConnections, smtpTimeoutMs });
-  if (leaseMs <= roundMs) {
-    throw new LeaseTooShortError(
-      `DISPATCHER_LEASE_MS (${leaseMs}) must be longer than a round of sends can take: ` +
-        `${Math.ceil(batchSize / smtpConnections)} sends per connection × 3 × SMTP_TIMEOUT_MS (${smtpTimeoutMs}) = ${roundMs} ms`,
-    );
-  }
+  refuseALeaseTooShort(settings);
   const connection = connectionOf(options.smtpUrl);
   const dispatcher: Dispatcher = {
     ...settings,
@@ -121,7 +115,12 @@ export function createDispatcher(options: DispatcherOptions): BackgroundWorker &
     await awaitAll(items.map((item) => traced(dispatcher, item)));
     return items.length;
   }
-  const worker = pollingWorker('email dispatcher', runOnce, { idleMs: pollIntervalMs, log: options.log });
+  const { databaseUrl } = options;
+  const worker = pollingWorker('email dispatcher', runOnce, {
+    idleMs: pollIntervalMs,
+    log: options.log,
+    ...(databaseUrl ? { wakeOn: { databaseUrl, channel: WORK_ITEMS_CHANNEL } } : {}),
+  });
   return {
     ...worker,
     async stop() {
@@ -184,6 +183,30 @@ async function dispatch(dispatcher: Dispatcher, item: EmailWorkItem): Promise<vo
     { emailWorkItemId: item.id, orderId: item.orderId, kind: item.kind, messageId: item.messageId },
     'email sent',
   );
+}
+
+/**
+ * The lease must outlast every send of the round, or a second dispatcher takes an item over while
+ * the first one's send is still under way, and both send it.
+ */
+function refuseALeaseTooShort({
+  leaseMs,
+  batchSize,
+  smtpConnections,
+  smtpTimeoutMs,
+}: {
+  leaseMs: number;
+  batchSize: number;
+  smtpConnections: number;
+  smtpTimeoutMs: number;
+}): void {
+  const roundMs = longestRoundMs({ batchSize, smtpConnections, smtpTimeoutMs });
+  if (leaseMs <= roundMs) {
+    throw new LeaseTooShortError(
+      `DISPATCHER_LEASE_MS (${leaseMs}) must be longer than a round of sends can take: ` +
+        `${Math.ceil(batchSize / smtpConnections)} sends per connection × 3 × SMTP_TIMEOUT_MS (${smtpTimeoutMs}) = ${roundMs} ms`,
+    );
+  }
 }
 
 /** smtp://user:password@host:port (smtps:// for TLS from the start) as nodemailer's connection options. */

@@ -1,7 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { traceparentOf } from '@idem/contracts';
+import { notify } from '@idem/database';
 import type { PrismaClient, Tx } from '../db.js';
 import { newChargeKey, newRefundKey, onCancel } from '../domain/payment-attempt.js';
+
+/** The channel the payment worker LISTENs on: an attempt became due (a charge or a refund). */
+export const ATTEMPTS_CHANNEL = 'idem_payment_attempts';
 
 /**
  * Opens the order's payment attempt with a fresh provider idempotency key, persisted here, in the
@@ -21,25 +25,21 @@ export async function openAttempt(
 ): Promise<'opened' | 'cancelled'> {
   const { orderId, payment } = order;
   if (await tx.orderCancellation.findUnique({ where: { orderId } })) return 'cancelled';
-  await tx.paymentAttempt.createMany({
-    data: {
-      id: randomUUID(),
-      orderId,
-      amountCents: payment.amountCents,
-      currency: payment.currency,
-      paymentMethod: payment.method,
-      status: 'pending',
-      idempotencyKey: newChargeKey(),
-      idempotencyKeyCreatedAt: at,
-      nextAttemptAt: at,
-      correlationId: order.correlationId,
-      causationId: order.causationId,
-      traceparent: traceparentOf(),
-      createdAt: at,
-      updatedAt: at,
-    },
-    skipDuplicates: true, // ON CONFLICT DO NOTHING: the order already has its attempt
-  });
+  const id = randomUUID();
+  // One statement: the attempt (unless the order has one: the business key) and, if it was
+  // written, the wake-up for a listening payment worker, delivered when this transaction commits.
+  await tx.$executeRaw`
+    WITH opened AS (
+      INSERT INTO payment_attempts (id, order_id, amount_cents, currency, payment_method, status, idempotency_key,
+                                    idempotency_key_created_at, next_attempt_at, correlation_id, causation_id,
+                                    traceparent, created_at, updated_at)
+      VALUES (${id}::uuid, ${orderId}::uuid, ${payment.amountCents}, ${payment.currency}, ${payment.method}, 'pending',
+              ${newChargeKey()}, ${at}, ${at}, ${order.correlationId}::uuid, ${order.causationId}::uuid,
+              ${traceparentOf() ?? null}, ${at}, ${at})
+      ON CONFLICT DO NOTHING
+      RETURNING 1
+    )
+    SELECT pg_notify(${ATTEMPTS_CHANNEL}, '') FROM opened`;
   return 'opened';
 }
 
@@ -90,9 +90,13 @@ export const paymentAttemptsOf = (db: PrismaClient, orderId: string) =>
  * again, with its persisted key: the refused request stored no result at the provider.
  */
 export async function retryAttempt(db: PrismaClient, id: string, now: Date): Promise<boolean> {
-  const { count } = await db.paymentAttempt.updateMany({
-    where: { id, status: 'parked' },
-    data: { status: 'pending', failureCode: null, failureReason: null, nextAttemptAt: now, updatedAt: now },
+  const retried = await db.$transaction(async (tx) => {
+    const { count } = await tx.paymentAttempt.updateMany({
+      where: { id, status: 'parked' },
+      data: { status: 'pending', failureCode: null, failureReason: null, nextAttemptAt: now, updatedAt: now },
+    });
+    if (count === 1) await notify(tx, ATTEMPTS_CHANNEL);
+    return count === 1;
   });
-  return count === 1;
+  return retried;
 }

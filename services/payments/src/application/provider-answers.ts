@@ -1,4 +1,5 @@
 import { boundReason } from '@idem/contracts';
+import { notify } from '@idem/database';
 import { enqueue } from '@idem/outbox';
 import type { Logger } from '@idem/runtime';
 import type { PrismaClient, Tx } from '../db.js';
@@ -11,6 +12,7 @@ import {
 } from '../domain/payment-attempt.js';
 import type { PaymentAttempt } from '../generated/prisma/client.js';
 import type { ProviderResult } from '../stripe.js';
+import { ATTEMPTS_CHANNEL } from './payment-attempts.js';
 
 /**
  * What the payment worker writes once the provider has answered: the attempt's new state and its
@@ -110,6 +112,7 @@ async function recordCaptured(
       ...(status === 'refund_pending' ? { refundIdempotencyKey: newRefundKey(), nextAttemptAt: at } : {}),
     },
   });
+  if (status === 'refund_pending') await notify(tx, ATTEMPTS_CHANNEL); // cancelled while charging: refund it
   const { orderId, amountCents, currency } = attempt;
   await enqueue(
     tx,

@@ -13,6 +13,7 @@ import {
   renewChargeKey,
   type Recorder,
 } from '../application/provider-answers.js';
+import { ATTEMPTS_CHANNEL } from '../application/payment-attempts.js';
 import type { PrismaClient } from '../db.js';
 import type { PaymentAttempt } from '../generated/prisma/client.js';
 import { createCharge, createRefund, readCharge, searchCharges, type ProviderCall } from '../stripe.js';
@@ -27,7 +28,9 @@ export interface PaymentWorkerOptions {
   readonly journal?: DeliveryJournal;
   /** How long a claimed attempt belongs to this worker before another may take it. @defaultValue 60000 */
   readonly leaseMs?: number;
-  /** @defaultValue 500 */
+  /** When given, the worker LISTENs for attempts that become due and takes them at once; it polls either way. */
+  readonly databaseUrl?: string;
+  /** How often to look for due attempts without a notification (retries come due this way). @defaultValue 500 */
   readonly pollIntervalMs?: number;
   /** @defaultValue 10 */
   readonly batchSize?: number;
@@ -45,7 +48,7 @@ export interface PaymentWorkerOptions {
 
 /** The worker's settings with their defaults, and its lease owner name: what its steps share. */
 type PaymentWorker = Recorder &
-  Required<Omit<PaymentWorkerOptions, 'journal' | keyof Recorder>> & {
+  Required<Omit<PaymentWorkerOptions, 'journal' | 'databaseUrl' | keyof Recorder>> & {
     readonly journal?: DeliveryJournal;
     readonly owner: string;
   };
@@ -86,7 +89,12 @@ export function createPaymentWorker(options: PaymentWorkerOptions): BackgroundWo
     await awaitAll(attempts.map((attempt) => traced(worker, attempt)));
     return attempts.length;
   }
-  return pollingWorker('payment worker', runOnce, { idleMs: worker.pollIntervalMs, log: worker.log });
+  const { databaseUrl } = options;
+  return pollingWorker('payment worker', runOnce, {
+    idleMs: worker.pollIntervalMs,
+    log: worker.log,
+    ...(databaseUrl ? { wakeOn: { databaseUrl, channel: ATTEMPTS_CHANNEL } } : {}),
+  });
 }
 
 async function claim({ db, owner, leaseMs, batchSize, now }: PaymentWorker): Promise<PaymentAttempt[]> {
