@@ -87,6 +87,9 @@ export async function recordCharge(recorder: Recorder, attempt: PaymentAttempt, 
   });
 }
 
+/** An attempt the provider gave its final answer for: no lease, no error, changed now. */
+const answered = (at: Date) => ({ ...released, lastError: null, updatedAt: at });
+
 const chargeEvent = (attempt: PaymentAttempt) => ({
   aggregateId: attempt.orderId,
   aggregateVersion: PAYMENT_VERSION.charged,
@@ -104,9 +107,7 @@ async function recordCaptured(
   await tx.paymentAttempt.update({
     where: { id: attempt.id },
     data: {
-      ...released,
-      lastError: null,
-      updatedAt: at,
+      ...answered(at),
       paymentIntentId,
       status,
       ...(status === 'refund_pending' ? { refundIdempotencyKey: newRefundKey(), nextAttemptAt: at } : {}),
@@ -134,9 +135,7 @@ async function recordFailed(
   await tx.paymentAttempt.update({
     where: { id: attempt.id },
     data: {
-      ...released,
-      lastError: null,
-      updatedAt: at,
+      ...answered(at),
       status: afterCharge('declined', { cancelRequested }),
       failureCode: code,
       failureReason: boundReason(reason),
@@ -164,7 +163,7 @@ export async function recordRefund(recorder: Recorder, attempt: PaymentAttempt, 
     const at = recorder.now();
     const updated = await tx.paymentAttempt.updateMany({
       where: { id: attempt.id, status: 'refund_pending' },
-      data: { ...released, status: 'refunded', refundId: result.id, lastError: null, updatedAt: at },
+      data: { ...answered(at), status: 'refunded', refundId: result.id },
     });
     if (updated.count === 0) return;
     const { orderId, amountCents, currency } = attempt;
