@@ -1,9 +1,10 @@
 import type { Envelope } from '@idem/contracts';
-import { fromNodePostgres, type PgTransaction, type SqlClient, type TransactionalClient } from '@idem/database';
+import { fromNodePostgres, listen, type PgTransaction, type SqlClient, type TransactionalClient } from '@idem/database';
 import { noFaults, type Faults } from '@idem/faults';
 import { claimAndPublish, type BatchSettings, type RelayBatch } from './relay-batch.js';
 import pg from 'pg';
-import { listenForRows, WakeUps } from './wake-ups.js';
+import { OUTBOX_CHANNEL } from './enqueue.js';
+import { WakeUps } from './wake-ups.js';
 
 export type { RelayBatch };
 
@@ -109,7 +110,11 @@ export function createRelay<Tx extends SqlClient>(options: RelayOptions<Tx>): Re
       if (running) return;
       relay.wakeUps.start();
       if (databaseUrl)
-        listener = listenForRows(databaseUrl, { wakeUps: relay.wakeUps, retryMs: pollIntervalMs, onError });
+        listener = listen(databaseUrl, OUTBOX_CHANNEL, {
+          onNotification: relay.wakeUps.notify,
+          retryMs: pollIntervalMs,
+          onError,
+        });
       running = Promise.all(Array.from({ length: concurrency }, (_, index) => loop(relay, index))).then(() => {});
     },
     async stop() {

@@ -1,6 +1,3 @@
-import { listen } from '@idem/database';
-import { OUTBOX_CHANNEL } from './enqueue.js';
-
 /**
  * How the relay's loops sleep and what wakes them: a notification that rows were written (one
  * loop), a full batch (one more loop: rows are waiting), or stopping (all of them). A loop backing
@@ -60,15 +57,4 @@ export class WakeUps {
     this.stopping = true;
     for (const wake of this.sleepers) wake(false);
   }
-}
-
-/**
- * LISTENs on the outbox channel, calling `wakeUps.notify` for each notification (and once on
- * connecting: rows written while nobody listened), until closed.
- */
-export function listenForRows(
-  databaseUrl: string,
-  { wakeUps, retryMs, onError }: { wakeUps: WakeUps; retryMs: number; onError: (error: unknown) => void },
-): { close(): Promise<void> } {
-  return listen(databaseUrl, OUTBOX_CHANNEL, { onNotification: wakeUps.notify, onError, retryMs });
 }
