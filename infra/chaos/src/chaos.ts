@@ -180,6 +180,7 @@ const CUSTOMER = 'chaos';
 
 async function placeWithRetries(system: RunningSystem, sku: string, key: string): Promise<string> {
   const deadline = Date.now() + 60_000;
+  let last = 'no answer';
   for (;;) {
     try {
       const res = await fetch(`${system.urls.orders}/orders`, {
@@ -188,10 +189,11 @@ async function placeWithRetries(system: RunningSystem, sku: string, key: string)
         body: JSON.stringify({ lines: [{ sku, quantity: 1 }] }),
       });
       if (res.status === 201) return ((await res.json()) as { orderId: string }).orderId;
-    } catch {
-      // orders is being restarted
+      last = `${res.status} ${(await res.text()).slice(0, 300)}`;
+    } catch (error) {
+      last = `no answer (${(error as Error).message})`; // orders is being restarted
     }
-    if (Date.now() > deadline) throw new Error(`could not place an order within 60 s (key ${key})`);
+    if (Date.now() > deadline) throw new Error(`could not place an order within 60 s (key ${key}); last: ${last}`);
     await sleep(250);
   }
 }
