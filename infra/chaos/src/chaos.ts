@@ -1,4 +1,8 @@
+import type { ChildProcess } from 'node:child_process';
 import { randomInt, randomUUID } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { formatReport, runChecks, type Report } from '@idem/checker';
 import { dropDatabase } from '@idem/database';
 import {
@@ -53,7 +57,11 @@ export interface ChaosReport {
   readonly retries: number;
   readonly duplicatesSuppressed: number;
   readonly deadLetters: number;
+  /** Processes that ended without a fault ending them (`payments-2 exited (1)`): each one fails the run. */
+  readonly crashes: string[];
   readonly checker: Report;
+  /** Every process's output, one line each, prefixed by its part. */
+  readonly logFile: string;
   readonly ok: boolean;
 }
 
@@ -67,6 +75,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const log = options.log ?? ((line: string) => console.log(line));
   const counts = { deliveries: 0, retries: 0, duplicates: 0, deadLetters: 0 };
   const name = `chaos_${Date.now().toString(36)}`;
+  const logFile = join(tmpdir(), `idem-${name}.log`);
+  const processLog = createWriteStream(logFile);
+  log(`chaos: process logs in ${logFile}`);
   // A server of its own, so it can be restarted mid-flow without touching anyone else's.
   let postgres: PostgresServer | undefined;
   if ((options.postgresRestarts ?? 1) > 0 && postgresBinDir()) {
@@ -78,6 +89,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
   const proxy: StallProxy = await startStallProxy(redisUrl);
   let system: RunningSystem | undefined;
+  let exits: Exits | undefined;
   try {
     system = await startSystem({
       name,
@@ -92,7 +104,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         ...QUICK_TAKEOVER_ENV,
         ...UNLIMITED_ORDERS_ENV,
       },
-      log: (_part, line) => {
+      log: (part, line) => {
+        processLog.write(`${part.padEnd(13)}| ${line}\n`);
         if (!line.includes(' delivery ')) return;
         counts.deliveries += 1;
         if (!/ attempt=1( |$)/.test(line)) counts.retries += 1;
@@ -101,6 +114,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       },
     });
     const running = system;
+    exits = watchExits(running);
     const plan: Fault[] = shuffle([
       ...Array<Fault>(options.kills).fill('kill'),
       ...Array<Fault>(options.pauses ?? 1).fill('pause'),
@@ -111,7 +125,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const started = Date.now();
     const [orderIds, faults] = await Promise.all([
       placeSteadily(running, options.orders, options.seconds * 1000),
-      injectFaults(running, plan, options.seconds * 1000, started, { postgres, proxy }),
+      injectFaults(running, plan, options.seconds * 1000, started, { postgres, proxy, exits }),
     ]);
     log(`chaos: ${orderIds.length} orders placed, ${faults.length} faults; waiting for every order to end`);
 
@@ -153,14 +167,25 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       retries: counts.retries,
       duplicatesSuppressed: counts.duplicates,
       deadLetters: counts.deadLetters,
+      crashes: exits.crashes,
       checker,
-      ok: checker.ok && orderIds.length === options.orders && statuses.every((s) => FINAL.has(s)),
+      logFile,
+      ok:
+        checker.ok &&
+        exits.crashes.length === 0 &&
+        orderIds.length === options.orders &&
+        statuses.every((s) => FINAL.has(s)),
     };
+  } catch (error) {
+    const crashed = exits?.crashes.length ? `; crashed: ${exits.crashes.join(', ')}` : '';
+    throw new Error(`${(error as Error).message}${crashed} (process logs in ${logFile})`, { cause: error });
   } finally {
+    exits?.stopWatching();
     await system?.stop();
     await proxy.close();
     if (postgres) await postgres.destroy();
     else if (system) await Promise.all(SERVICES.map((service) => dropDatabase(system!.databaseUrls[service])));
+    processLog.end();
   }
 }
 
@@ -204,7 +229,7 @@ async function injectFaults(
   plan: readonly Fault[],
   windowMs: number,
   started: number,
-  { postgres, proxy }: { postgres: PostgresServer | undefined; proxy: StallProxy },
+  { postgres, proxy, exits }: { postgres: PostgresServer | undefined; proxy: StallProxy; exits: Exits },
 ): Promise<{ kind: Fault; part: string; at: number }[]> {
   const done: { kind: Fault; part: string; at: number }[] = [];
   const at = () => Math.round((Date.now() - started) / 1000);
@@ -214,11 +239,13 @@ async function injectFaults(
       const part = SERVICES[randomInt(SERVICES.length)]!;
       const child = system.processes.get(part)!;
       const exited = new Promise((resolve) => child.once('exit', resolve));
+      exits.expect(child);
       child.kill('SIGKILL');
       await exited;
       done.push({ kind, part, at: at() });
       await sleep(randomInt(200, 1500));
       await system.restart(part);
+      exits.watch(part);
     } else if (kind === 'pause') {
       // Longer than its lock: its jobs are stalled and handed to the other instance, while it
       // resumes and finishes them too. Both settle; the inbox keeps one effect.
@@ -242,6 +269,34 @@ async function injectFaults(
   return done;
 }
 
+interface Exits {
+  /** Every exit no fault caused, as `part exited (signal or code)`. */
+  readonly crashes: string[];
+  watch(part: string): void;
+  expect(child: ChildProcess): void;
+  stopWatching(): void;
+}
+
+/** Watches every process for an exit nobody asked for: a crash the guarantee survived is still a bug. */
+function watchExits(system: RunningSystem): Exits {
+  const crashes: string[] = [];
+  const expected = new WeakSet<ChildProcess>();
+  let watching = true;
+  const watch = (part: string) => {
+    const child = system.processes.get(part)!;
+    child.once('exit', (code, signal) => {
+      if (watching && !expected.has(child)) crashes.push(`${part} exited (${signal ?? code})`);
+    });
+  };
+  for (const part of system.processes.keys()) watch(part);
+  return {
+    crashes,
+    watch,
+    expect: (child) => expected.add(child),
+    stopWatching: () => (watching = false),
+  };
+}
+
 function shuffle<T>(items: T[]): T[] {
   for (let i = items.length - 1; i > 0; i--) {
     const j = randomInt(i + 1);
@@ -262,6 +317,8 @@ export function formatChaosReport(report: ChaosReport): string {
     `retried deliveries     ${report.retries}`,
     `duplicates suppressed  ${report.duplicatesSuppressed}`,
     `dead letters           ${report.deadLetters}`,
+    `crashes                ${report.crashes.length ? report.crashes.join(', ') : 'none'}`,
+    `process logs           ${report.logFile}`,
     '',
     formatReport(report.checker),
     '',

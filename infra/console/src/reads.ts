@@ -2,8 +2,8 @@ import { SERVICES, type Service } from '@idem/checker';
 import { isEventType, serviceOf, subscribersOf, type ConsumerName } from '@idem/contracts';
 import { readJournal, type DeliveryEntry, type JournalEntry, type ProviderCallEntry } from '@idem/messaging';
 import type { Redis } from 'ioredis';
-import { readOnly } from '@idem/database';
-import pg from 'pg';
+import { createPool, readOnly } from '@idem/database';
+import type pg from 'pg';
 
 /**
  * Everything the console shows, read from what the system records: each service's database in
@@ -30,7 +30,7 @@ export interface JournalSoFar {
 
 export function connectDatabases(urls: Record<Service, string>): Record<Service, pg.Pool> {
   return Object.fromEntries(
-    SERVICES.map((service) => [service, new pg.Pool({ connectionString: urls[service], max: 3 })]),
+    SERVICES.map((service) => [service, createPool({ connectionString: urls[service], max: 3 })]),
   ) as Record<Service, pg.Pool>;
 }
 

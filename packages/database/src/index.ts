@@ -3,7 +3,13 @@ export type { MigrateOptions, MigrationFile } from './migrate.js';
 export { findSchemaDrift } from './schema-drift.js';
 export type { SqlClient, TransactionalClient, TransactionOptions } from './sql-client.js';
 export { readOnly, type ReadQuery } from './read-only.js';
-export { fromNodePostgres, TransactionTimeoutError, type PgDatabase, type PgTransaction } from './node-postgres.js';
+export {
+  createPool,
+  fromNodePostgres,
+  TransactionTimeoutError,
+  type PgDatabase,
+  type PgTransaction,
+} from './node-postgres.js';
 export { packageModels, type TableSet } from './table-set.js';
 export { claimLeased, type LeaseClaim, type UnsafeSqlClient } from './leases.js';
 export { listen, notify } from './listen.js';

@@ -15,6 +15,17 @@ afterAll(async () => {
   await db.$disconnect();
   await dropDatabase(url);
 });
+const terminateOtherConnections = async () => {
+  const admin = new pg.Client({ connectionString: url });
+  await admin.connect();
+  try {
+    await admin.query(
+      'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()',
+    );
+  } finally {
+    await admin.end();
+  }
+};
 const count = async () => Number((await db.$queryRaw<{ n: string }[]>`SELECT count(*) AS n FROM things`)[0]!.n);
 
 describe('fromNodePostgres', () => {
@@ -53,17 +64,29 @@ describe('fromNodePostgres', () => {
 
   it('survives the server ending an idle connection: the pool drops it, the next query connects anew', async () => {
     await db.$queryRaw`SELECT 1`; // leaves one idle connection in the pool
-    const admin = new pg.Client({ connectionString: url });
-    await admin.connect();
-    try {
-      await admin.query(
-        'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()',
-      );
-    } finally {
-      await admin.end();
-    }
+    await terminateOtherConnections();
     await new Promise((resolve) => setTimeout(resolve, 100)); // the idle connection hears it
     expect(await db.$queryRaw<{ one: number }[]>`SELECT 1 AS one`).toEqual([{ one: 1 }]);
+  });
+
+  it('survives the server ending a connection inside a transaction while the function awaits something else', async () => {
+    // The relay's case: a batch holds its connection while BullMQ answers, and PostgreSQL restarts.
+    let resume!: () => void;
+    const waiting = new Promise<void>((resolve) => (resume = resolve));
+    const transaction = db.$transaction(
+      async (tx) => {
+        await tx.$executeRaw`INSERT INTO things VALUES (5, now())`;
+        await waiting;
+        await tx.$executeRaw`INSERT INTO things VALUES (6, now())`;
+      },
+      { timeout: 10_000 },
+    );
+    await new Promise((resolve) => setTimeout(resolve, 50)); // inside, between two statements
+    await terminateOtherConnections();
+    await new Promise((resolve) => setTimeout(resolve, 100)); // the connection hears it, with no query to fail
+    resume();
+    await expect(transaction).rejects.toThrow();
+    expect(await count()).toBe(0); // nothing committed; the broken connection was not handed out again
   });
 
   it('gives up waiting for a connection after maxWait, and the pool still serves afterwards', async () => {

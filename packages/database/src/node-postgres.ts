@@ -1,4 +1,4 @@
-import type pg from 'pg';
+import pg from 'pg';
 import type { UnsafeSqlClient } from './leases.js';
 import type { TransactionalClient, TransactionOptions } from './sql-client.js';
 
@@ -28,11 +28,7 @@ export class TransactionTimeoutError extends Error {
  * detection reads). The same guarantees as with Prisma, without its query engine in the way.
  */
 export function fromNodePostgres(pool: pg.Pool): PgDatabase {
-  // A connection the server closes while idle (a restart, a terminated backend) or while the
-  // pool is discarding it raises an error with no query to fail: the pool drops it and the next
-  // query connects anew. Unheard, that error would end the process.
-  pool.on('error', () => {});
-  pool.on('remove', (client) => client.on('error', () => {}));
+  survivesDisconnects(pool);
   const outside = sqlOn((text, values) => pool.query(text, values));
   return {
     pool,
@@ -42,6 +38,7 @@ export function fromNodePostgres(pool: pg.Pool): PgDatabase {
       { maxWait = 2000, timeout = 5000 }: TransactionOptions = {},
     ): Promise<R> {
       const client = await withTimeout(pool.connect(), maxWait, 'no connection became free');
+      const borrowed = borrow(client);
       let expired = false;
       // Past the timeout, what the function sends next fails and the transaction rolls back.
       const timer = setTimeout(() => (expired = true), timeout);
@@ -56,14 +53,48 @@ export function fromNodePostgres(pool: pg.Pool): PgDatabase {
         await client.query('COMMIT');
         return result;
       } catch (error) {
-        await client.query('ROLLBACK').catch(() => {});
+        await client.query('ROLLBACK').catch(borrowed.broke);
         throw error;
       } finally {
         clearTimeout(timer);
-        client.release();
+        borrowed.release();
       }
     },
     $disconnect: () => pool.end(),
+  };
+}
+
+/** A node-postgres pool that outlives its server's restarts: see {@link survivesDisconnects}. */
+export function createPool(config: pg.PoolConfig): pg.Pool {
+  return survivesDisconnects(new pg.Pool(config));
+}
+
+/**
+ * A connection the server closes while idle (a restart, a terminated backend) or while the pool
+ * is discarding it raises an error with no query to fail: the pool drops it and the next query
+ * connects anew. Unheard, that error would end the process.
+ */
+function survivesDisconnects(pool: pg.Pool): pg.Pool {
+  pool.on('error', () => {});
+  pool.on('remove', (client) => client.on('error', () => {}));
+  return pool;
+}
+
+/**
+ * A connection lent out of its pool, which stops hearing its errors meanwhile: the server ending it
+ * between two statements (a restart while the relay awaits the broker) is heard here instead — the
+ * next statement fails — and `release` destroys it rather than lend it again.
+ */
+export function borrow(client: pg.PoolClient): { broke: (error: Error) => void; release: () => void } {
+  let broken: Error | undefined;
+  const broke = (error: Error) => void (broken ??= error);
+  client.on('error', broke);
+  return {
+    broke,
+    release() {
+      client.removeListener('error', broke);
+      client.release(broken);
+    },
   };
 }
 

@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { borrow } from './node-postgres.js';
 
 /** A query inside {@link readOnly}: the rows it returns. */
 export type ReadQuery = <R extends pg.QueryResultRow>(sql: string, params?: unknown[]) => Promise<R[]>;
@@ -11,6 +12,7 @@ export type ReadQuery = <R extends pg.QueryResultRow>(sql: string, params?: unkn
 export async function readOnly<T>(source: pg.Pool | string, work: (query: ReadQuery) => Promise<T>): Promise<T> {
   const own = typeof source === 'string' ? new pg.Client({ connectionString: source }) : undefined;
   const client = own ?? (await (source as pg.Pool).connect());
+  const borrowed = own ? undefined : borrow(client as pg.PoolClient);
   if (own) await own.connect();
   try {
     await client.query('BEGIN TRANSACTION READ ONLY');
@@ -18,10 +20,10 @@ export async function readOnly<T>(source: pg.Pool | string, work: (query: ReadQu
     await client.query('COMMIT');
     return result;
   } catch (error) {
-    await client.query('ROLLBACK').catch(() => {});
+    await client.query('ROLLBACK').catch(borrowed?.broke ?? (() => {}));
     throw error;
   } finally {
     if (own) await own.end();
-    else (client as pg.PoolClient).release();
+    else borrowed!.release();
   }
 }
