@@ -48,4 +48,43 @@ describe('pollingWorker', () => {
       await database.drop();
     }
   });
+
+  it('with wakeOn and a batch size, a round short of a full batch sleeps instead of claiming again', async () => {
+    const database = await createTestDatabase('polling_worker_batch');
+    let rounds = 0;
+    let due = 0;
+    const worker = pollingWorker(
+      'test worker',
+      async () => {
+        rounds++;
+        const taken = Math.min(due, 3);
+        due -= taken;
+        return taken;
+      },
+      {
+        idleMs: 3_600_000,
+        log: createLogger('test', 'silent'),
+        wakeOn: { databaseUrl: database.url, channel: 'idem_test_batch' },
+        batchSize: 3,
+      },
+    );
+    worker.start();
+    try {
+      await waitFor(() => rounds >= 2, { what: 'the first rounds' });
+      const before = rounds;
+      due = 2; // less than a batch: one round takes it all, and no empty round follows
+      await database.prisma.$transaction((tx) => notify(tx, 'idem_test_batch'));
+      await waitFor(() => rounds === before + 1, { what: 'the woken round' });
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect([rounds, due]).toEqual([before + 1, 0]);
+      due = 5; // a full batch means more may wait: rounds go on until one comes up short
+      await database.prisma.$transaction((tx) => notify(tx, 'idem_test_batch'));
+      await waitFor(() => due === 0, { what: 'the backlog taken' });
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(rounds).toBe(before + 3);
+    } finally {
+      await worker.stop();
+      await database.drop();
+    }
+  });
 });

@@ -41,12 +41,20 @@ export function periodic(
   };
 }
 
+export interface PollingOptions {
+  readonly idleMs: number;
+  readonly log: Logger;
+  readonly wakeOn?: { databaseUrl: string; channel: string };
+  /** The most a round claims: with `wakeOn`, a round that handled fewer took all that was due, and sleeps. */
+  readonly batchSize?: number;
+}
+
 /** How long a worker woken by a notification waits for more work to arrive before its round. */
 const GATHER_MS = 20;
 
 /**
  * Runs `runOnce` back to back while it finds work (it returns how many items it handled) and
- * sleeps `idleMs` when it found none; a failed round is logged and retried after the sleep. With
+ * sleeps `idleMs` when it found none (or, woken by notifications, less than a full batch); a failed round is logged and retried after the sleep. With
  * `wakeOn`, it LISTENs on that channel and a notification ends the sleep at once (one that comes
  * during a round skips the next sleep): work is taken when it is written, and the sleep is only
  * the fallback for a notification that never came.
@@ -54,7 +62,7 @@ const GATHER_MS = 20;
 export function pollingWorker(
   name: string,
   runOnce: () => Promise<number>,
-  { idleMs, log, wakeOn }: { idleMs: number; log: Logger; wakeOn?: { databaseUrl: string; channel: string } },
+  { idleMs, log, wakeOn, batchSize }: PollingOptions,
 ): BackgroundWorker & { runOnce(): Promise<number> } {
   let stopped = true;
   let loop: Promise<void> = Promise.resolve();
@@ -89,20 +97,22 @@ export function pollingWorker(
       loop = (async () => {
         while (!stopped) {
           notified = false;
-          let handled = 0;
-          let failed = false;
-          try {
-            handled = await runOnce();
-          } catch (error) {
-            failed = true;
+          const handled = await runOnce().catch((error: unknown) => {
             log.warn({ err: error, worker: name }, `${name}: a round failed; trying again`);
-          }
+            return undefined;
+          });
           if (stopped) break;
-          if (failed) await sleep(false);
-          else if (handled === 0 && !notified) await sleep(true);
+          if (handled === undefined) {
+            await sleep(false);
+            continue;
+          }
+          // A round short of a full batch took everything due when it claimed; what is written
+          // since notifies, so looking again at once would only cost an empty claim.
+          if (handled > 0 && !(wakeOn && batchSize !== undefined && handled < batchSize)) continue;
+          if (!notified) await sleep(true);
           // Woken for new work: what is written with it gathers for a moment, so a burst is one
           // round (one claim for many items) instead of a round per item.
-          if (!failed && handled === 0 && notified && !stopped) await new Promise((r) => setTimeout(r, GATHER_MS));
+          if (notified && !stopped) await new Promise((r) => setTimeout(r, GATHER_MS));
         }
       })();
     },

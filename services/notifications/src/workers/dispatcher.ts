@@ -118,6 +118,7 @@ export function createDispatcher(options: DispatcherOptions): BackgroundWorker &
   const { databaseUrl } = options;
   const worker = pollingWorker('email dispatcher', runOnce, {
     idleMs: pollIntervalMs,
+    batchSize: dispatcher.batchSize,
     log: options.log,
     ...(databaseUrl ? { wakeOn: { databaseUrl, channel: WORK_ITEMS_CHANNEL } } : {}),
   });

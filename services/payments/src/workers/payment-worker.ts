@@ -92,6 +92,7 @@ export function createPaymentWorker(options: PaymentWorkerOptions): BackgroundWo
   const { databaseUrl } = options;
   return pollingWorker('payment worker', runOnce, {
     idleMs: worker.pollIntervalMs,
+    batchSize: worker.batchSize,
     log: worker.log,
     ...(databaseUrl ? { wakeOn: { databaseUrl, channel: ATTEMPTS_CHANNEL } } : {}),
   });
