@@ -1,2 +1,11 @@
 export { renderRun, runBench, SECTIONS, type BenchOptions, type BenchResult, type Section } from './bench.js';
 export type { BenchRun, Target } from './report.js';
+export {
+  measureRoundTrips,
+  ROUND_TRIP_BUDGET,
+  ROUND_TRIP_TARGETS,
+  total,
+  type Counts,
+  type RoundTripBudget,
+  type RoundTripCounts,
+} from './round-trips.js';

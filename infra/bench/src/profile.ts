@@ -11,15 +11,10 @@ import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { SERVICES, type RunningSystem } from '@idem/native-run';
-import { Redis } from 'ioredis';
-import pg from 'pg';
+import { SERVICES } from '@idem/native-run';
 import { runStep, startLoadedSystem, stopLoadedSystem } from './end-to-end.js';
 import { cpuOfProcess } from './cpu.js';
-import { sleep } from './stats.js';
-
-/** Preloaded into every process: counts its PostgreSQL statements. */
-const COUNT_QUERIES = fileURLToPath(new URL('./count-queries.ts', import.meta.url));
+import { countingRoundTrips, roundTripsSoFar, type Counts } from './round-trips.js';
 
 interface ProfileNode {
   readonly id: number;
@@ -115,33 +110,6 @@ export function attribute(profile: CpuProfile, from: number, to: number): Map<st
   return totals;
 }
 
-/** What the system asked of PostgreSQL (transactions per service database) and Redis (commands) so far. */
-async function requestsSoFar(system: RunningSystem): Promise<Record<string, number>> {
-  const admin = new pg.Client({ connectionString: `${system.databaseUrls.orders.replace(/\/[^/]*$/, '')}/postgres` });
-  await admin.connect();
-  const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
-  try {
-    const { rows } = await admin.query<{ datname: string; transactions: string }>(
-      `SELECT datname, (xact_commit + xact_rollback)::text AS transactions FROM pg_stat_database WHERE datname = ANY($1)`,
-      [Object.values(system.databaseUrls).map((url) => new URL(url).pathname.slice(1))],
-    );
-    const service = (database: string) => SERVICES.find((name) => system.databaseUrls[name].endsWith(`/${database}`))!;
-    const commands = [...(await redis.info('commandstats')).matchAll(/^cmdstat_(\w+):calls=(\d+)/gm)];
-    return {
-      ...Object.fromEntries(
-        rows.map((row) => [`PostgreSQL transactions: ${service(row.datname)}`, Number(row.transactions)]),
-      ),
-      'Redis commands': commands.reduce((sum, [, , calls]) => sum + Number(calls), 0),
-      'Redis scripts (BullMQ)': commands
-        .filter(([, name]) => name === 'evalsha' || name === 'eval')
-        .reduce((sum, [, , calls]) => sum + Number(calls), 0),
-    };
-  } finally {
-    redis.disconnect();
-    await admin.end();
-  }
-}
-
 export async function profileEndToEnd(options: {
   offered: number;
   seconds: number;
@@ -149,18 +117,14 @@ export async function profileEndToEnd(options: {
   log: (line: string) => void;
 }): Promise<Omit<EndToEndProfile, 'offered'>> {
   const dir = mkdtempSync(join(tmpdir(), 'idem-profile-'));
+  const counting = countingRoundTrips();
   const system = await startLoadedSystem(options, {
-    nodeOptions: ['--cpu-prof', `--cpu-prof-dir=${dir}`, '--import', COUNT_QUERIES],
-    env: { IDEM_QUERY_COUNT_DIR: dir },
+    nodeOptions: ['--cpu-prof', `--cpu-prof-dir=${dir}`, ...counting.nodeOptions],
+    env: counting.env,
   });
   const pids = new Map([...system.processes].map(([name, child]) => [child.pid!, name]));
-  // The services' statement counts (the simulators use no database).
-  const services = [...system.processes].filter(([name]) => (SERVICES as readonly string[]).includes(name));
   const cpuByProcess = () => new Map([...system.processes].map(([name, child]) => [name, cpuOfProcess(child.pid!)]));
   const cpuMs = new Map<string, number>();
-  const countStatements = () => {
-    for (const [, child] of services) child.kill('SIGUSR2');
-  };
   let window: [number, number];
   let placed: number;
   let requestsPerOrder: Record<string, number>;
@@ -169,23 +133,18 @@ export async function profileEndToEnd(options: {
     await runStep(system, options.offered, { stepSeconds: 5, drainSeconds: 20, log: options.log });
     const from = Number(process.hrtime.bigint() / 1000n);
     const cpuBefore = cpuByProcess();
-    const before = await requestsSoFar(system);
-    countStatements();
+    const before = await roundTripsSoFar(system, counting.dir);
     const step = await runStep(system, options.offered, {
       stepSeconds: options.seconds,
       drainSeconds: 30,
       log: options.log,
     });
     window = [from, Number(process.hrtime.bigint() / 1000n)];
-    countStatements();
+    const after = await roundTripsSoFar(system, counting.dir);
     const cpuAfter = cpuByProcess();
     for (const name of cpuAfter.keys()) cpuMs.set(name, cpuAfter.get(name)! - (cpuBefore.get(name) ?? 0));
     placed = step.placed;
-    await sleep(1_000); // PostgreSQL publishes its statistics about once a second
-    const after = await requestsSoFar(system);
-    requestsPerOrder = Object.fromEntries(
-      Object.keys(after).map((key) => [key, Math.round(((after[key]! - (before[key] ?? 0)) / placed) * 10) / 10]),
-    );
+    requestsPerOrder = requestsOf(before, after, placed);
     options.log(
       `${step.placed} orders at ${options.offered}/s: ${step.paid} paid, POST→PAID p95 ${step.paidMs.p95} ms`,
     );
@@ -203,10 +162,6 @@ export async function profileEndToEnd(options: {
       totals.set(owner, (totals.get(owner) ?? 0) + ms);
     }
   }
-  for (const [name, { pid }] of services) {
-    const count = (sample: number) => Number(readFileSync(join(dir, `statements.${pid}.${sample}`), 'utf8'));
-    requestsPerOrder[`PostgreSQL statements: ${name}`] = Math.round(((count(2) - count(1)) / placed) * 10) / 10;
-  }
   // A sample's interval is wall time: on busy cores a process waiting for one is still "running".
   // So the profile gives each process's shares, and /proc its CPU.
   const result: Record<string, ProcessProfile> = {};
@@ -222,6 +177,24 @@ export async function profileEndToEnd(options: {
     };
   }
   return { processes: result, requestsPerOrder };
+}
+
+/** Per order and per service, as the report lists them: `PostgreSQL statements: orders`, … */
+function requestsOf(before: Counts, after: Counts, placed: number): Record<string, number> {
+  const labels = {
+    statements: 'PostgreSQL statements',
+    transactions: 'PostgreSQL transactions',
+    redisScripts: 'BullMQ scripts',
+    redisCommands: 'Redis commands',
+  } as const;
+  const requests: Record<string, number> = {};
+  for (const [kind, label] of Object.entries(labels) as [keyof typeof labels, string][]) {
+    for (const service of SERVICES) {
+      requests[`${label}: ${service}`] =
+        Math.round(((after[service][kind] - before[service][kind]) / placed) * 10) / 10;
+    }
+  }
+  return requests;
 }
 
 // Runs when started (`pnpm bench:profile`); importing it runs nothing.

@@ -4,6 +4,7 @@ import type { CpuTimes } from './cpu.js';
 import type { EndToEndResult } from './end-to-end.js';
 import type { GrowthSample } from './growth.js';
 import type { EndToEndProfile } from './profile.js';
+import { ROUND_TRIP_TARGETS } from './round-trips.js';
 import { SIDE_BY_SIDE, type RelaySample } from './relay.js';
 import { median } from './stats.js';
 
@@ -137,6 +138,26 @@ export function evaluateTargets(run: BenchRun): Target[] {
         name: 'end to end: ≤ 30 ms of CPU per order at the knee, all processes',
         measured: `${cpu.toFixed(1)} ms at ${knee.offered} orders/s`,
         pass: cpu <= 30,
+      });
+    }
+  }
+  if (run.profile) {
+    // Counted by the processes themselves while the profile's load ran (round-trips.ts).
+    const perOrder = (label: string) =>
+      Object.entries(run.profile!.requestsPerOrder)
+        .filter(([what]) => what.startsWith(`${label}: `))
+        .reduce((sum, [, count]) => sum + count, 0);
+    const at = `at ${run.profile.offered} orders/s`;
+    for (const [label, limit] of [
+      ['PostgreSQL statements', ROUND_TRIP_TARGETS.statements],
+      ['PostgreSQL transactions', ROUND_TRIP_TARGETS.transactions],
+      ['BullMQ scripts', ROUND_TRIP_TARGETS.redisScripts],
+    ] as const) {
+      const count = perOrder(label);
+      targets.push({
+        name: `round trips: ≤ ${limit} ${label} per order`,
+        measured: `${count.toFixed(1)} ${at}`,
+        pass: count <= limit,
       });
     }
   }

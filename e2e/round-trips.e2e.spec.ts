@@ -1,0 +1,32 @@
+import { measureRoundTrips, ROUND_TRIP_BUDGET, ROUND_TRIP_TARGETS, total } from '@idem/bench';
+import { randomInt } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+
+/**
+ * The round-trip budget: what an order asks of PostgreSQL and Redis, counted by the services
+ * themselves, may not grow past infra/bench/src/round-trips.ts's ROUND_TRIP_BUDGET. Counts, not
+ * timings: the same code asks the same, however busy the machine.
+ */
+describe('the round-trip budget', () => {
+  it('an order asks each service for no more statements, transactions and BullMQ scripts than budgeted', async () => {
+    const counts = await measureRoundTrips({ orders: 10, portOffset: randomInt(8_000, 20_000), log: () => {} });
+    console.log(
+      `round trips per order, light load: ${JSON.stringify(counts)}; all services: ${JSON.stringify(total(counts))} (targets ${JSON.stringify(ROUND_TRIP_TARGETS)})`,
+    );
+    for (const [service, budget] of Object.entries(ROUND_TRIP_BUDGET)) {
+      const measured = counts[service as keyof typeof counts];
+      expect
+        .soft(measured.statements, `${service}: PostgreSQL statements per order`)
+        .toBeLessThanOrEqual(budget.statements);
+      expect
+        .soft(measured.transactions, `${service}: PostgreSQL transactions per order`)
+        .toBeLessThanOrEqual(budget.transactions);
+      expect
+        .soft(measured.redisScripts, `${service}: BullMQ scripts per order`)
+        .toBeLessThanOrEqual(budget.redisScripts);
+      // Counted, so a broken counter cannot pass the budget by counting nothing.
+      expect(measured.statements, `${service} counted its statements`).toBeGreaterThan(0);
+      expect(measured.redisScripts, `${service} counted its scripts`).toBeGreaterThan(0);
+    }
+  }, 180_000);
+});
