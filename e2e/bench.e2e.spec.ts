@@ -64,7 +64,7 @@ describe('pnpm bench --quick', () => {
       for (const service of ['orders', 'inventory', 'payments', 'notifications']) {
         expect(run.profile!.processes[service]!.totalMsPerOrder).toBeGreaterThan(0);
         expect(run.profile!.requestsPerOrder[`PostgreSQL statements: ${service}`]).toBeGreaterThan(0);
-        expect(run.profile!.requestsPerOrder[`BullMQ scripts: ${service}`]).toBeGreaterThan(0);
+        expect(run.profile!.requestsPerOrder[`Redis scripts: ${service}`]).toBeGreaterThan(0);
       }
       expect(run.targets.map((t) => t.name)).toEqual(
         expect.arrayContaining([
@@ -79,7 +79,7 @@ describe('pnpm bench --quick', () => {
           expect.stringContaining('end to end at 10 orders/s: POST→receipt p95 ≤ 600 ms'),
           expect.stringContaining('round trips: ≤ 30 PostgreSQL statements per order'),
           expect.stringContaining('round trips: ≤ 8 PostgreSQL transactions per order'),
-          expect.stringContaining('round trips: ≤ 20 BullMQ scripts per order'),
+          expect.stringContaining('round trips: ≤ 20 Redis scripts per order'),
         ]),
       );
 

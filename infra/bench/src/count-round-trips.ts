@@ -2,10 +2,11 @@
  * Preloaded (`--import`) into every process by `pnpm bench:profile` and the round-trip budget
  * test: counts, client-side, what the process asks of its servers — PostgreSQL statements and
  * transactions (through node-postgres, Prisma's adapter included), Redis commands and BullMQ's
- * scripts (through ioredis, pipelined ones included) — and writes the counts so far as JSON to
+ * scripts by name (through ioredis, pipelined ones included) — and writes the counts so far as JSON to
  * IDEM_ROUND_TRIP_DIR/round-trips.<pid>.json on SIGUSR2, numbering each answer (`answer`).
  * Client-side, so another run on the same servers does not count.
  */
+import { createHash } from 'node:crypto';
 import { renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
@@ -17,7 +18,7 @@ export interface RoundTripCounts {
   /** BEGIN … COMMIT counts once, and so does each statement sent outside one. */
   transactions: number;
   redisCommands: number;
-  /** EVALSHA / EVAL: BullMQ's Lua scripts, each one step of a job's life. */
+  /** EVALSHA / EVAL: Lua scripts — BullMQ's, each one step of a job's life, and the rate limiter's. */
   redisScripts: number;
 }
 
@@ -38,17 +39,32 @@ if (dir) {
     return query.apply(this, args);
   } as typeof pg.Client.prototype.query;
 
+  // Which script each EVALSHA runs, by the name it was defined under (BullMQ's `moveToActive`, …).
+  const scripts: Record<string, number> = {};
+  const nameOf = new Map<string, string>();
+  const sha1 = (lua: string) => createHash('sha1').update(lua).digest('hex');
+  const defineCommand = Redis.prototype.defineCommand;
+  Redis.prototype.defineCommand = function (this: Redis, name: string, definition: { lua: string }) {
+    nameOf.set(sha1(definition.lua), name.replace(/-\d+$/, ''));
+    return defineCommand.call(this, name, definition as Parameters<Redis['defineCommand']>[1]);
+  };
   const sendCommand = Redis.prototype.sendCommand;
   Redis.prototype.sendCommand = function (this: Redis, ...args: Parameters<Redis['sendCommand']>) {
     counts.redisCommands++;
-    if (/^eval(sha)?(_ro)?$/i.test(args[0].name)) counts.redisScripts++;
+    const [command] = args;
+    if (/^eval(sha)?(_ro)?$/i.test(command.name)) {
+      counts.redisScripts++;
+      const first = String(command.args[0]);
+      const name = nameOf.get(/^evalsha/i.test(command.name) ? first : sha1(first)) ?? 'another script';
+      scripts[name] = (scripts[name] ?? 0) + 1;
+    }
     return sendCommand.apply(this, args);
   };
 
   let answer = 0;
   process.on('SIGUSR2', () => {
     const file = join(dir, `round-trips.${process.pid}.json`);
-    writeFileSync(`${file}.new`, JSON.stringify({ ...counts, answer: ++answer }));
+    writeFileSync(`${file}.new`, JSON.stringify({ ...counts, scripts, answer: ++answer }));
     renameSync(`${file}.new`, file); // whole, never half-written
   });
 }

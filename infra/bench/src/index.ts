@@ -8,4 +8,5 @@ export {
   type Counts,
   type RoundTripBudget,
   type RoundTripCounts,
+  type RoundTripsPerOrder,
 } from './round-trips.js';

@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { SERVICES } from '@idem/native-run';
 import { runStep, startLoadedSystem, stopLoadedSystem } from './end-to-end.js';
 import { cpuOfProcess } from './cpu.js';
-import { countingRoundTrips, roundTripsSoFar, type Counts } from './round-trips.js';
+import { countingRoundTrips, roundTripsSoFar, type RoundTripsSoFar } from './round-trips.js';
 
 interface ProfileNode {
   readonly id: number;
@@ -180,18 +180,18 @@ export async function profileEndToEnd(options: {
 }
 
 /** Per order and per service, as the report lists them: `PostgreSQL statements: orders`, … */
-function requestsOf(before: Counts, after: Counts, placed: number): Record<string, number> {
+function requestsOf(before: RoundTripsSoFar, after: RoundTripsSoFar, placed: number): Record<string, number> {
   const labels = {
     statements: 'PostgreSQL statements',
     transactions: 'PostgreSQL transactions',
-    redisScripts: 'BullMQ scripts',
+    redisScripts: 'Redis scripts',
     redisCommands: 'Redis commands',
   } as const;
   const requests: Record<string, number> = {};
   for (const [kind, label] of Object.entries(labels) as [keyof typeof labels, string][]) {
     for (const service of SERVICES) {
       requests[`${label}: ${service}`] =
-        Math.round(((after[service][kind] - before[service][kind]) / placed) * 10) / 10;
+        Math.round(((after.byService[service][kind] - before.byService[service][kind]) / placed) * 10) / 10;
     }
   }
   return requests;

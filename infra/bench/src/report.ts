@@ -151,7 +151,7 @@ export function evaluateTargets(run: BenchRun): Target[] {
     for (const [label, limit] of [
       ['PostgreSQL statements', ROUND_TRIP_TARGETS.statements],
       ['PostgreSQL transactions', ROUND_TRIP_TARGETS.transactions],
-      ['BullMQ scripts', ROUND_TRIP_TARGETS.redisScripts],
+      ['Redis scripts', ROUND_TRIP_TARGETS.redisScripts],
     ] as const) {
       const count = perOrder(label);
       targets.push({

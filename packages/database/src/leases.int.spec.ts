@@ -24,8 +24,16 @@ beforeEach(async () => {
 });
 
 const t0 = new Date(Date.now() + 1000);
-const claim = (owner: string, overrides: Partial<LeaseClaim> = {}) =>
-  claimLeased(db, {
+interface WorkItem {
+  id: string;
+  status: string;
+  nextAttemptAt: Date;
+  attempts: number;
+  leaseOwner: string | null;
+  leaseExpiresAt: Date | null;
+}
+const claimRows = (owner: string, overrides: Partial<LeaseClaim> = {}) =>
+  claimLeased<WorkItem>(db, {
     table: 'work_items',
     statuses: ['pending'],
     counter: 'attempts',
@@ -35,6 +43,8 @@ const claim = (owner: string, overrides: Partial<LeaseClaim> = {}) =>
     now: t0,
     ...overrides,
   });
+const claim = async (owner: string, overrides: Partial<LeaseClaim> = {}) =>
+  (await claimRows(owner, overrides)).map((row) => row.id);
 
 describe('claimLeased', () => {
   it('gives each due item to one of many workers claiming at once, oldest first, counting each claim', async () => {
@@ -51,6 +61,18 @@ describe('claimLeased', () => {
       const dues = await Promise.all(batch.map(dueOf));
       expect(dues).toEqual([...dues].sort((a, b) => a.getTime() - b.getTime()));
     }
+  });
+
+  it('returns the claimed rows whole, as the claim left them, under camelCase names', async () => {
+    const [row] = await claimRows('worker-a', { batchSize: 1 });
+    expect(row).toEqual({
+      id: expect.any(String),
+      status: 'pending',
+      nextAttemptAt: expect.any(Date),
+      attempts: 1,
+      leaseOwner: 'worker-a',
+      leaseExpiresAt: new Date(t0.getTime() + 60_000),
+    });
   });
 
   it('takes an item back only once its lease has expired', async () => {

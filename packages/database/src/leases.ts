@@ -24,13 +24,18 @@ const IDENTIFIER = /^[a-z_][a-z0-9_]*$/;
  * Claims up to `batchSize` due work items for `owner` until `now + leaseMs`, in one statement:
  * rows another worker holds (a live lease, or a row lock this instant) are skipped, never
  * waited for or taken twice (`FOR UPDATE SKIP LOCKED`); a lease that expired — its worker
- * died or stalled — makes the row claimable again. Returns the claimed ids, oldest due first.
- * The payment worker and the e-mail dispatcher both claim this way.
+ * died or stalled — makes the row claimable again. Returns the claimed rows as they are after the
+ * claim, oldest due first, each column under its camelCase name (`next_attempt_at` →
+ * `nextAttemptAt`, as the Prisma models map them), so no second statement reads what the claim
+ * already returned. The payment worker and the e-mail dispatcher both claim this way.
  */
-export async function claimLeased(db: UnsafeSqlClient, claim: LeaseClaim): Promise<string[]> {
+export async function claimLeased<Row extends { nextAttemptAt: Date }>(
+  db: UnsafeSqlClient,
+  claim: LeaseClaim,
+): Promise<Row[]> {
   const { table, counter } = claim;
   if (!IDENTIFIER.test(table) || !IDENTIFIER.test(counter)) throw new Error(`not an identifier: ${table}.${counter}`);
-  const rows = await db.$queryRawUnsafe<{ id: string; due: Date }[]>(
+  const rows = await db.$queryRawUnsafe<Record<string, unknown>[]>(
     `UPDATE ${table} AS item
         SET lease_owner = $1, lease_expires_at = $2, ${counter} = item.${counter} + 1
        FROM (SELECT id FROM ${table}
@@ -40,7 +45,7 @@ export async function claimLeased(db: UnsafeSqlClient, claim: LeaseClaim): Promi
               LIMIT $5
               FOR UPDATE SKIP LOCKED) AS due
       WHERE item.id = due.id
-  RETURNING item.id::text AS id, item.next_attempt_at AS due`,
+  RETURNING item.*`,
     claim.owner,
     new Date(claim.now.getTime() + claim.leaseMs),
     claim.statuses,
@@ -48,5 +53,16 @@ export async function claimLeased(db: UnsafeSqlClient, claim: LeaseClaim): Promi
     claim.batchSize,
   );
   // RETURNING keeps no order: give the oldest due first, as the claim picked them.
-  return rows.sort((a, b) => a.due.getTime() - b.due.getTime()).map((row) => row.id);
+  return rows
+    .map((row) => camelCased(row) as Row)
+    .sort((a, b) => a.nextAttemptAt.getTime() - b.nextAttemptAt.getTime());
+}
+
+function camelCased(row: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(
+    Object.entries(row).map(([column, value]) => [
+      column.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase()),
+      value,
+    ]),
+  );
 }

@@ -131,8 +131,8 @@ export function createDispatcher(options: DispatcherOptions): BackgroundWorker &
   };
 }
 
-async function claim({ db, owner, leaseMs, batchSize, now }: Dispatcher): Promise<EmailWorkItem[]> {
-  const ids = await claimLeased(db, {
+function claim({ db, owner, leaseMs, batchSize, now }: Dispatcher): Promise<EmailWorkItem[]> {
+  return claimLeased<EmailWorkItem>(db, {
     table: 'email_work_items',
     statuses: ['pending'],
     counter: 'attempts',
@@ -141,8 +141,6 @@ async function claim({ db, owner, leaseMs, batchSize, now }: Dispatcher): Promis
     batchSize,
     now: now(),
   });
-  if (ids.length === 0) return [];
-  return db.emailWorkItem.findMany({ where: { id: { in: ids } }, orderBy: { nextAttemptAt: 'asc' } });
 }
 
 /** One e-mail, in the trace of the delivery that asked for it. */

@@ -38,26 +38,28 @@ export interface OrderView {
 const withLines = { lines: { orderBy: { lineNo: 'asc' } } } as const;
 const withHistory = { ...withLines, history: { orderBy: { version: 'asc' } } } as const;
 
-/** Writes a PENDING order (version 1) with its first history entry. */
+/**
+ * Writes a PENDING order (version 1), its lines and its first history entry: one statement (the
+ * lines' and history's foreign keys are checked at its end, when the order is there).
+ */
 export async function createOrder(tx: Tx, order: PricedOrder, now: Date): Promise<OrderView> {
-  const created = await tx.order.create({
-    data: {
-      id: randomUUID(),
-      customerId: order.customerId,
-      customerEmail: order.customerEmail,
-      currency: order.currency,
-      paymentMethod: order.paymentMethod,
-      status: 'PENDING',
-      version: 1,
-      totalCents: order.totalCents,
-      createdAt: now,
-      updatedAt: now,
-      lines: { create: order.lines.map((line, index) => ({ lineNo: index + 1, ...line })) },
-      history: { create: { version: 1, status: 'PENDING', occurredAt: now } },
-    },
-    include: withLines,
+  const id = randomUUID();
+  const { customerId, customerEmail, currency, paymentMethod, totalCents, lines } = order;
+  await tx.$executeRaw`
+    WITH created AS (
+      INSERT INTO orders (id, customer_id, customer_email, currency, payment_method, status, version, total_cents, created_at, updated_at)
+      VALUES (${id}::uuid, ${customerId}, ${customerEmail}, ${currency}, ${paymentMethod}, 'PENDING', 1, ${totalCents}, ${now}, ${now})
+    ), lined AS (
+      INSERT INTO order_lines (order_id, line_no, sku, quantity, unit_price_cents)
+      SELECT ${id}::uuid, line.no, line.sku, line.quantity, line.unit_price_cents
+      FROM unnest(${lines.map((l) => l.sku)}::text[], ${lines.map((l) => l.quantity)}::int[],
+                  ${lines.map((l) => l.unitPriceCents)}::int[]) WITH ORDINALITY AS line(sku, quantity, unit_price_cents, no)
+    )
+    INSERT INTO order_status_changes (order_id, version, status, occurred_at) VALUES (${id}::uuid, 1, 'PENDING', ${now})`;
+  return toView({
+    ...{ id, customerId, customerEmail, currency, paymentMethod, totalCents },
+    ...{ status: 'PENDING', version: 1, createdAt: now, updatedAt: now, lines: [...lines] },
   });
-  return toView(created);
 }
 
 export type TransitionResult =
@@ -80,18 +82,44 @@ export async function applyTransition(
   trigger: OrderTrigger,
   { now, causationId, owner }: { now: Date; causationId: string | null; owner?: Owner },
 ): Promise<TransitionResult> {
-  const [current] = await tx.$queryRaw<{ status: OrderStatus; version: number; customer_id: string }[]>`
-    SELECT status, version, customer_id FROM orders WHERE id = ${orderId}::uuid FOR UPDATE`;
+  // The order with its lines, locked: what the answer needs, read once.
+  const [current] = await tx.$queryRaw<LockedOrder[]>`
+    SELECT id, customer_id, customer_email, currency, payment_method, status, version, total_cents, created_at,
+           (SELECT json_agg(json_build_object('sku', sku, 'quantity', quantity, 'unitPriceCents', unit_price_cents)
+                            ORDER BY line_no) FROM order_lines WHERE order_id = orders.id) AS lines
+    FROM orders WHERE id = ${orderId}::uuid FOR UPDATE`;
   if (!current || (owner !== undefined && current.customer_id !== owner)) return { kind: 'unknown_order' };
   const status = nextStatus(current.status, trigger);
   if (!status) return { kind: 'not_applicable', status: current.status };
   const version = current.version + 1;
-  const updated = await tx.order.update({
-    where: { id: orderId },
-    data: { status, version, updatedAt: now, history: { create: { version, status, causationId, occurredAt: now } } },
-    include: withLines,
-  });
-  return { kind: 'changed', order: toView(updated) };
+  await tx.$executeRaw`
+    WITH changed AS (
+      UPDATE orders SET status = ${status}, version = ${version}, updated_at = ${now} WHERE id = ${orderId}::uuid
+    )
+    INSERT INTO order_status_changes (order_id, version, status, causation_id, occurred_at)
+    VALUES (${orderId}::uuid, ${version}, ${status}, ${causationId}::uuid, ${now})`;
+  return {
+    kind: 'changed',
+    order: toView({
+      ...{ id: current.id, customerId: current.customer_id, customerEmail: current.customer_email },
+      ...{ currency: current.currency, paymentMethod: current.payment_method, totalCents: current.total_cents },
+      ...{ status, version, createdAt: current.created_at, updatedAt: now, lines: current.lines ?? [] },
+    }),
+  };
+}
+
+/** An order row as `applyTransition` locks it, with its lines. */
+interface LockedOrder {
+  id: string;
+  customer_id: string;
+  customer_email: string;
+  currency: string;
+  payment_method: string;
+  status: OrderStatus;
+  version: number;
+  total_cents: number;
+  created_at: Date;
+  lines: { sku: string; quantity: number; unitPriceCents: number }[] | null;
 }
 
 export async function findOrder(db: PrismaClient, orderId: string, owner?: Owner): Promise<OrderView | undefined> {
@@ -118,7 +146,8 @@ export async function listOrders(
   return orders.map(toView);
 }
 
-type OrderRow = Awaited<ReturnType<Tx['order']['findUniqueOrThrow']>> & {
+type OrderRow = Omit<Awaited<ReturnType<Tx['order']['findUniqueOrThrow']>>, 'status'> & {
+  status: string;
   lines: { sku: string; quantity: number; unitPriceCents: number }[];
   history?: { version: number; status: string; causationId: string | null; occurredAt: Date }[];
 };

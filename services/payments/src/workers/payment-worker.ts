@@ -98,9 +98,9 @@ export function createPaymentWorker(options: PaymentWorkerOptions): BackgroundWo
   });
 }
 
-async function claim({ db, owner, leaseMs, batchSize, now }: PaymentWorker): Promise<PaymentAttempt[]> {
+function claim({ db, owner, leaseMs, batchSize, now }: PaymentWorker): Promise<PaymentAttempt[]> {
   // provider_calls counts calls that may have happened: it grows before the call.
-  const ids = await claimLeased(db, {
+  return claimLeased<PaymentAttempt>(db, {
     table: 'payment_attempts',
     statuses: ['pending', 'refund_pending'],
     counter: 'provider_calls',
@@ -109,8 +109,6 @@ async function claim({ db, owner, leaseMs, batchSize, now }: PaymentWorker): Pro
     batchSize,
     now: now(),
   });
-  if (ids.length === 0) return [];
-  return db.paymentAttempt.findMany({ where: { id: { in: ids } }, orderBy: { nextAttemptAt: 'asc' } });
 }
 
 /** One attempt, in the trace of the delivery that made it due (its provider call and event too). */
