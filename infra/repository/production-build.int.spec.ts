@@ -98,12 +98,23 @@ function startBundle(service: Service, servicePort: number, env: Record<string, 
   child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
   const url = `http://127.0.0.1:${servicePort}`;
-  // What the process printed, and how it ended if it did, as of the moment the wait ended.
+  const spawnedAt = Date.now();
+  let last = 'nothing yet';
+  // A bundle loading OpenTelemetry's instrumentations on two cores that the int tier's builds
+  // share can take tens of seconds to listen (a CI run saw it start 20 s late): a start, not a timing.
+  // What the process printed, how it ended if it did, and the last answer, as of the moment the wait ended.
   const healthy = () =>
-    waitFor(async () => (await fetch(`${url}/health`).catch(() => undefined))?.json(), {
-      what: `${service}'s bundle to answer /health`,
-    }).catch((error: Error) => {
-      throw new Error(`${error.message}; exit ${child.exitCode ?? child.signalCode ?? 'not yet'}; output: ${output}`);
+    waitFor(
+      async () => {
+        const res = await fetch(`${url}/health`).catch((error: Error) => void (last = error.message));
+        return res && ((last = `${res.status}`), res.json());
+      },
+      { what: `${service}'s bundle to answer /health`, timeoutMs: 90_000 },
+    ).catch((error: Error) => {
+      const since = `spawned at ${spawnedAt}, ${Date.now() - spawnedAt} ms ago`;
+      throw new Error(
+        `${error.message}; ${since}; last answer: ${last}; exit ${child.exitCode ?? child.signalCode ?? 'not yet'}; output: ${output}`,
+      );
     });
   return { child, url, healthy };
 }

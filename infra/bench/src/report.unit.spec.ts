@@ -85,6 +85,28 @@ describe('bench statistics', () => {
     expect(evaluateTargets(run([sample('a', 'first', 1, 500), sample('c', 'first', 1, 1000)]))).toEqual([]);
   });
 
+  it('judges the journal on CPU per delivery, each repetition of (j) beside the same repetition of (a)', () => {
+    // The machine slows down between repetitions: rates swing, a delivery's cost does not.
+    const measured = (variant: 'a' | 'j', repetition: number, perSecond: number, bench: number) => ({
+      ...sample(variant, 'first', 8, perSecond),
+      repetition,
+      cpu: { bench, postgres: 0.2, redis: variant === 'j' ? 0.03 : 0.01 },
+    });
+    const name =
+      'the delivery journal costs ≤ 5%: CPU per first delivery, (a) ≥ 0.95 × (j), paired by repetition, concurrency 8';
+    const journal = (cost: ConsumerSample[]) => evaluateTargets(run(cost)).find((t) => t.name === name);
+    expect(
+      journal([
+        measured('a', 1, 1000, 0.5),
+        measured('j', 1, 980, 0.5),
+        measured('a', 2, 700, 0.5),
+        measured('j', 2, 690, 0.5),
+      ]),
+    ).toMatchObject({ pass: true, measured: '0.97× (rates, paired: (j) 0.98 × (a))' });
+    // A journal that doubles what a delivery costs the bench fails, whatever the rates say.
+    expect(journal([measured('a', 1, 1000, 0.5), measured('j', 1, 600, 1)])).toMatchObject({ pass: false });
+  });
+
   it('judges the end-to-end knee, the latency at 10 orders/s and the CPU per order at the knee', () => {
     const endToEnd = { steps: [step(10, 400), step(20, 500), step(60, 5000, false)], knee: 20 };
     expect(evaluateTargets({ ...run([]), endToEnd })).toEqual([
