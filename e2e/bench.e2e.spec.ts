@@ -59,6 +59,10 @@ describe('pnpm bench --quick', () => {
       }
       expect(new Set(run.relay!.map((s) => s.variant))).toEqual(new Set(['relay', 'relays', 'addBulk']));
       expect(run.endToEnd!.steps[0]!.paid).toBeGreaterThan(0);
+      // Every hop from POST to PAID and the receipt, timed from what the services wrote.
+      const hops = Object.values(run.endToEnd!.steps[0]!.hops!);
+      expect(hops).toHaveLength(9);
+      for (const hop of hops) expect(hop.p95).toBeGreaterThanOrEqual(hop.p50);
       expect(run.growth!.map((s) => s.retention)).toContain('purging');
       // The profile charges each service's samples, and counts what an order asks of PostgreSQL.
       for (const service of ['orders', 'inventory', 'payments', 'notifications']) {
@@ -90,6 +94,7 @@ describe('pnpm bench --quick', () => {
         '## 1. Consumer cost',
         '## 2. Relay',
         '## 3. End to end',
+        '**Where the latency goes**',
         '## 4. Growth',
         '## 5. Where the CPU of an order goes',
       ]) {

@@ -10,6 +10,7 @@ import {
 } from '@idem/native-run';
 import { cpus } from 'node:os';
 import pg from 'pg';
+import { hopLatencies, type HopLatencies } from './hops.js';
 import { cpuOfProcess, cpuSnapshot } from './cpu.js';
 import { percentile, sleep } from './stats.js';
 
@@ -40,6 +41,8 @@ export interface LoadStep {
   readonly cpuMsPerOrder: Record<string, number>;
   /** CPU used during the step (offer and drain) as a share of all cores. */
   readonly cpuUtilisation: number;
+  /** Where the latency went, hop by hop (hops.ts). */
+  readonly hops?: HopLatencies;
 }
 
 export interface Percentiles {
@@ -173,6 +176,7 @@ export async function runStep(
       [paid, receipts] = await Promise.all([paidAt(), receiptAt()]);
     }
     const cpuAfter = cpuByPart(system);
+    const hops = await hopLatencies(system, sent);
     const cpuMsPerOrder = Object.fromEntries(
       Object.keys(cpuAfter).map((part) => [
         part,
@@ -200,6 +204,7 @@ export async function runStep(
       keptUp: paid.size >= 0.99 * count && receipts.size >= 0.99 * count && achieved >= 0.9 * offered,
       cpuMsPerOrder,
       cpuUtilisation: Math.round((cpuMs / ((Date.now() - started) * cpus().length)) * 100) / 100,
+      hops,
     };
   } finally {
     await Promise.all([orders.end(), notifications.end()]);

@@ -3,6 +3,7 @@ import { CONSUMER_VARIANTS, type ConsumerSample, type ConsumerVariant, type Deli
 import type { CpuTimes } from './cpu.js';
 import type { EndToEndResult } from './end-to-end.js';
 import type { GrowthSample } from './growth.js';
+import { HOPS } from './hops.js';
 import type { EndToEndProfile } from './profile.js';
 import { ROUND_TRIP_TARGETS } from './round-trips.js';
 import { SIDE_BY_SIDE, type RelaySample } from './relay.js';
@@ -328,6 +329,19 @@ function endToEndTable(result: EndToEndResult): string {
   );
 }
 
+/** Where an order's latency goes, hop by hop, per step: p50 / p95 ms (hops.ts). */
+function hopsSection(result: EndToEndResult): string[] {
+  const steps = result.steps.filter((s) => s.hops);
+  if (steps.length === 0) return [];
+  const rows = HOPS.map((hop) => [hop, ...steps.map((s) => `${int(s.hops![hop].p50)} / ${int(s.hops![hop].p95)}`)]);
+  return [
+    "**Where the latency goes** — each hop's p50 / p95 ms, from the timestamps the services write (order, outbox rows written and published, inbox records, PAID, receipt sent)",
+    '',
+    table(['hop', ...steps.map((s) => `${s.offered} orders/s`)], rows),
+    '',
+  ];
+}
+
 function endToEndCpuTable(result: EndToEndResult): string {
   const parts = Object.keys(result.steps[0]?.cpuMsPerOrder ?? {});
   const rows = result.steps.map((s) => [
@@ -450,6 +464,7 @@ export function formatMarkdown(
       '',
       endToEndTable(run.endToEnd),
       '',
+      ...hopsSection(run.endToEnd),
       '**Where the CPU goes** — ms of CPU per order by process, and how busy all cores were during the step',
       '',
       endToEndCpuTable(run.endToEnd),
