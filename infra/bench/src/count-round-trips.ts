@@ -45,7 +45,7 @@ if (dir) {
   const sha1 = (lua: string) => createHash('sha1').update(lua).digest('hex');
   const defineCommand = Redis.prototype.defineCommand;
   Redis.prototype.defineCommand = function (this: Redis, name: string, definition: { lua: string }) {
-    nameOf.set(sha1(definition.lua), name.replace(/-\d+$/, ''));
+    nameOf.set(sha1(definition.lua), name.replace(/[-:][\d.]+$/, '')); // moveToActive:6.7.0 → moveToActive
     return defineCommand.call(this, name, definition as Parameters<Redis['defineCommand']>[1]);
   };
   const sendCommand = Redis.prototype.sendCommand;

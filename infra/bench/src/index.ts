@@ -8,5 +8,5 @@ export {
   type Counts,
   type RoundTripBudget,
   type RoundTripCounts,
-  type RoundTripsPerOrder,
+  type RoundTrips,
 } from './round-trips.js';

@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { SERVICES } from '@idem/native-run';
 import { runStep, startLoadedSystem, stopLoadedSystem } from './end-to-end.js';
 import { cpuOfProcess } from './cpu.js';
-import { countingRoundTrips, roundTripsSoFar, type RoundTripsSoFar } from './round-trips.js';
+import { countingRoundTrips, roundTripsSoFar, type RoundTrips } from './round-trips.js';
 
 interface ProfileNode {
   readonly id: number;
@@ -180,7 +180,7 @@ export async function profileEndToEnd(options: {
 }
 
 /** Per order and per service, as the report lists them: `PostgreSQL statements: orders`, … */
-function requestsOf(before: RoundTripsSoFar, after: RoundTripsSoFar, placed: number): Record<string, number> {
+function requestsOf(before: RoundTrips, after: RoundTrips, placed: number): Record<string, number> {
   const labels = {
     statements: 'PostgreSQL statements',
     transactions: 'PostgreSQL transactions',

@@ -1,9 +1,9 @@
 /**
  * What an order asks of PostgreSQL and Redis — statements, transactions, Lua scripts (BullMQ's
  * and the rate limiter's) — per service, counted by the processes themselves
- * (count-round-trips.ts, preloaded). Counts are
- * deterministic where rates are noisy, so they are budgets: `pnpm bench` prints them against
- * the targets, and e2e/round-trips.e2e.spec.ts fails when one grows past what the code needs today.
+ * (count-round-trips.ts, preloaded). Counts are deterministic where rates are noisy, so they are
+ * budgets: `pnpm bench` prints them against the targets, and e2e/round-trips.e2e.spec.ts fails
+ * when one grows past what the code needs today.
  */
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -40,6 +40,9 @@ export const ROUND_TRIP_BUDGET: Readonly<Record<string, RoundTripBudget>> = {
   notifications: { statements: 14, transactions: 5.5, redisScripts: 8.5 },
 };
 
+/** How long the services are watched doing nothing, to take off what they ask anyway. */
+const IDLE_MS = 8_000;
+
 const KINDS = ['statements', 'transactions', 'redisCommands', 'redisScripts'] as const;
 
 /** Per service. */
@@ -61,35 +64,36 @@ export async function measureRoundTrips(options: {
   orders: number;
   portOffset: number;
   log: (line: string) => void;
-}): Promise<RoundTripsPerOrder> {
+}): Promise<RoundTrips> {
   const counting = countingRoundTrips();
   const system = await startLoadedSystem(options, counting);
   try {
     const step = (seconds: number) => runStep(system, 2, { stepSeconds: seconds, drainSeconds: 30, log: options.log });
     await step(2); // the first requests compile code paths and open connections
     const soFar = () => roundTripsSoFar(system, counting.dir);
-    const idle = { before: await soFar(), ms: 8_000 };
-    await sleep(idle.ms);
-    const idleAfter = await soFar();
+    const idleBefore = await soFar();
+    await sleep(IDLE_MS);
+    const idle = { before: idleBefore, after: await soFar(), ms: IDLE_MS };
     const started = Date.now();
     const before = await soFar();
     const { placed, paid, receipts } = await step(options.orders / 2);
     if (paid < placed || receipts < placed)
       throw new Error(`${placed} orders placed, ${paid} paid, ${receipts} receipts`);
     const busy = { before, after: await soFar(), ms: Date.now() - started };
-    return perOrder(busy, { ...idle, after: idleAfter }, placed);
+    return perOrder(busy, idle, placed);
   } finally {
     await stopLoadedSystem(system);
   }
 }
 
-/** What the services asked so far: each service's counts (its instances added up), and BullMQ's scripts by name. */
-export interface RoundTripsSoFar {
+/** What the services asked (so far, or per order): each service's counts, and the Lua scripts by name. */
+export interface RoundTrips {
   readonly byService: Counts;
   readonly scripts: Record<string, number>;
 }
 
-export async function roundTripsSoFar(system: RunningSystem, dir: string): Promise<RoundTripsSoFar> {
+/** So far, each service's instances added up. */
+export async function roundTripsSoFar(system: RunningSystem, dir: string): Promise<RoundTrips> {
   const instances = [...system.processes].filter(([name]) => serviceOf(name) !== undefined);
   const byService = Object.fromEntries(SERVICES.map((service) => [service, zero()])) as Counts;
   const scripts: Record<string, number> = {};
@@ -111,37 +115,31 @@ export async function roundTripsSoFar(system: RunningSystem, dir: string): Promi
   return { byService, scripts };
 }
 
+/** A window of the run: the counts at its start and end, and how long it lasted. */
+interface Window {
+  readonly before: RoundTrips;
+  readonly after: RoundTrips;
+  readonly ms: number;
+}
+
 /** Per order: what `busy` asked for `orders` orders, less what `idle` asks in as long with nothing to do. */
-export function perOrder(
-  busy: { before: RoundTripsSoFar; after: RoundTripsSoFar; ms: number },
-  idle: { before: RoundTripsSoFar; after: RoundTripsSoFar; ms: number },
-  orders: number,
-): RoundTripsPerOrder {
-  const net = (busyCount: number, idleCount: number) =>
-    Math.round((Math.max(0, busyCount - (idleCount * busy.ms) / idle.ms) / orders) * 10) / 10;
+export function perOrder(busy: Window, idle: Window, orders: number): RoundTrips {
+  const net = (count: (at: RoundTrips) => number) => {
+    const during = (window: Window) => count(window.after) - count(window.before);
+    const background = (during(idle) * busy.ms) / idle.ms;
+    return Math.round((Math.max(0, during(busy) - background) / orders) * 10) / 10;
+  };
   const byService = {} as Counts;
   for (const service of SERVICES) {
     byService[service] = zero();
-    for (const kind of KINDS) {
-      const delta = (at: { before: RoundTripsSoFar; after: RoundTripsSoFar }) =>
-        at.after.byService[service][kind] - at.before.byService[service][kind];
-      byService[service][kind] = net(delta(busy), delta(idle));
-    }
+    for (const kind of KINDS) byService[service][kind] = net((at) => at.byService[service][kind]);
   }
   const scripts: Record<string, number> = {};
   for (const name of Object.keys(busy.after.scripts)) {
-    const delta = (at: { before: RoundTripsSoFar; after: RoundTripsSoFar }) =>
-      (at.after.scripts[name] ?? 0) - (at.before.scripts[name] ?? 0);
-    const count = net(delta(busy), delta(idle));
+    const count = net((at) => at.scripts[name] ?? 0);
     if (count > 0) scripts[name] = count;
   }
   return { byService, scripts };
-}
-
-/** What an order asked: per service, and BullMQ's scripts by name (all services together). */
-export interface RoundTripsPerOrder {
-  readonly byService: Counts;
-  readonly scripts: Record<string, number>;
 }
 
 /** All services together. */

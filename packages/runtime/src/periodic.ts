@@ -54,10 +54,11 @@ const GATHER_MS = 20;
 
 /**
  * Runs `runOnce` back to back while it finds work (it returns how many items it handled) and
- * sleeps `idleMs` when it found none (or, woken by notifications, less than a full batch); a failed round is logged and retried after the sleep. With
- * `wakeOn`, it LISTENs on that channel and a notification ends the sleep at once (one that comes
- * during a round skips the next sleep): work is taken when it is written, and the sleep is only
- * the fallback for a notification that never came.
+ * sleeps `idleMs` when it found none (or, woken by notifications, less than a full batch); a
+ * failed round is logged and retried after the sleep. With `wakeOn`, it LISTENs on that channel
+ * and a notification ends the sleep at once (one that comes during a round skips the next
+ * sleep): work is taken when it is written, and the sleep is only the fallback for a
+ * notification that never came.
  */
 export function pollingWorker(
   name: string,

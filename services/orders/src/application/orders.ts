@@ -57,8 +57,17 @@ export async function createOrder(tx: Tx, order: PricedOrder, now: Date): Promis
     )
     INSERT INTO order_status_changes (order_id, version, status, occurred_at) VALUES (${id}::uuid, 1, 'PENDING', ${now})`;
   return toView({
-    ...{ id, customerId, customerEmail, currency, paymentMethod, totalCents },
-    ...{ status: 'PENDING', version: 1, createdAt: now, updatedAt: now, lines: [...lines] },
+    id,
+    customerId,
+    customerEmail,
+    currency,
+    paymentMethod,
+    totalCents,
+    status: 'PENDING',
+    version: 1,
+    createdAt: now,
+    updatedAt: now,
+    lines: [...lines],
   });
 }
 
@@ -98,14 +107,20 @@ export async function applyTransition(
     )
     INSERT INTO order_status_changes (order_id, version, status, causation_id, occurred_at)
     VALUES (${orderId}::uuid, ${version}, ${status}, ${causationId}::uuid, ${now})`;
-  return {
-    kind: 'changed',
-    order: toView({
-      ...{ id: current.id, customerId: current.customer_id, customerEmail: current.customer_email },
-      ...{ currency: current.currency, paymentMethod: current.payment_method, totalCents: current.total_cents },
-      ...{ status, version, createdAt: current.created_at, updatedAt: now, lines: current.lines ?? [] },
-    }),
-  };
+  const order = toView({
+    id: current.id,
+    customerId: current.customer_id,
+    customerEmail: current.customer_email,
+    currency: current.currency,
+    paymentMethod: current.payment_method,
+    totalCents: current.total_cents,
+    status,
+    version,
+    createdAt: current.created_at,
+    updatedAt: now,
+    lines: current.lines ?? [],
+  });
+  return { kind: 'changed', order };
 }
 
 /** An order row as `applyTransition` locks it, with its lines. */
@@ -146,8 +161,7 @@ export async function listOrders(
   return orders.map(toView);
 }
 
-type OrderRow = Omit<Awaited<ReturnType<Tx['order']['findUniqueOrThrow']>>, 'status'> & {
-  status: string;
+type OrderRow = Awaited<ReturnType<Tx['order']['findUniqueOrThrow']>> & {
   lines: { sku: string; quantity: number; unitPriceCents: number }[];
   history?: { version: number; status: string; causationId: string | null; occurredAt: Date }[];
 };
