@@ -1,4 +1,5 @@
 export { createPublisher, type Publisher, type PublisherOptions } from './publisher.js';
+export { DURABILITIES, NotDurableError, type Durability } from './durability.js';
 export { startConsumer, type Consumer, type ConsumerOptions, type DeliveryReport } from './consumer.js';
 export {
   deadLetterVerdict,

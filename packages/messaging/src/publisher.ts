@@ -3,6 +3,7 @@ import { context, SpanKind, SpanStatusCode, trace, type Span } from '@openteleme
 import { noFaults, type Faults } from '@idem/faults';
 import { Queue } from 'bullmq';
 import { defaultDeliveryPolicy, jobOptions, type DeliveryPolicy } from './delivery-policy.js';
+import { confirmDurable, resolveDurability, type DURABILITIES, type Durability } from './durability.js';
 import { createRedis, resolveBroker, type BrokerOptions } from './redis.js';
 
 export interface PublisherOptions extends BrokerOptions {
@@ -11,6 +12,10 @@ export interface PublisherOptions extends BrokerOptions {
   readonly faults?: Faults;
   /** Told of every publication once the broker took it, with how many copies went out (the journal). */
   readonly onPublished?: (envelopes: readonly Envelope[], copies: number) => void;
+  /** What "published" waits for (durability.ts). @defaultValue 'auto' */
+  readonly durability?: (typeof DURABILITIES)[number];
+  /** How long a publication waits for it before it fails (and is published again). @defaultValue 1000 */
+  readonly durabilityTimeoutMs?: number;
 }
 
 export interface Publisher {
@@ -20,6 +25,8 @@ export interface Publisher {
   redeliver(consumer: string, messageId: string, payload: unknown): Promise<void>;
   /** How many of a consumer's deliveries wait, run, wait for a retry, or have failed. */
   jobCounts(consumer: string): Promise<Record<'waiting' | 'active' | 'delayed' | 'failed', number>>;
+  /** What "published" waits for, `auto` resolved. */
+  durability(): Promise<Durability>;
   close(): Promise<void>;
 }
 
@@ -76,6 +83,14 @@ export function createPublisher(options: PublisherOptions = {}): Publisher {
   const policy = options.policy ?? defaultDeliveryPolicy;
   const faults = options.faults ?? noFaults;
   const connection = createRedis(redisUrl, 'producer');
+  // Resolved on the first publication, once Redis can say whether it has a replica.
+  let durability: Promise<Durability> | undefined;
+  const resolved = () =>
+    (durability ??= resolveDurability(connection, options.durability ?? 'auto').catch((error: unknown) => {
+      durability = undefined; // asked again next time
+      throw error;
+    }));
+  const durable = async () => confirmDurable(connection, await resolved(), options.durabilityTimeoutMs ?? 1000);
   const queues = new Map<string, Queue>();
   const queue = (name: string) => {
     let q = queues.get(name);
@@ -84,7 +99,8 @@ export function createPublisher(options: PublisherOptions = {}): Publisher {
   };
 
   return {
-    publish: (envelopes) => publish(queue, envelopes, { policy, faults, onPublished: options.onPublished }),
+    publish: (envelopes) => publish(queue, envelopes, { policy, faults, durable, onPublished: options.onPublished }),
+    durability: resolved,
     async redeliver(consumer, messageId, payload) {
       const q = queue(consumer);
       // A dead-lettered job may still sit in BullMQ's failed set under this id, and an add
@@ -116,7 +132,12 @@ export function createPublisher(options: PublisherOptions = {}): Publisher {
 async function publish(
   queue: (name: string) => Queue,
   envelopes: readonly Envelope[],
-  { policy, faults, onPublished }: Pick<PublisherOptions, 'onPublished'> & { policy: DeliveryPolicy; faults: Faults },
+  {
+    policy,
+    faults,
+    durable,
+    onPublished,
+  }: Pick<PublisherOptions, 'onPublished'> & { policy: DeliveryPolicy; faults: Faults; durable: () => Promise<void> },
 ): Promise<void> {
   if (envelopes.length === 0) return;
   const spans: Span[] = [];
@@ -145,6 +166,7 @@ async function publish(
       Promise.all([...byConsumer].map(([consumer, batch]) => queue(consumer).addBulk(batch.flatMap(jobs))));
     // The Redis writes nest under the publication: its one send span, or a batch span.
     await context.with(trace.setSpan(context.active(), writeSpan), writes);
+    await durable(); // only a publication as durable as asked counts as published
     onPublished?.(envelopes, twice ? 2 : 1);
   } catch (error) {
     for (const span of spans) {

@@ -1,4 +1,5 @@
 import { operatorTokensProblem } from '@idem/http';
+import { DURABILITIES } from '@idem/messaging';
 import { POOLED_RELAY_CONCURRENCY } from '@idem/outbox';
 import { z } from 'zod';
 
@@ -81,6 +82,14 @@ export function baseConfigSchema(service: string, defaultPort: number) {
      * Redis the next is claimed, and a broker outage holds the relay's connections, never the API's.
      */
     RELAY_CONCURRENCY: z.coerce.number().int().positive().default(POOLED_RELAY_CONCURRENCY),
+    /**
+     * What the relay waits for before it marks a row published: `replica` (a replica has the jobs,
+     * WAIT), `disk` (Redis wrote them to its disk, WAITAOF, Redis 7.2+), `none`, or `auto` —
+     * `replica` where Redis has one, else `none`. A publication short of it is published again.
+     */
+    RELAY_DURABILITY: z.enum(DURABILITIES).default('auto'),
+    /** How long a publication waits for that before it counts as failed. */
+    RELAY_DURABILITY_TIMEOUT_MS: z.coerce.number().int().positive().default(1000),
     /** How often retention cleanups run. */
     MAINTENANCE_INTERVAL_MS: z.coerce.number().int().positive().default(60_000),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

@@ -168,6 +168,8 @@ function sharedContext<Tx extends SqlClient>({
     redisUrl: config.REDIS_URL,
     prefix: config.IDEM_QUEUE_PREFIX,
     faults,
+    durability: config.RELAY_DURABILITY,
+    durabilityTimeoutMs: config.RELAY_DURABILITY_TIMEOUT_MS,
     onPublished: (envelopes, copies) => {
       for (const entry of publicationEntries(envelopes, copies, me)) journal.record(entry);
     },
