@@ -4,7 +4,7 @@
  * (as infra/Dockerfile does), delete its sources, and run the bundle with plain node and the image's command — migrate, serve health
  * and metrics, consume, trace, and stop on SIGTERM.
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { randomInt, randomUUID } from 'node:crypto';
 import { cpSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -116,12 +116,13 @@ function startBundle(service: Service, servicePort: number, env: Record<string, 
         `${error.message}; ${since}; last answer: ${last}; exit ${child.exitCode ?? child.signalCode ?? 'not yet'}; output: ${output}`,
       );
     });
-  return { child, url, healthy };
-}
-
-async function stop(child: ChildProcess) {
-  child.kill('SIGTERM');
-  return exited(child);
+  /** SIGTERM, then the exit code; a failure shows what the process printed. */
+  const stop = async () => {
+    child.kill('SIGTERM');
+    const code = await exited(child);
+    expect(code, `${service}'s bundle exited ${code} on SIGTERM; output: ${output}`).toBe(0);
+  };
+  return { url, healthy, stop };
 }
 
 describe('the migrate image', () => {
@@ -184,7 +185,7 @@ describe('the production bundle', () => {
         { what: 'the delivery to be processed' },
       );
     } finally {
-      expect(await stop(inventory.child)).toBe(0);
+      await inventory.stop();
     }
   }, 120_000);
 
@@ -254,8 +255,8 @@ describe('the production bundle', () => {
         },
       );
     } finally {
-      expect(await stop(orders.child)).toBe(0);
-      expect(await stop(inventory.child)).toBe(0);
+      await orders.stop();
+      await inventory.stop();
       await otlp.close();
     }
     // The customer's token reaches no span (the HTTP instrumentation records no Authorization).
