@@ -115,6 +115,15 @@ describe('infra/postgres/init.sh on a real PostgreSQL', () => {
         }
         await expect(runtime.query('DROP TABLE processed_messages'), service).rejects.toMatchObject({ code: '42501' });
         await expect(runtime.query('CREATE TABLE sneaky (id int)'), service).rejects.toMatchObject({ code: '42501' });
+        // Retention's partition upkeep, and only through the functions that check what they are asked.
+        const made = await runtime.query(
+          `SELECT idem_inbox_add_partition(now() + interval '5 days', now() + interval '6 days') AS r`,
+        );
+        expect(made.rows, service).toEqual([{ r: 'added' }]);
+        await runtime.query(`SELECT * FROM idem_inbox_drop_partitions(now() - interval '30 days')`);
+        await expect(runtime.query('DROP TABLE processed_messages_default'), service).rejects.toMatchObject({
+          code: '42501',
+        });
       } finally {
         await runtime.end();
       }
@@ -129,6 +138,9 @@ describe('infra/postgres/init.sh on a real PostgreSQL', () => {
       try {
         expect((await console_.query('SELECT count(*) FROM processed_messages')).rows, service).toHaveLength(1);
         await expect(console_.query(`DELETE FROM processed_messages`), service).rejects.toMatchObject({
+          code: '42501',
+        });
+        await expect(console_.query(`SELECT * FROM idem_inbox_drop_partitions(now())`), service).rejects.toMatchObject({
           code: '42501',
         });
       } finally {

@@ -28,6 +28,8 @@ export interface BenchOptions {
   /** Where benchmarks.md, benchmarks/end-to-end.svg and benchmarks/runs/<time>.json go. */
   readonly out: string;
   readonly sections?: readonly Section[];
+  /** Section 4's table sizes instead of the run's (`--growth-sizes 1000000,10000000`). */
+  readonly growthSizes?: readonly number[];
   readonly log?: (line: string) => void;
 }
 
@@ -128,7 +130,12 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
     }
     if (sections.has('growth')) {
       log('\n4. growth of processed_messages');
-      growth = await runGrowth({ databaseUrl, sizes: settings.growthSizes, inserts: settings.growthInserts, log });
+      growth = await runGrowth({
+        databaseUrl,
+        sizes: options.growthSizes ?? settings.growthSizes,
+        inserts: settings.growthInserts,
+        log,
+      });
     }
     if (sections.has('profile')) {
       log('\n5. where the CPU of an order goes');

@@ -1,4 +1,4 @@
-// `pnpm bench [--quick] [--out DIR] [--only consumer,relay,e2e,growth,profile] [--render RUN.json]`: see bench.ts and the README.
+// `pnpm bench [--quick] [--out DIR] [--only consumer,relay,e2e,growth,profile] [--growth-sizes N,N] [--render RUN.json]`: see bench.ts and the README.
 import { parseArgs } from 'node:util';
 import { renderRun, runBench, SECTIONS, type Section } from './bench.js';
 
@@ -8,6 +8,7 @@ const { values } = parseArgs({
     out: { type: 'string' },
     only: { type: 'string' },
     render: { type: 'string' },
+    'growth-sizes': { type: 'string' },
   },
 });
 if (values.render) {
@@ -23,6 +24,11 @@ if (unknown?.length) {
 }
 // A quick run proves the harness works; it must not replace the committed results.
 const out = values.out ?? (values.quick ? 'bench-results' : 'docs');
-const { files } = await runBench({ quick: values.quick, out, sections });
+const growthSizes = values['growth-sizes']?.split(',').map(Number);
+if (growthSizes?.some((n) => !Number.isInteger(n) || n <= 0)) {
+  console.error(`--growth-sizes takes table sizes, e.g. 1000000,10000000`);
+  process.exit(2);
+}
+const { files } = await runBench({ quick: values.quick, out, sections, ...(growthSizes ? { growthSizes } : {}) });
 console.log(`\nwrote ${files.markdown}, ${files.json}${files.chart ? `, ${files.chart}` : ''}`);
 process.exit(0);

@@ -379,6 +379,7 @@ export function beforeAfterTable(before: BenchRun, after: EndToEndResult): strin
 
 function growthTable(samples: readonly GrowthSample[]): string {
   const rows = samples.map((s) => [
+    s.purgeBy === 'drop' ? 'partitions dropped' : 'rows deleted',
     s.rows.toLocaleString('en'),
     s.retention === 'off' ? 'off' : 'purging older half',
     s.p50Ms.toFixed(2),
@@ -392,6 +393,7 @@ function growthTable(samples: readonly GrowthSample[]): string {
   ]);
   return table(
     [
+      'purged by',
       'rows',
       'retention',
       'insert p50 ms',
@@ -489,7 +491,7 @@ export function formatMarkdown(
       '',
       '## 4. Growth of processed_messages',
       '',
-      'Single-record inserts, 8 at a time, at each table size; then the same while `createInboxRetention().purge()` deletes the older half in batches of 1,000. Sizes are read right after, before any vacuum: deleted index entries free their pages for reuse, they do not shrink the index.',
+      'Single-record inserts, 8 at a time, at each table size; then the same while `createInboxRetention().purge()` removes the older half: with UUID v4 ids every record is in the DEFAULT partition and goes in DELETE batches of 1,000 (the table as it was before partitions), with UUID v7 ids the records are in partitions of a day and the expired ones go with their partition. Sizes (every partition included) are read right after, before any vacuum: deleted index entries free their pages for reuse, they do not shrink the index.',
       '',
       growthTable(run.growth),
     );

@@ -1,5 +1,5 @@
-import { randomUUID } from 'node:crypto';
 import type { EventBody, EventType } from './events.js';
+import { newMessageId } from './message-id.js';
 import type { Envelope } from './parse-envelope.js';
 import { serviceOf } from './topology.js';
 import { traceparentOf } from './trace-context.js';
@@ -17,13 +17,13 @@ export interface EventDraft<T extends EventType = EventType> {
 }
 
 /**
- * Assigns the message id, the one identity every redelivery of this event will carry, and
+ * Assigns the message id (a UUID v7 of `now`), the one identity every redelivery of this event will carry, and
  * records the trace context the event was produced in (when tracing is on).
  */
 export function createEnvelope<T extends EventType>(draft: EventDraft<T>, now: Date): Envelope<T> {
   const { traceparent = traceparentOf(), ...rest } = draft;
   return {
-    messageId: randomUUID(),
+    messageId: newMessageId(now),
     producer: serviceOf(draft.type),
     occurredAt: now.toISOString(),
     ...rest,

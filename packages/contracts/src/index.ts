@@ -12,5 +12,6 @@ export {
   type ParseResult,
 } from './parse-envelope.js';
 export { createEnvelope, causedBy, type EventDraft } from './create-envelope.js';
+export { newMessageId } from './message-id.js';
 export { contextOf, inSpan, traceparentOf } from './trace-context.js';
 export { SERVICE_REGISTRY, SERVICE_NAMES, PUBLISHERS, type ServiceName } from './services.js';

@@ -151,8 +151,10 @@ export async function migrate({
 
 /**
  * What the role a service runs as may do in the database the migrating role owns: data, never
- * schema. Run by the owner after every migration (so it also repairs a grant someone revoked);
- * the default privileges cover tables that a migration applied by other means creates.
+ * schema — but for the functions the migrations made for it, which change the schema only as
+ * they are written to (the inbox's partitions: created ahead, dropped once expired). Run by the
+ * owner after every migration (so it also repairs a grant someone revoked); the default
+ * privileges cover tables that a migration applied by other means creates.
  */
 async function grantRuntimeRole(client: pg.Client, role: string): Promise<void> {
   const runtime = pg.escapeIdentifier(role);
@@ -165,6 +167,7 @@ async function grantRuntimeRole(client: pg.Client, role: string): Promise<void> 
     GRANT USAGE ON SCHEMA public TO ${runtime};
     GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO ${runtime};
     GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA public TO ${runtime};
+    GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA public TO ${runtime};
     ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO ${runtime};
     ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO ${runtime};
     REVOKE ALL ON "_prisma_migrations" FROM ${runtime};`);

@@ -121,6 +121,7 @@ function columnType(scalar: string, nativeType: readonly [string, readonly strin
   return type;
 }
 
+/** The tables as the database has them; a partition is its parent's storage, not a table of the schema. */
 async function readTables(databaseUrl: string): Promise<Map<string, TableShape>> {
   const client = new pg.Client({ connectionString: databaseUrl });
   await client.connect();
@@ -138,7 +139,8 @@ async function readTables(databaseUrl: string): Promise<Map<string, TableShape>>
       `SELECT table_name, column_name, is_nullable, udt_name, character_maximum_length,
               datetime_precision, numeric_precision, numeric_scale
          FROM information_schema.columns
-        WHERE table_schema = 'public' AND table_name <> '_prisma_migrations'`,
+        WHERE table_schema = 'public' AND table_name <> '_prisma_migrations'
+          AND table_name NOT IN (SELECT relname FROM pg_class WHERE relispartition)`,
     );
     const indexes = await client.query<{ table_name: string; index_name: string; kind: string; columns: string[] }>(
       `SELECT t.relname AS table_name, i.relname AS index_name,
@@ -150,7 +152,7 @@ async function readTables(databaseUrl: string): Promise<Map<string, TableShape>>
          JOIN pg_namespace n ON n.oid = t.relnamespace
          CROSS JOIN LATERAL unnest(x.indkey) WITH ORDINALITY AS k(attnum, ordinality)
          JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.attnum
-        WHERE n.nspname = 'public' AND t.relname <> '_prisma_migrations'
+        WHERE n.nspname = 'public' AND t.relname <> '_prisma_migrations' AND NOT t.relispartition
         GROUP BY t.relname, i.relname, x.indisprimary, x.indisunique`,
     );
     const tables = new Map<string, TableShape>();

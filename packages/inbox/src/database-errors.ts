@@ -1,7 +1,5 @@
 import { boundReason } from '@idem/contracts';
-
-/** The processed-message record's primary key: the only conflict that means "duplicate". */
-export const PROCESSED_MESSAGES_KEY = 'processed_messages_pkey';
+import { isProcessedMessagesKey } from './partitions.js';
 
 interface DriverAdapterCause {
   readonly originalCode?: string;
@@ -35,7 +33,8 @@ export function constraintOf(error: unknown): string | undefined {
 }
 
 /**
- * True only for a unique violation of `processed_messages_pkey`: an error the database raised
+ * True only for a unique violation of processed_messages' primary key (as the partition holding
+ * the record names it, partitions.ts): an error the database raised
  * (through Prisma — P2002 from a model call or P2010 from raw SQL — or straight from
  * node-postgres, which carries the server's `severity`) with SQLSTATE 23505 *and* that
  * constraint name. A unique violation on a business table, a foreign key, a timeout or a lost
@@ -44,7 +43,7 @@ export function constraintOf(error: unknown): string | undefined {
 export function isProcessedMessageConflict(error: unknown): boolean {
   const { code, severity } = (error ?? {}) as PrismaLikeError & { severity?: unknown };
   const fromDatabase = code === 'P2002' || code === 'P2010' || (code === '23505' && typeof severity === 'string');
-  return fromDatabase && sqlStateOf(error) === '23505' && constraintOf(error) === PROCESSED_MESSAGES_KEY;
+  return fromDatabase && sqlStateOf(error) === '23505' && isProcessedMessagesKey(constraintOf(error));
 }
 
 export interface FailureClassification {

@@ -1,11 +1,6 @@
 export { createInbox, type Inbox, type InboxOptions, type MessageHandler, type ConflictingDuplicate } from './inbox.js';
 export * from './outcomes.js';
-export {
-  classifyFailure,
-  isProcessedMessageConflict,
-  PROCESSED_MESSAGES_KEY,
-  type FailureClassification,
-} from './database-errors.js';
+export { classifyFailure, isProcessedMessageConflict, type FailureClassification } from './database-errors.js';
 export { advanceAggregateVersion } from './aggregate-versions.js';
 export type { DeadLetter, DeadLetterCursor, DeadLetterFilter, DeadLetters, NewDeadLetter } from './dead-letters.js';
 export {
@@ -14,7 +9,9 @@ export {
   RetentionError,
   type InboxRetention,
   type InboxRetentionOptions,
+  type Purge,
   type ReplayHorizon,
 } from './retention.js';
 export { bodyHash } from './body-hash.js';
+export { DEFAULT_PARTITION_SPAN_MS, isProcessedMessagesKey, type DroppedPartition } from './partitions.js';
 export { inboxTables, aggregateVersionTables } from './tables.js';

@@ -42,7 +42,7 @@ describe('inbox retention', () => {
     };
     const retention = createInboxRetention({ db: counting, retentionMs, horizon, batchSize: 10, now: () => now });
 
-    expect(await retention.purge()).toBe(25);
+    expect((await retention.purge()).deleted).toBe(25);
     expect(statements).toHaveLength(3);
     const left = await db.prisma.processedMessage.findMany();
     expect(left).toHaveLength(5);

@@ -1,4 +1,11 @@
 import type { SqlClient } from '@idem/database';
+import {
+  addPartitions,
+  DEFAULT_PARTITION_SPAN_MS,
+  dropPartitions,
+  type DroppedPartition,
+  type PartitionAdded,
+} from './partitions.js';
 
 /**
  * How far back a message can still arrive. A processed record may only be deleted once no
@@ -27,18 +34,41 @@ export interface InboxRetentionOptions {
   readonly horizon: ReplayHorizon;
   /** Rows deleted per statement, so a purge never holds long locks. @defaultValue 1000 */
   readonly batchSize?: number;
+  /** The span of message times a partition covers (partitions.ts). @defaultValue one day */
+  readonly partitionSpanMs?: number;
   /** @defaultValue () => new Date() */
   readonly now?: () => Date;
 }
 
+/** What one purge did. */
+export interface Purge {
+  /** Records deleted row by row, from the DEFAULT partition (partitions.ts). */
+  readonly deleted: number;
+  /** Partitions dropped whole, each with about how many records it held. */
+  readonly dropped: readonly DroppedPartition[];
+  /** The partitions of the coming spans, by the start of their span. */
+  readonly added: Readonly<Record<string, PartitionAdded>>;
+}
+
 export interface InboxRetention {
-  /** Deletes every processed record older than the retention, batch by batch; returns how many. */
-  purge(): Promise<number>;
+  /**
+   * Removes the processed records older than the retention: the partitions of the coming spans
+   * made first, then each range partition dropped whole once all its records are that old, then
+   * the DEFAULT partition's deleted batch by batch.
+   */
+  purge(): Promise<Purge>;
 }
 
 /** Refuses (throws {@link RetentionError}) a retention shorter than the replay horizon. */
 export function createInboxRetention(options: InboxRetentionOptions): InboxRetention {
-  const { db, retentionMs, horizon, batchSize = 1000, now = () => new Date() } = options;
+  const {
+    db,
+    retentionMs,
+    horizon,
+    batchSize = 1000,
+    partitionSpanMs = DEFAULT_PARTITION_SPAN_MS,
+    now = () => new Date(),
+  } = options;
   const minimum = replayHorizonMs(horizon);
   if (!(retentionMs >= minimum)) {
     throw new RetentionError(
@@ -49,18 +79,21 @@ export function createInboxRetention(options: InboxRetentionOptions): InboxReten
   }
   return {
     async purge() {
-      const cutoff = new Date(now().getTime() - retentionMs);
-      let total = 0;
+      const at = now();
+      const cutoff = new Date(at.getTime() - retentionMs);
+      const added = await addPartitions(db, at, partitionSpanMs);
+      const dropped = await dropPartitions(db, cutoff);
+      let deleted = 0;
       for (;;) {
-        const deleted = await db.$executeRaw`
-          DELETE FROM processed_messages
+        const batch = await db.$executeRaw`
+          DELETE FROM processed_messages_default
            WHERE (consumer, message_id) IN (
-             SELECT consumer, message_id FROM processed_messages
+             SELECT consumer, message_id FROM processed_messages_default
               WHERE processed_at < ${cutoff}
               ORDER BY processed_at
               LIMIT ${batchSize})`;
-        total += deleted;
-        if (deleted < batchSize) return total;
+        deleted += batch;
+        if (batch < batchSize) return { deleted, dropped, added };
       }
     },
   };

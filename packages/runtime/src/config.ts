@@ -64,6 +64,11 @@ export function baseConfigSchema(service: string, defaultPort: number) {
       .int()
       .positive()
       .default(15 * DAY),
+    /**
+     * The span of message times one partition of processed_messages covers; retention drops a
+     * partition whole once every record in it is past INBOX_RETENTION_MS (docs/operations.md).
+     */
+    INBOX_PARTITION_SPAN_MS: z.coerce.number().int().min(60_000).default(DAY),
     /** How long after the fact dead letters may still be replayed or events republished. */
     REPLAY_WINDOW_MS: z.coerce
       .number()

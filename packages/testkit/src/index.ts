@@ -10,7 +10,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PrismaPg } from '@prisma/adapter-pg';
 import { Redis } from 'ioredis';
-import { exampleBodies, serviceOf, type Envelope, type EventBody, type EventType } from '@idem/contracts';
+import { exampleBodies, newMessageId, serviceOf, type Envelope, type EventBody, type EventType } from '@idem/contracts';
 import { dropDatabase, findSchemaDrift, migrate, packageModels, type SqlClient, type TableSet } from '@idem/database';
 import { PrismaClient } from './generated/prisma/client.js';
 import { PACKAGE_TABLES } from './tables.js';
@@ -152,11 +152,12 @@ export function testMessage<T extends EventType>(
   type: T,
   { body, ...overrides }: Partial<Omit<Envelope<T>, 'body'>> & { body?: Partial<EventBody<T>> } = {},
 ): Envelope<T> {
+  const now = new Date();
   return {
-    messageId: randomUUID(),
+    messageId: newMessageId(now),
     type,
     producer: serviceOf(type),
-    occurredAt: new Date().toISOString(),
+    occurredAt: now.toISOString(),
     correlationId: randomUUID(),
     causationId: null,
     aggregateId: randomUUID(),

@@ -5,6 +5,7 @@ import type { ServicePart } from '../run-service.js';
 
 /**
  * Retention of processed records (role `workers`): those older than INBOX_RETENTION_MS go,
+ * whole partitions of them where they can (INBOX_PARTITION_SPAN_MS, @idem/inbox's partitions.ts),
  * and the service refuses to start when that is shorter than the replay horizon — the time in
  * which a copy of a message can still arrive (broker retention, retries, replay window).
  */
@@ -15,6 +16,7 @@ export function inboxRetention(): ServicePart {
       const retention = createInboxRetention({
         db,
         retentionMs: config.INBOX_RETENTION_MS,
+        partitionSpanMs: config.INBOX_PARTITION_SPAN_MS,
         horizon: {
           brokerRetentionMs: Math.max(defaultDeliveryPolicy.keepCompletedMs, defaultDeliveryPolicy.keepFailedMs),
           maxRetrySpanMs: maxRetrySpanMs(defaultDeliveryPolicy),
@@ -26,9 +28,10 @@ export function inboxRetention(): ServicePart {
         `${name} inbox retention`,
         config.MAINTENANCE_INTERVAL_MS,
         async () => {
-          const deleted = await retention.purge();
-          metrics.retentionDeleted.inc({ table: 'processed_messages' }, deleted);
-          return { processedMessagesDeleted: deleted };
+          const { deleted, dropped, added } = await retention.purge();
+          const inDropped = dropped.reduce((sum, partition) => sum + partition.records, 0);
+          metrics.retentionDeleted.inc({ table: 'processed_messages' }, deleted + inDropped);
+          return { processedMessagesDeleted: deleted, partitionsDropped: dropped, partitionsAdded: added };
         },
         log,
       );
