@@ -62,8 +62,9 @@ export async function runGrowth(options: GrowthOptions): Promise<GrowthSample[]>
   try {
     for (const purgeBy of PURGE_BY) {
       await pool.query('TRUNCATE processed_messages');
-      if (purgeBy === 'drop') await dailyPartitions(pool);
       for (const size of options.sizes) {
+        // Again at each size: the purge before dropped the partitions of the days it expired.
+        if (purgeBy === 'drop') await dailyPartitions(pool);
         await fill(pool, size, purgeBy);
         for (const mode of ['off', 'purging'] as const) {
           const purging = mode === 'purging' ? timedPurge(retention.purge) : undefined;
@@ -99,7 +100,7 @@ export async function runGrowth(options: GrowthOptions): Promise<GrowthSample[]>
 
 /**
  * The partitions of a day from 22 days ago to 2 days ahead, as retention would have made them
- * ahead of each day (the table is empty, so none overlaps the DEFAULT partition).
+ * ahead of each day (the DEFAULT partition is empty, so none overlaps it).
  */
 async function dailyPartitions(pool: pg.Pool): Promise<void> {
   const today = Math.floor(Date.now() / DAY_MS) * DAY_MS;

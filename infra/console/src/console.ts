@@ -4,8 +4,8 @@ import { runChecks, SERVICES, type CheckerOptions } from '@idem/checker';
 import { subscriptions } from '@idem/contracts';
 import { FAULT_NAMES, type FaultRule } from '@idem/faults';
 import { localToolGuard, localToolHeaders } from '@idem/http';
+import { connectRedis } from '@idem/messaging';
 import express, { type Request, type RequestHandler, type Response } from 'express';
-import { Redis } from 'ioredis';
 import { connectDatabases, latestOrders, orderTimeline, withNewEntries, type Sources } from './reads.js';
 import {
   ASSETS,
@@ -66,7 +66,7 @@ export interface ConsoleOptions {
  * and orders it places through the orders API like any client.
  */
 export function createConsole(options: ConsoleOptions) {
-  const redis = new Redis(options.redisUrl, { maxRetriesPerRequest: 1 });
+  const redis = connectRedis(options.redisUrl, { maxRetriesPerRequest: 1 });
   redis.on('error', () => {}); // the pages say when Redis cannot be read
   const sources: Sources = {
     databases: connectDatabases(options.databaseUrls),

@@ -1,7 +1,12 @@
 import { SERVICES, type Service } from '@idem/checker';
 import { isEventType, serviceOf, subscribersOf, type ConsumerName } from '@idem/contracts';
-import { readJournal, type DeliveryEntry, type JournalEntry, type ProviderCallEntry } from '@idem/messaging';
-import type { Redis } from 'ioredis';
+import {
+  readJournal,
+  type DeliveryEntry,
+  type JournalEntry,
+  type ProviderCallEntry,
+  type RedisClient,
+} from '@idem/messaging';
 import { createPool, readOnly } from '@idem/database';
 import type pg from 'pg';
 
@@ -11,7 +16,7 @@ import type pg from 'pg';
  */
 export interface Sources {
   readonly databases: Record<Service, pg.Pool>;
-  readonly redis: Redis;
+  readonly redis: RedisClient;
   readonly prefix: string;
   /** A Mailpit-compatible API, for the SMTP sends. */
   readonly mailApi?: string;

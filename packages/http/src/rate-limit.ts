@@ -1,5 +1,5 @@
 import type { Request, RequestHandler, Response } from 'express';
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import { HttpError } from './errors.js';
 
@@ -23,7 +23,7 @@ export function rateLimit({
   prefix,
   limits,
 }: {
-  redis: Redis;
+  redis: Redis | Cluster;
   prefix: string;
   limits: readonly RateLimit[];
 }): RequestHandler {
@@ -52,7 +52,7 @@ export function limitFailures({
   limit,
   failed,
 }: {
-  redis: Redis;
+  redis: Redis | Cluster;
   prefix: string;
   limit: RateLimit;
   failed: (res: Response) => boolean;
@@ -69,7 +69,7 @@ export function limitFailures({
   };
 }
 
-function limiterOf(redis: Redis, prefix: string, limit: RateLimit): RateLimiterRedis {
+function limiterOf(redis: Redis | Cluster, prefix: string, limit: RateLimit): RateLimiterRedis {
   const window = { points: limit.points, duration: Math.max(1, Math.ceil(limit.windowMs / 1000)) };
   return new RateLimiterRedis({
     ...window,

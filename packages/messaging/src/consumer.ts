@@ -14,7 +14,7 @@ import { UnrecoverableError, Worker, type Job } from 'bullmq';
 import { endProcess, startCommit, startProcess, under } from './consumer-spans.js';
 import { deadLetterVerdict, DeadLetterWriteError } from './dead-letters.js';
 import { createGroupCommit } from './group-commit.js';
-import { createRedis, resolveBroker, type BrokerOptions } from './redis.js';
+import { createRedis, queueName, resolveBroker, type BrokerOptions } from './redis.js';
 
 /**
  * A delivery's message as the consumer reads it: the size is checked before any parsing (a huge
@@ -141,7 +141,7 @@ export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(opti
   };
   const { redisUrl, prefix } = resolveBroker(options);
   const connection = createRedis(redisUrl, 'worker');
-  const worker = new Worker(consumer, (job) => processDelivery(runner, job), {
+  const worker = new Worker(queueName(consumer, redisUrl), (job) => processDelivery(runner, job), {
     connection,
     prefix,
     concurrency,

@@ -1,4 +1,6 @@
-import type { Redis } from 'ioredis';
+import calculateSlot from 'cluster-key-slot';
+import { Cluster, type Redis } from 'ioredis';
+import { mastersOf, type RedisClient } from './redis.js';
 
 /**
  * What "published" means before the relay marks a row: Redis took the jobs (`none`), a replica
@@ -14,24 +16,56 @@ export const DURABILITIES = ['auto', 'none', 'replica', 'disk'] as const;
 /** The publication reached Redis but not the durability asked for: the relay publishes it again. */
 export class NotDurableError extends Error {}
 
-/** `auto` resolved against the server: `replica` where one is connected, else `none`. */
-export async function resolveDurability(redis: Redis, asked: (typeof DURABILITIES)[number]): Promise<Durability> {
+/** `auto` resolved against the server: `replica` where every master has one connected, else `none`. */
+export async function resolveDurability(redis: RedisClient, asked: (typeof DURABILITIES)[number]): Promise<Durability> {
   if (asked !== 'auto') return asked;
-  const replication = await redis.info('replication');
-  return Number(/^connected_slaves:(\d+)/m.exec(replication)?.[1] ?? 0) > 0 ? 'replica' : 'none';
+  const replicated = await Promise.all(
+    mastersOf(redis).map(async (node) => {
+      const replication = await node.info('replication');
+      return Number(/^connected_slaves:(\d+)/m.exec(replication)?.[1] ?? 0) > 0;
+    }),
+  );
+  return replicated.length > 0 && replicated.every(Boolean) ? 'replica' : 'none';
 }
 
 /**
- * Waits until what this connection wrote is as durable as asked, or `timeoutMs`; throws
- * {@link NotDurableError} short of it. WAIT and WAITAOF cover every write the connection made
- * before them, so one call confirms every job a publication added on it.
+ * The connections that carried writes to `keys`: the one Redis, or in a cluster the connection
+ * to the master of each key's slot (WAIT and WAITAOF cover what was written on the connection
+ * they are sent on). A slot whose master the client does not know fails the confirmation.
  */
-export async function confirmDurable(redis: Redis, durability: Durability, timeoutMs: number): Promise<void> {
-  if (durability === 'replica') {
-    const replicas = Number(await redis.call('WAIT', 1, timeoutMs));
-    if (replicas < 1) throw new NotDurableError(`no replica acknowledged the publication within ${timeoutMs} ms`);
-  } else if (durability === 'disk') {
-    const [local] = (await redis.call('WAITAOF', 1, 0, timeoutMs)) as number[];
-    if (!local) throw new NotDurableError(`Redis did not write the publication to its disk within ${timeoutMs} ms`);
+function writersOf(redis: RedisClient, keys: readonly string[]): Redis[] {
+  if (!(redis instanceof Cluster)) return [redis];
+  const byAddress = new Map(mastersOf(redis).map((node) => [`${node.options.host}:${node.options.port}`, node]));
+  const writers = new Set<Redis>();
+  for (const key of keys) {
+    const master = byAddress.get(redis.slots[calculateSlot(key)]?.[0] ?? '');
+    if (!master) throw new NotDurableError(`no known master holds the slot of ${key}`);
+    writers.add(master);
   }
+  return [...writers];
+}
+
+/**
+ * Waits until what was written to `keys` is as durable as asked, or `timeoutMs`; throws
+ * {@link NotDurableError} short of it. WAIT and WAITAOF cover every write the connection made
+ * before them, so one call per master confirms every job a publication added there.
+ */
+export async function confirmDurable(
+  redis: RedisClient,
+  durability: Durability,
+  timeoutMs: number,
+  keys: readonly string[],
+): Promise<void> {
+  if (durability === 'none') return;
+  await Promise.all(
+    writersOf(redis, keys).map(async (writer) => {
+      if (durability === 'replica') {
+        const replicas = Number(await writer.call('WAIT', 1, timeoutMs));
+        if (replicas < 1) throw new NotDurableError(`no replica acknowledged the publication within ${timeoutMs} ms`);
+      } else {
+        const [local] = (await writer.call('WAITAOF', 1, 0, timeoutMs)) as number[];
+        if (!local) throw new NotDurableError(`Redis did not write the publication to its disk within ${timeoutMs} ms`);
+      }
+    }),
+  );
 }

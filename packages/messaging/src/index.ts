@@ -11,7 +11,16 @@ export {
   type ReplayWindow,
 } from './dead-letters.js';
 export { defaultDeliveryPolicy, jobOptions, maxRetrySpanMs, type DeliveryPolicy } from './delivery-policy.js';
-export { resolveBroker, type BrokerOptions } from './redis.js';
+export {
+  connectRedis,
+  isClusterUrl,
+  isRedisUrl,
+  mastersOf,
+  queueName,
+  resolveBroker,
+  type BrokerOptions,
+  type RedisClient,
+} from './redis.js';
 export {
   createDeliveryJournal,
   deliveryEntry,

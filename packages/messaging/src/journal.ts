@@ -1,6 +1,6 @@
 import type { Envelope } from '@idem/contracts';
-import type { Redis } from 'ioredis';
 import type { DeliveryReport } from './consumer.js';
+import type { RedisClient } from './redis.js';
 
 /**
  * What the system did with each message, for people to look at (the teaching console): every
@@ -59,7 +59,7 @@ export interface DeliveryJournal {
 }
 
 export interface DeliveryJournalOptions {
-  readonly redis: Redis;
+  readonly redis: RedisClient;
   readonly prefix: string;
   /** About how many entries the stream keeps (trimmed approximately). @defaultValue 20 000 */
   readonly maxLength?: number;
@@ -164,7 +164,7 @@ export function deliveryEntry(report: DeliveryReport, process: string, at = new 
 
 /** The stream's entries, oldest first, each with its stream id; `after` a stream id for the newer ones only. */
 export async function readJournal(
-  redis: Redis,
+  redis: RedisClient,
   prefix: string,
   { after, count = 20_000 }: { after?: string; count?: number } = {},
 ): Promise<{ id: string; entry: JournalEntry }[]> {

@@ -4,7 +4,7 @@ import { noFaults, type Faults } from '@idem/faults';
 import { Queue } from 'bullmq';
 import { defaultDeliveryPolicy, jobOptions, type DeliveryPolicy } from './delivery-policy.js';
 import { confirmDurable, resolveDurability, type DURABILITIES, type Durability } from './durability.js';
-import { createRedis, resolveBroker, type BrokerOptions } from './redis.js';
+import { clusterReady, createRedis, queueName, resolveBroker, type BrokerOptions } from './redis.js';
 
 export interface PublisherOptions extends BrokerOptions {
   readonly policy?: DeliveryPolicy;
@@ -90,11 +90,18 @@ export function createPublisher(options: PublisherOptions = {}): Publisher {
       durability = undefined; // asked again next time
       throw error;
     }));
-  const durable = async () => confirmDurable(connection, await resolved(), options.durabilityTimeoutMs ?? 1000);
+  const durable = async (written: readonly Queue[]) =>
+    confirmDurable(
+      connection,
+      await resolved(),
+      options.durabilityTimeoutMs ?? 1000,
+      written.map((q) => q.toKey('id')),
+    );
   const queues = new Map<string, Queue>();
-  const queue = (name: string) => {
-    let q = queues.get(name);
-    if (!q) queues.set(name, (q = new Queue(name, { connection, prefix })));
+  const queue = async (consumer: string) => {
+    await clusterReady(connection);
+    let q = queues.get(consumer);
+    if (!q) queues.set(consumer, (q = new Queue(queueName(consumer, redisUrl), { connection, prefix })));
     return q;
   };
 
@@ -102,7 +109,7 @@ export function createPublisher(options: PublisherOptions = {}): Publisher {
     publish: (envelopes) => publish(queue, envelopes, { policy, faults, durable, onPublished: options.onPublished }),
     durability: resolved,
     async redeliver(consumer, messageId, payload) {
-      const q = queue(consumer);
+      const q = await queue(consumer);
       // A dead-lettered job may still sit in BullMQ's failed set under this id, and an add
       // with an existing id is ignored: remove it first so the replay is really delivered.
       await (await q.getJob(messageId))?.remove();
@@ -110,7 +117,7 @@ export function createPublisher(options: PublisherOptions = {}): Publisher {
       await q.add(typeof type === 'string' ? type : 'unknown', payload, jobOptions(policy, messageId));
     },
     async jobCounts(consumer) {
-      const counts = await queue(consumer).getJobCounts('waiting', 'active', 'delayed', 'failed');
+      const counts = await (await queue(consumer)).getJobCounts('waiting', 'active', 'delayed', 'failed');
       return {
         waiting: counts.waiting ?? 0,
         active: counts.active ?? 0,
@@ -130,14 +137,18 @@ export function createPublisher(options: PublisherOptions = {}): Publisher {
  * span (several under one batch span); resolves once Redis has accepted all of them.
  */
 async function publish(
-  queue: (name: string) => Queue,
+  queue: (consumer: string) => Promise<Queue>,
   envelopes: readonly Envelope[],
   {
     policy,
     faults,
     durable,
     onPublished,
-  }: Pick<PublisherOptions, 'onPublished'> & { policy: DeliveryPolicy; faults: Faults; durable: () => Promise<void> },
+  }: Pick<PublisherOptions, 'onPublished'> & {
+    policy: DeliveryPolicy;
+    faults: Faults;
+    durable: (written: readonly Queue[]) => Promise<void>;
+  },
 ): Promise<void> {
   if (envelopes.length === 0) return;
   const spans: Span[] = [];
@@ -162,11 +173,13 @@ async function publish(
         ? [{ name: envelope.type, data: envelope, opts: jobOptions(policy, `${envelope.messageId}-again`) }]
         : []),
     ];
-    const writes = () =>
-      Promise.all([...byConsumer].map(([consumer, batch]) => queue(consumer).addBulk(batch.flatMap(jobs))));
+    const written = await Promise.all(
+      [...byConsumer].map(async ([consumer, batch]) => ({ to: await queue(consumer), batch })),
+    );
+    const writes = () => Promise.all(written.map(({ to, batch }) => to.addBulk(batch.flatMap(jobs))));
     // The Redis writes nest under the publication: its one send span, or a batch span.
     await context.with(trace.setSpan(context.active(), writeSpan), writes);
-    await durable(); // only a publication as durable as asked counts as published
+    await durable(written.map(({ to }) => to)); // only a publication as durable as asked counts as published
     onPublished?.(envelopes, twice ? 2 : 1);
   } catch (error) {
     for (const span of spans) {

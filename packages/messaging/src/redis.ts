@@ -1,8 +1,12 @@
-import { Redis } from 'ioredis';
+import { Cluster, Redis, type RedisOptions } from 'ioredis';
 
 /** Where BullMQ keeps its queues; a distinct prefix isolates a test run or a tenant. */
 export interface BrokerOptions {
-  /** @defaultValue process.env.REDIS_URL ?? 'redis://127.0.0.1:6379' */
+  /**
+   * `redis://…` for one Redis, `redis+cluster://[user:password@]host:port[,host:port…]` for a
+   * Redis Cluster reached through any of those nodes.
+   * @defaultValue process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
+   */
   readonly redisUrl?: string;
   /** BullMQ key prefix. @defaultValue 'idem' */
   readonly prefix?: string;
@@ -15,12 +19,94 @@ export function resolveBroker(options: BrokerOptions = {}): Required<BrokerOptio
   };
 }
 
+/** One Redis, or a Redis Cluster: the commands idem sends work on either. */
+export type RedisClient = Redis | Cluster;
+
+const CLUSTER_SCHEME = 'redis+cluster://';
+
+export const isClusterUrl = (redisUrl: string) => redisUrl.startsWith(CLUSTER_SCHEME);
+
+/** The masters: the one Redis, or each master of a cluster (as the client last learned them). */
+export const mastersOf = (redis: RedisClient): Redis[] => (redis instanceof Cluster ? redis.nodes('master') : [redis]);
+
+/**
+ * The nodes and credentials of a `redis+cluster://[user:password@]host:port[,host:port…]` URL;
+ * throws on anything else.
+ */
+export function clusterOf(redisUrl: string) {
+  if (!isClusterUrl(redisUrl)) throw new Error('not a redis+cluster:// URL');
+  const rest = redisUrl.slice(CLUSTER_SCHEME.length).replace(/\/.*$/, '');
+  const at = rest.lastIndexOf('@');
+  const [username, password] = at < 0 ? [] : rest.slice(0, at).split(':').map(decodeURIComponent);
+  const nodes = (at < 0 ? rest : rest.slice(at + 1)).split(',').map((node) => {
+    const match = /^([^:,]+)(?::(\d{1,5}))?$/.exec(node);
+    if (!match) throw new Error(`not a host:port: "${node}"`);
+    return { host: match[1]!, port: Number(match[2] ?? 6379) };
+  });
+  return { nodes, ...(username ? { username } : {}), ...(password ? { password } : {}) };
+}
+
+/** True for a URL `connectRedis` takes: `redis://`, `rediss://`, or `redis+cluster://` with its nodes. */
+export function isRedisUrl(redisUrl: string): boolean {
+  try {
+    if (isClusterUrl(redisUrl)) return clusterOf(redisUrl).nodes.length > 0;
+    return /^rediss?:$/.test(new URL(redisUrl).protocol);
+  } catch {
+    return false;
+  }
+}
+
+/** A connection to the Redis or the Redis Cluster `redisUrl` names (see {@link BrokerOptions}). */
+export function connectRedis(redisUrl: string, options: RedisOptions = {}): RedisClient {
+  if (!isClusterUrl(redisUrl)) return new Redis(redisUrl, options);
+  const { nodes, ...credentials } = clusterOf(redisUrl);
+  const { enableOfflineQueue, ...perNode } = options;
+  return new Cluster(nodes, {
+    redisOptions: { ...perNode, ...credentials },
+    ...(enableOfflineQueue === undefined ? {} : { enableOfflineQueue }),
+  });
+}
+
+/**
+ * The BullMQ queue of a consumer. BullMQ keeps all of a queue's keys in one hash slot only when
+ * its name or prefix holds a hash tag; in a cluster the name is the tag (`{inventory.order-placed.v1}`),
+ * so every queue has a slot of its own and the queues spread over the masters. A prefix with a
+ * tag (`{idem}`) would be correct too, but would put every queue on one node.
+ */
+export function queueName(consumer: string, redisUrl: string): string {
+  return isClusterUrl(redisUrl) ? `{${consumer}}` : consumer;
+}
+
+/**
+ * Resolves once a cluster client knows the cluster (its slots and nodes), or fails after
+ * `timeoutMs`. BullMQ asks a connection for the server's version as soon as a queue is made, and
+ * a cluster client that fails fast (no offline queue) refuses that until it is ready; one Redis
+ * BullMQ waits for itself.
+ */
+export async function clusterReady(redis: RedisClient, timeoutMs = 10_000): Promise<void> {
+  if (!(redis instanceof Cluster) || redis.status === 'ready') return;
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(
+      () => done(new Error(`the Redis Cluster was not ready within ${timeoutMs} ms`)),
+      timeoutMs,
+    );
+    const ready = () => done();
+    const done = (error?: Error) => {
+      clearTimeout(timer);
+      redis.off('ready', ready);
+      if (error) reject(error);
+      else resolve();
+    };
+    redis.once('ready', ready);
+  });
+}
+
 /**
  * Workers block on Redis and must retry forever (BullMQ requires maxRetriesPerRequest: null).
  * Producers must fail fast instead, so a relay notices a broker outage and backs off.
  */
-export function createRedis(redisUrl: string, role: 'worker' | 'producer'): Redis {
+export function createRedis(redisUrl: string, role: 'worker' | 'producer'): RedisClient {
   return role === 'worker'
-    ? new Redis(redisUrl, { maxRetriesPerRequest: null })
-    : new Redis(redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false });
+    ? connectRedis(redisUrl, { maxRetriesPerRequest: null })
+    : connectRedis(redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false });
 }

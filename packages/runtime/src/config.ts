@@ -1,5 +1,5 @@
 import { operatorTokensProblem } from '@idem/http';
-import { DURABILITIES } from '@idem/messaging';
+import { DURABILITIES, isRedisUrl } from '@idem/messaging';
 import { POOLED_RELAY_CONCURRENCY } from '@idem/outbox';
 import { z } from 'zod';
 
@@ -14,7 +14,11 @@ export class ConfigError extends Error {
 export function baseConfigSchema(service: string, defaultPort: number) {
   return z.object({
     DATABASE_URL: z.url().default(`postgresql://postgres@127.0.0.1:5432/${service}`),
-    REDIS_URL: z.url().default('redis://127.0.0.1:6379'),
+    /** One Redis (`redis://…`), or a Redis Cluster (`redis+cluster://host:port[,host:port…]`). */
+    REDIS_URL: z
+      .string()
+      .refine(isRedisUrl, 'a redis:// URL, or redis+cluster://[user:password@]host:port[,host:port…]')
+      .default('redis://127.0.0.1:6379'),
     /** Connections in this process's database pool (interactive transactions each hold one). */
     DATABASE_POOL_MAX: z.coerce.number().int().positive().default(10),
     PORT: z.coerce.number().int().min(0).max(65535).default(defaultPort),

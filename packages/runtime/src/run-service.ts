@@ -12,15 +12,17 @@ import {
 } from '@idem/http';
 import { classifyFailure } from '@idem/inbox';
 import {
+  connectRedis,
   createDeliveryJournal,
   createPublisher,
+  mastersOf,
   publicationEntries,
   type DeliveryJournal,
   type Publisher,
+  type RedisClient,
 } from '@idem/messaging';
 import { createMetrics, type Metrics } from '@idem/observability';
 import type { Express } from 'express';
-import { Redis } from 'ioredis';
 import type { BaseConfig } from './config.js';
 import type { Logger } from './logger.js';
 
@@ -41,7 +43,7 @@ export interface ServiceContext<Tx extends SqlClient = SqlClient> {
   /** Where deliveries (and the service's own provider calls) are recorded for people to see. */
   readonly journal: DeliveryJournal;
   /** The process's Redis connection (rate limits count there). */
-  readonly redis: Redis;
+  readonly redis: RedisClient;
   /** This process, as the journal and the console name it. */
   readonly process: string;
   /** Who may call the operator routes (ADMIN_TOKEN, ADMIN_TOKENS); none: they are disabled. */
@@ -88,7 +90,7 @@ export interface RunningService {
 function journalFor(config: BaseConfig): DeliveryJournal {
   // Connected from the start, so the first deliveries are journaled too; a write waits for a
   // reconnection at most once, then is dropped.
-  const redis = new Redis(config.REDIS_URL, { maxRetriesPerRequest: 0 });
+  const redis = connectRedis(config.REDIS_URL, { maxRetriesPerRequest: 0 });
   redis.on('error', () => {}); // the journal skips what it cannot write
   const journal = createDeliveryJournal({ redis, prefix: config.IDEM_QUEUE_PREFIX });
   return {
@@ -160,7 +162,7 @@ function sharedContext<Tx extends SqlClient>({
   db,
   faults,
 }: ServiceDefinition<Tx>): ServiceContext<Tx> {
-  const redis = new Redis(config.REDIS_URL, { maxRetriesPerRequest: 1, lazyConnect: true });
+  const redis = connectRedis(config.REDIS_URL, { maxRetriesPerRequest: 1, lazyConnect: true });
   const metrics = createMetrics(name);
   const journal = journalFor(config);
   const me = processName(name);
@@ -245,13 +247,21 @@ function httpApp<Tx extends SqlClient>(context: ServiceContext<Tx>, started: rea
  * Redis holds every queued delivery and evicts nothing (noeviction): when it is full, publishing
  * fails. These gauges let an alert fire before that; one INFO call serves both of a scrape.
  */
-function redisGauges(metrics: Metrics, redis: Redis): void {
+function redisGauges(metrics: Metrics, redis: RedisClient): void {
+  // In a cluster, the master closest to full: the first to refuse a write.
   const readMemory = sharedWhileInFlight(async () => {
-    const info = await redis.info('memory');
-    return {
-      used: Number(/^used_memory:(\d+)/m.exec(info)?.[1] ?? 0),
-      max: Number(/^maxmemory:(\d+)/m.exec(info)?.[1] ?? 0),
-    };
+    const nodes = await Promise.all(
+      mastersOf(redis).map(async (node) => {
+        const info = await node.info('memory');
+        return {
+          used: Number(/^used_memory:(\d+)/m.exec(info)?.[1] ?? 0),
+          max: Number(/^maxmemory:(\d+)/m.exec(info)?.[1] ?? 0),
+        };
+      }),
+    );
+    return nodes.reduce((a, b) =>
+      a.max && b.max ? (b.used / b.max > a.used / a.max ? b : a) : b.used > a.used ? b : a,
+    );
   });
   metrics.gauge('idem_redis_memory_used_bytes', 'Memory Redis uses (INFO memory used_memory).', [], async () => [
     { labels: {}, value: (await readMemory()).used },

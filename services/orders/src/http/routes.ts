@@ -14,7 +14,7 @@ import {
 } from '@idem/http';
 import { skuSchema } from '@idem/contracts';
 import type { Express, Response } from 'express';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '@idem/messaging';
 import { z } from 'zod';
 import { cancelOrder } from '../application/cancel-order.js';
 import { findOrder, listOrders, type OrderView, type Owner } from '../application/orders.js';
@@ -60,7 +60,7 @@ export interface OrderRoutesOptions {
   readonly tokens: CustomerTokens;
   readonly operators: readonly Operator[];
   /** Counts `POST /orders` per customer and per address, across instances. */
-  readonly redis: Redis;
+  readonly redis: RedisClient;
   readonly rateLimits: {
     readonly prefix: string;
     readonly perCustomer: number;
