@@ -37,8 +37,8 @@ const logical = (run: Run) => /wal_level=logical/.test(run.machine.PostgreSQL ??
 
 describe('pnpm bench --quick', () => {
   it(
-    'measures all five sections and writes the JSON, the Markdown tables and the chart',
-    { timeout: 240_000 },
+    'measures all six sections and writes the JSON, the Markdown tables and the chart',
+    { timeout: 360_000 },
     async () => {
       const { out, stdout, run } = await bench([]);
       expect(stdout).toMatch(/Targets\n(PASS|MISS) {2}/);
@@ -64,6 +64,18 @@ describe('pnpm bench --quick', () => {
       expect(hops).toHaveLength(9);
       for (const hop of hops) expect(hop.p95).toBeGreaterThanOrEqual(hop.p50);
       expect(run.growth!.map((s) => s.retention)).toContain('purging');
+      expect(new Set(run.growth!.map((s) => s.purgeBy))).toEqual(new Set(['delete', 'drop']));
+      // One Redis and a cluster of three masters with a replica each, each node's CPU per order.
+      const [one, cluster] = run.broker!.loads;
+      expect([one!.redis, one!.nodes.length, cluster!.redis, cluster!.nodes.length]).toEqual([
+        'one node',
+        1,
+        'cluster',
+        6,
+      ]);
+      for (const load of run.broker!.loads) expect(load.paid).toBeGreaterThan(0);
+      expect(run.broker!.durability.map((d) => d.durability)).toEqual(['none', 'replica']);
+      for (const level of run.broker!.durability) expect(level.rowsPerSecond).toBeGreaterThan(0);
       // The profile charges each service's samples, and counts what an order asks of PostgreSQL.
       for (const service of ['orders', 'inventory', 'payments', 'notifications']) {
         expect(run.profile!.processes[service]!.totalMsPerOrder).toBeGreaterThan(0);
@@ -97,6 +109,7 @@ describe('pnpm bench --quick', () => {
         '**Where the latency goes**',
         '## 4. Growth',
         '## 5. Where the CPU of an order goes',
+        '## 6. The broker: one Redis against a Redis Cluster',
       ]) {
         expect(markdown).toContain(heading);
       }

@@ -13,13 +13,14 @@ import {
   runConsumerCost,
   type ConsumerVariant,
 } from './consumer-cost.js';
+import { runBroker } from './broker.js';
 import { runEndToEnd } from './end-to-end.js';
 import { runGrowth } from './growth.js';
 import { profileEndToEnd } from './profile.js';
 import { runRelay } from './relay.js';
 import { evaluateTargets, formatChart, formatMarkdown, formatTargets, type BenchRun, type Target } from './report.js';
 
-export const SECTIONS = ['consumer', 'relay', 'e2e', 'growth', 'profile'] as const;
+export const SECTIONS = ['consumer', 'relay', 'e2e', 'growth', 'profile', 'broker'] as const;
 export type Section = (typeof SECTIONS)[number];
 
 export interface BenchOptions {
@@ -54,6 +55,7 @@ function settingsFor(quick: boolean) {
         growthSizes: [1_000, 5_000],
         growthInserts: 200,
         profile: { offered: 5, seconds: 5 },
+        broker: { offered: 5, stepSeconds: 5, relayRows: 200 },
       }
     : {
         concurrencies: [1, 8, 32],
@@ -67,6 +69,7 @@ function settingsFor(quick: boolean) {
         growthSizes: [10_000, 100_000, 1_000_000],
         growthInserts: 2_000,
         profile: { offered: 20, seconds: 30 },
+        broker: { offered: 20, stepSeconds: 20, relayRows: 2_000 },
       };
 }
 
@@ -90,7 +93,7 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
   let run: BenchRun;
   try {
     const machine = { ...(await describeMachine(databaseUrl)), pgbench: pgbench ?? 'not installed' };
-    let consumerCost, relay, endToEnd, growth, profile;
+    let consumerCost, relay, endToEnd, growth, profile, broker;
     if (sections.has('consumer')) {
       log('\n1. consumer cost');
       const { logicalReplication } = await prepareConsumerDatabase(databaseUrl);
@@ -142,6 +145,16 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
       const { offered, seconds } = settings.profile;
       profile = { offered, ...(await profileEndToEnd({ offered, seconds, portOffset: 700, log })) };
     }
+    if (sections.has('broker')) {
+      log('\n6. the broker: one Redis against a Redis Cluster');
+      broker = await runBroker({
+        databaseUrl,
+        ...settings.broker,
+        drainSeconds: settings.drainSeconds,
+        repetitions: settings.repetitions,
+        log,
+      });
+    }
     run = {
       startedAt,
       finishedAt: new Date().toISOString(),
@@ -153,6 +166,7 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
       endToEnd,
       growth,
       profile,
+      broker,
     };
   } finally {
     await dropWhenIdle(databaseUrl, log);

@@ -72,7 +72,7 @@ const SKU = 'bench-item';
 /** The whole system, natively, with stock for every order the load will place. */
 export async function startLoadedSystem(
   options: Pick<EndToEndOptions, 'portOffset' | 'log'>,
-  extra: Pick<SystemOptions, 'nodeOptions' | 'env'> = {},
+  extra: Pick<SystemOptions, 'nodeOptions' | 'env' | 'redisUrl'> = {},
 ): Promise<RunningSystem> {
   const adminToken = randomBytes(16).toString('hex');
   const system = await startSystem({

@@ -1,5 +1,11 @@
 import { subscribersOf, type Envelope } from '@idem/contracts';
-import { createPublisher, defaultDeliveryPolicy, jobOptions } from '@idem/messaging';
+import {
+  createPublisher,
+  defaultDeliveryPolicy,
+  jobOptions,
+  type Durability,
+  type PublisherOptions,
+} from '@idem/messaging';
 import { createPooledRelay } from '@idem/outbox';
 import { deleteQueues, orderPlacedMessage } from '@idem/testkit';
 import { Queue } from 'bullmq';
@@ -87,6 +93,30 @@ export async function runRelay(options: RelayOptions): Promise<RelaySample[]> {
   return samples;
 }
 
+/**
+ * One relay as the services run it, publishing `rows` order-placed rows on `redisUrl` and
+ * waiting for each publication to be as durable as `durability` asks: rows per second.
+ */
+export async function relayRowsPerSecond(options: {
+  databaseUrl: string;
+  redisUrl: string;
+  durability: Durability;
+  rows: number;
+}): Promise<number> {
+  const admin = new pg.Client({ connectionString: options.databaseUrl });
+  await admin.connect();
+  try {
+    const envelopes = Array.from({ length: options.rows }, () => orderPlacedMessage());
+    const prefix = `idem_bench_relay_${options.durability}_${Date.now().toString(36)}`;
+    const { seconds } = await throughRelays(1, admin, options.databaseUrl, envelopes, prefix, options.redisUrl, 100, {
+      durability: options.durability,
+    });
+    return options.rows / seconds;
+  } finally {
+    await admin.end();
+  }
+}
+
 /** `relays` relays started as a service starts its relay, until every row is published. */
 async function throughRelays(
   relays: number,
@@ -96,6 +126,7 @@ async function throughRelays(
   prefix: string,
   redisUrl: string,
   batchSize: number,
+  publishing: Pick<PublisherOptions, 'durability'> = {},
 ) {
   await admin.query('TRUNCATE outbox_messages');
   await admin.query(
@@ -103,7 +134,7 @@ async function throughRelays(
      SELECT (e->>'messageId')::uuid, e->>'type', e, now(), now() FROM jsonb_array_elements($1::jsonb) e`,
     [JSON.stringify(envelopes)],
   );
-  const publisher = createPublisher({ redisUrl, prefix });
+  const publisher = createPublisher({ redisUrl, prefix, ...publishing });
   const done = countdown(envelopes.length);
   let failure: unknown;
   const started = Array.from({ length: relays }, () =>

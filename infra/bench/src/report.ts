@@ -1,5 +1,6 @@
 import { POOLED_RELAY_CONCURRENCY } from '@idem/outbox';
 import { CONSUMER_VARIANTS, type ConsumerSample, type ConsumerVariant, type DeliveryMode } from './consumer-cost.js';
+import type { BrokerResult } from './broker.js';
 import type { CpuTimes } from './cpu.js';
 import type { EndToEndResult } from './end-to-end.js';
 import type { GrowthSample } from './growth.js';
@@ -21,6 +22,7 @@ export interface BenchRun {
   readonly endToEnd?: EndToEndResult;
   readonly growth?: GrowthSample[];
   readonly profile?: EndToEndProfile;
+  readonly broker?: BrokerResult;
 }
 
 export interface Target {
@@ -506,7 +508,49 @@ export function formatMarkdown(
       profileTables(run.profile),
     );
   }
+  if (run.broker) {
+    parts.push(
+      '',
+      '## 6. The broker: one Redis against a Redis Cluster',
+      '',
+      "The whole system at the same offered load on one redis-server and on a Redis Cluster of three masters with a replica each (all the bench's own, on this machine): each node's CPU per placed order from /proc. One Redis runs its commands on one core, so the busiest node bounds the orders per second the broker can take: about 1,000 ms ÷ its CPU ms per order, with a core each. Then the relay as the services run it, on the cluster, with each durability level (`RELAY_DURABILITY`): `replica` waits for a replica of every master written (WAIT); `disk` needs Redis 7.2 (WAITAOF).",
+      '',
+      brokerTables(run.broker),
+    );
+  }
   return parts.join('\n') + '\n';
+}
+
+function brokerTables({ loads, durability }: BrokerResult): string {
+  const rows = loads.map((load) => {
+    const masters = load.nodes.filter((n) => n.role === 'master').map((n) => n.cpuMsPerOrder);
+    const replicas = load.nodes.filter((n) => n.role === 'replica').map((n) => n.cpuMsPerOrder);
+    const busiest = Math.max(...masters);
+    return [
+      load.redis,
+      `${load.offered}`,
+      `${load.paid} / ${load.placed}`,
+      masters.map((ms) => ms.toFixed(2)).join(' / '),
+      replicas.length ? replicas.map((ms) => ms.toFixed(2)).join(' / ') : '–',
+      busiest > 0 ? int(1000 / busiest) : '–',
+    ];
+  });
+  const levels = durability.map((d) => [d.durability, int(d.rowsPerSecond), `${d.repetitions}`]);
+  return [
+    table(
+      [
+        'Redis',
+        'orders/s offered',
+        'paid / placed',
+        'CPU ms per order, each master',
+        'each replica',
+        'orders/s its busiest master could take',
+      ],
+      rows,
+    ),
+    '',
+    table(['relay durability', 'rows/s (median)', 'repetitions'], levels),
+  ].join('\n');
 }
 
 /** Requests per order, then CPU ms per order by process and by what spent it (the largest first). */

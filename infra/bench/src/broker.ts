@@ -1,0 +1,161 @@
+import { randomInt } from 'node:crypto';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { exited, startRedisCluster, waitFor, type RedisCluster } from '@idem/testkit';
+import { Redis } from 'ioredis';
+import { cpuOfProcess } from './cpu.js';
+import { runStep, startLoadedSystem, stopLoadedSystem, type EndToEndOptions } from './end-to-end.js';
+import { relayRowsPerSecond } from './relay.js';
+import { median } from './stats.js';
+
+/**
+ * Section 6: the broker. What an order costs Redis on one node and on a Redis Cluster of three
+ * masters with a replica each — each redis-server's CPU per order, from /proc, while the system
+ * takes section 3's kind of load — and what the relay's durability levels cost: the relay as the
+ * services run it, on the cluster, publishing with `none` and with `replica` (a WAIT per master
+ * written). Every Redis here is the bench's own, from the machine's redis-server.
+ */
+export interface BrokerNode {
+  readonly port: number;
+  readonly role: 'master' | 'replica';
+  readonly cpuMsPerOrder: number;
+}
+
+export interface BrokerLoad {
+  readonly redis: 'one node' | 'cluster';
+  readonly offered: number;
+  readonly placed: number;
+  readonly paid: number;
+  readonly nodes: readonly BrokerNode[];
+}
+
+export interface BrokerDurability {
+  readonly durability: 'none' | 'replica';
+  /** Rows per second, the median of the repetitions. */
+  readonly rowsPerSecond: number;
+  readonly repetitions: number;
+}
+
+export interface BrokerResult {
+  readonly loads: readonly BrokerLoad[];
+  readonly durability: readonly BrokerDurability[];
+}
+
+export interface BrokerOptions extends Pick<EndToEndOptions, 'stepSeconds' | 'drainSeconds' | 'log'> {
+  readonly databaseUrl: string;
+  readonly offered: number;
+  readonly relayRows: number;
+  readonly repetitions: number;
+}
+
+export async function runBroker(options: BrokerOptions): Promise<BrokerResult> {
+  const { log } = options;
+  const firstPort = randomInt(30_000, 30_900); // below the ephemeral range; the cluster bus 500 above
+  const loads: BrokerLoad[] = [];
+  const one = await startOneNode(firstPort + 10);
+  try {
+    loads.push(await underLoad('one node', one.url, [{ port: one.port, role: 'master', pid: one.pid }], options));
+  } finally {
+    await one.stop();
+  }
+  const cluster = await startRedisCluster({ firstPort });
+  try {
+    const roles = await rolesOf(cluster);
+    loads.push(await underLoad('cluster', cluster.url, roles, options));
+    const durability: BrokerDurability[] = [];
+    for (const level of ['none', 'replica'] as const) {
+      const rates: number[] = [];
+      for (let repetition = 0; repetition <= options.repetitions; repetition++) {
+        const rate = await relayRowsPerSecond({
+          ...options,
+          redisUrl: cluster.url,
+          durability: level,
+          rows: options.relayRows,
+        });
+        if (repetition > 0) rates.push(rate); // the first warms up
+        log(`relay on the cluster, durability ${level}: ${Math.round(rate)} rows/s${repetition ? '' : ' (warm-up)'}`);
+      }
+      durability.push({ durability: level, rowsPerSecond: median(rates), repetitions: rates.length });
+    }
+    return { loads, durability };
+  } finally {
+    await cluster.stop();
+  }
+}
+
+/** The whole system on `redisUrl` for one load step; each node's CPU per placed order. */
+async function underLoad(
+  redis: BrokerLoad['redis'],
+  redisUrl: string,
+  nodes: readonly { port: number; role: BrokerNode['role']; pid: number }[],
+  options: BrokerOptions,
+): Promise<BrokerLoad> {
+  const system = await startLoadedSystem({ portOffset: 800, log: options.log }, { redisUrl });
+  try {
+    await runStep(system, Math.max(1, Math.round(options.offered / 4)), { ...options, stepSeconds: 3 }); // warm-up
+    const before = nodes.map((node) => cpuOfProcess(node.pid));
+    const step = await runStep(system, options.offered, options);
+    const after = nodes.map((node) => cpuOfProcess(node.pid));
+    const measured = nodes.map(({ port, role }, i) => ({
+      port,
+      role,
+      cpuMsPerOrder: Math.round(((after[i]! - before[i]!) / Math.max(1, step.placed)) * 100) / 100,
+    }));
+    options.log(
+      `${redis}, ${options.offered} orders/s: ${measured.map((n) => `${n.role} ${n.port} ${n.cpuMsPerOrder} ms`).join(', ')} of CPU per order`,
+    );
+    return { redis, offered: options.offered, placed: step.placed, paid: step.paid, nodes: measured };
+  } finally {
+    await stopLoadedSystem(system);
+  }
+}
+
+/** Each node of the cluster with its role now, and its process id. */
+async function rolesOf(cluster: RedisCluster) {
+  return Promise.all(
+    cluster.nodes.map(async (node) => {
+      const redis = new Redis({ host: '127.0.0.1', port: node.port, lazyConnect: true });
+      try {
+        const role = /role:master/.test(await redis.info('replication')) ? 'master' : 'replica';
+        return { port: node.port, role: role as BrokerNode['role'], pid: node.process.pid! };
+      } finally {
+        redis.disconnect();
+      }
+    }),
+  );
+}
+
+/** One redis-server of the bench's own, as the services' default setting runs it (no replica). */
+async function startOneNode(port: number) {
+  const dir = mkdtempSync(join(tmpdir(), 'idem-bench-redis-'));
+  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--dir', dir], {
+    stdio: 'ignore',
+  });
+  const url = `redis://127.0.0.1:${port}`;
+  const probe = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  probe.on('error', () => {});
+  try {
+    await waitFor(
+      () =>
+        probe.ping().then(
+          (pong) => pong === 'PONG',
+          () => false,
+        ),
+      { what: 'the bench Redis' },
+    );
+  } finally {
+    probe.disconnect();
+  }
+  return {
+    port,
+    url,
+    pid: child.pid!,
+    async stop() {
+      child.kill('SIGTERM');
+      await exited(child);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
