@@ -18,4 +18,21 @@ describe('the chaos run (short, as CI runs it)', () => {
     expect(report.duplicatesSuppressed).toBeGreaterThan(0);
     expect(report.faults.map((f) => f.split(' ')[0]).sort()).toEqual(['kill', 'kill', 'pause', 'postgres', 'stall']);
   }, 400_000);
+
+  it('ends every order once on a Redis Cluster whose busiest master is SIGKILLed and replaced, beside the other faults', async () => {
+    const report = await runChaos({
+      orders: 30,
+      kills: 1,
+      pauses: 1,
+      postgresRestarts: 0,
+      redisCluster: true,
+      brokerKills: 1,
+      replicas: 2,
+      seconds: 20,
+      settleSeconds: 150,
+      log: () => {},
+    });
+    expect(report.ok, formatChaosReport(report)).toBe(true);
+    expect(report.faults.map((f) => f.split(' ')[0]).sort()).toEqual(['broker', 'kill', 'pause']);
+  }, 400_000);
 });

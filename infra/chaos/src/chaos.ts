@@ -15,7 +15,14 @@ import {
   type RunningSystem,
 } from '@idem/native-run';
 import { SIMULATOR_API_KEY } from '@idem/stripe-sim';
-import { createPostgresServer, postgresBinDir, type PostgresServer } from '@idem/testkit';
+import {
+  createPostgresServer,
+  postgresBinDir,
+  startRedisCluster,
+  waitFor,
+  type PostgresServer,
+  type RedisCluster,
+} from '@idem/testkit';
 import { startStallProxy, type StallProxy } from './stall-proxy.js';
 
 /**
@@ -24,7 +31,8 @@ import { startStallProxy, type StallProxy } from './stall-proxy.js';
  * placed at a steady rate while, at random moments, service processes are SIGKILLed and
  * restarted, consumers are paused (SIGSTOP) longer than their lock so BullMQ hands their jobs to
  * the other instance while they resume and finish, PostgreSQL is restarted, and one service's
- * connections to Redis stall. Then, once quiet, the exactly-once checker. Bounded in count and
+ * connections to Redis stall — or, on a Redis Cluster of its own, the master of a busy queue is
+ * SIGKILLed and its replica promoted. Then, once quiet, the exactly-once checker. Bounded in count and
  * time, and it only talks to this machine.
  */
 
@@ -41,8 +49,15 @@ export interface ChaosOptions {
   readonly pauses?: number;
   /** PostgreSQL restarts (needs the server binaries; left out, and said, without them). @defaultValue 1 */
   readonly postgresRestarts?: number;
-  /** Stalls of inventory's Redis connections (3 s each). @defaultValue 1 */
+  /** Stalls of inventory's Redis connections (3 s each; not on a cluster). @defaultValue 1 */
   readonly redisStalls?: number;
+  /**
+   * Runs on a Redis Cluster of its own (three masters, a replica each, from the machine's
+   * redis-server) instead of REDIS_URL. No proxy can stand before a cluster, so it has no stalls.
+   */
+  readonly redisCluster?: boolean;
+  /** On a cluster: the master of a busy queue SIGKILLed, its replica promoted, the node restarted. @defaultValue 1 */
+  readonly brokerKills?: number;
   readonly log?: (line: string) => void;
 }
 
@@ -67,7 +82,7 @@ export interface ChaosReport {
 
 const FINAL = new Set(['PAID', 'REJECTED', 'PAYMENT_FAILED']);
 const LOCK_MS = Number(QUICK_TAKEOVER_ENV.CONSUMER_LOCK_MS);
-type Fault = 'kill' | 'pause' | 'postgres' | 'stall';
+type Fault = 'kill' | 'pause' | 'postgres' | 'stall' | 'broker';
 const SKUS = ['keyboard', 'mouse', 'monitor', 'cable'];
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -86,8 +101,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   } else if ((options.postgresRestarts ?? 1) > 0) {
     log('chaos: no PostgreSQL server binaries here: the PostgreSQL restarts are left out');
   }
-  const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-  const proxy: StallProxy = await startStallProxy(redisUrl);
+  const cluster = options.redisCluster ? await startRedisCluster({ firstPort: randomInt(30_000, 30_900) }) : undefined;
+  const redisUrl = cluster?.url ?? process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+  const proxy: StallProxy | undefined = cluster ? undefined : await startStallProxy(redisUrl);
   let system: RunningSystem | undefined;
   let exits: Exits | undefined;
   try {
@@ -97,7 +113,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       replicas: options.replicas ?? 2,
       ...(postgres ? { postgresUrl: postgres.url } : {}),
       redisUrl,
-      serviceEnv: { inventory: { REDIS_URL: proxy.url } },
+      ...(proxy ? { serviceEnv: { inventory: { REDIS_URL: proxy.url } } } : {}),
       env: {
         IDEM_FAULTS_ENABLED: '1',
         IDEM_FAULTS: 'publish-twice',
@@ -119,13 +135,14 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       ...Array<Fault>(options.kills).fill('kill'),
       ...Array<Fault>(options.pauses ?? 1).fill('pause'),
       ...Array<Fault>(postgres ? (options.postgresRestarts ?? 1) : 0).fill('postgres'),
-      ...Array<Fault>(options.redisStalls ?? 1).fill('stall'),
+      ...Array<Fault>(proxy ? (options.redisStalls ?? 1) : 0).fill('stall'),
+      ...Array<Fault>(cluster ? (options.brokerKills ?? 1) : 0).fill('broker'),
     ]);
     log(`chaos: system ${name} up; ${options.orders} orders over ${options.seconds}s; faults: ${plan.join(', ')}`);
     const started = Date.now();
     const [orderIds, faults] = await Promise.all([
       placeSteadily(running, options.orders, options.seconds * 1000),
-      injectFaults(running, plan, options.seconds * 1000, started, { postgres, proxy, exits }),
+      injectFaults(running, plan, options.seconds * 1000, started, { postgres, proxy, cluster, exits }),
     ]);
     log(`chaos: ${orderIds.length} orders placed, ${faults.length} faults; waiting for every order to end`);
 
@@ -182,7 +199,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   } finally {
     exits?.stopWatching();
     await system?.stop();
-    await proxy.close();
+    await proxy?.close();
+    await cluster?.stop();
     if (postgres) await postgres.destroy();
     else if (system) await Promise.all(SERVICES.map((service) => dropDatabase(system!.databaseUrls[service])));
     processLog.end();
@@ -229,7 +247,12 @@ async function injectFaults(
   plan: readonly Fault[],
   windowMs: number,
   started: number,
-  { postgres, proxy, exits }: { postgres: PostgresServer | undefined; proxy: StallProxy; exits: Exits },
+  {
+    postgres,
+    proxy,
+    cluster,
+    exits,
+  }: { postgres: PostgresServer | undefined; proxy?: StallProxy; cluster?: RedisCluster; exits: Exits },
 ): Promise<{ kind: Fault; part: string; at: number }[]> {
   const done: { kind: Fault; part: string; at: number }[] = [];
   const at = () => Math.round((Date.now() - started) / 1000);
@@ -261,12 +284,32 @@ async function injectFaults(
       await postgres!.stop('fast');
       await sleep(1_000);
       await postgres!.start();
-    } else {
+    } else if (kind === 'stall') {
       done.push({ kind, part: 'inventory↔redis', at: at() });
-      await proxy.stall(3_000);
+      await proxy!.stall(3_000);
+    } else {
+      done.push({ kind, part: `redis ${await killBusyMaster(system, cluster!)}`, at: at() });
     }
   }
   return done;
+}
+
+/**
+ * SIGKILLs the master holding inventory.order-placed's queue (every order passes through it),
+ * waits for the cluster to promote its replica, and starts the node again, as an orchestrator
+ * would: it rejoins as the new master's replica. Returns the port it killed.
+ */
+async function killBusyMaster(system: RunningSystem, cluster: RedisCluster): Promise<number> {
+  const busy = `${system.queuePrefix}:{inventory.order-placed.v1}:id`;
+  const { master } = await cluster.roleOf(busy);
+  await cluster.kill(master);
+  const promoted = async () => {
+    const now = await cluster.roleOf(busy).catch(() => undefined);
+    return now !== undefined && now.master !== master;
+  };
+  await waitFor(promoted, { timeoutMs: 30_000, what: `a replica promoted in place of ${master.port}` });
+  await cluster.restart(master);
+  return master.port;
 }
 
 interface Exits {

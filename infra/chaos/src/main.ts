@@ -1,4 +1,4 @@
-// `pnpm chaos --orders 500 --kills 20 --seconds 120`: see chaos.ts.
+// `pnpm chaos --orders 500 --kills 20 --seconds 120 [--redis-cluster --broker-kills 2]`: see chaos.ts.
 import { parseArgs } from 'node:util';
 import { formatChaosReport, runChaos } from './chaos.js';
 
@@ -12,6 +12,8 @@ const { values } = parseArgs({
     pauses: { type: 'string', default: '2' },
     'postgres-restarts': { type: 'string', default: '1' },
     'redis-stalls': { type: 'string', default: '2' },
+    'redis-cluster': { type: 'boolean', default: false },
+    'broker-kills': { type: 'string', default: '1' },
   },
 });
 const report = await runChaos({
@@ -23,6 +25,8 @@ const report = await runChaos({
   pauses: Number(values.pauses),
   postgresRestarts: Number(values['postgres-restarts']),
   redisStalls: Number(values['redis-stalls']),
+  redisCluster: values['redis-cluster'],
+  brokerKills: Number(values['broker-kills']),
 });
 console.log(formatChaosReport(report));
 process.exit(report.ok ? 0 : 1);

@@ -10,6 +10,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PrismaPg } from '@prisma/adapter-pg';
 import { Redis } from 'ioredis';
+import pg from 'pg';
 import { exampleBodies, newMessageId, serviceOf, type Envelope, type EventBody, type EventType } from '@idem/contracts';
 import { dropDatabase, findSchemaDrift, migrate, packageModels, type SqlClient, type TableSet } from '@idem/database';
 import { PrismaClient } from './generated/prisma/client.js';
@@ -44,7 +45,28 @@ export interface TestDatabase {
 export async function createMigratedDatabase(label: string, migrationsDir: string, include: readonly TableSet[] = []) {
   const url = testDatabaseUrl(label);
   await migrate({ databaseUrl: url, migrationsDir, include });
+  await inboxPartitionsAhead(url);
   return { url, drop: () => dropDatabase(url) };
+}
+
+/**
+ * Where the database has the inbox's tables, the partitions of processed_messages for today and
+ * tomorrow (UTC days), as a running service's retention makes them ahead: a test's records then
+ * sit in range partitions as a service's do, not all in the DEFAULT one (@idem/inbox, partitions.ts).
+ */
+async function inboxPartitionsAhead(url: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query(`
+      SELECT idem_inbox_add_partition(day, day + interval '1 day')
+        FROM generate_series(date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC',
+                             date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' + interval '1 day',
+                             interval '1 day') AS day
+       WHERE to_regproc('idem_inbox_add_partition') IS NOT NULL`);
+  } finally {
+    await client.end();
+  }
 }
 
 /**
@@ -74,9 +96,14 @@ export function serviceDatabase<
 ): { readonly url: string; readonly db: Client; empty(options?: { keep?: readonly string[] }): Promise<void> } {
   const url = testDatabaseUrl(service);
   const db = connect(url);
-  beforeAll(() =>
-    migrate({ databaseUrl: url, migrationsDir: fileURLToPath(new URL('prisma/migrations', root)), include: tables }),
-  );
+  beforeAll(async () => {
+    await migrate({
+      databaseUrl: url,
+      migrationsDir: fileURLToPath(new URL('prisma/migrations', root)),
+      include: tables,
+    });
+    await inboxPartitionsAhead(url);
+  });
   afterAll(async () => {
     await db.$disconnect();
     await dropDatabase(url);
