@@ -259,9 +259,9 @@ function redisGauges(metrics: Metrics, redis: RedisClient): void {
         };
       }),
     );
-    return nodes.reduce((a, b) =>
-      a.max && b.max ? (b.used / b.max > a.used / a.max ? b : a) : b.used > a.used ? b : a,
-    );
+    // Nearest its limit where limits are set; else the one using most.
+    const fullness = ({ used, max }: { used: number; max: number }) => (max > 0 ? used / max : used);
+    return nodes.reduce((fullest, node) => (fullness(node) > fullness(fullest) ? node : fullest));
   });
   metrics.gauge('idem_redis_memory_used_bytes', 'Memory Redis uses (INFO memory used_memory).', [], async () => [
     { labels: {}, value: (await readMemory()).used },
