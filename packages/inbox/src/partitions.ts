@@ -8,7 +8,7 @@ import type { SqlClient } from '@idem/database';
  * otherwise delete its rows one by one. What it optimises: a purge's dead tuples, vacuum and index
  * bloat. What it keeps: the primary key (consumer, message_id) still decides every duplicate — the
  * partition key is part of it, and every copy of a message, having its id, lands in its partition
- * (retention.int.spec.ts, "across a partition boundary"). Any id no range covers (a UUID v4 from
+ * (partitions.int.spec.ts, "across a partition boundary"). Any id no range covers (a UUID v4 from
  * another producer, a time with no partition yet) goes to the DEFAULT partition, which retention
  * purges row by row as before.
  */
