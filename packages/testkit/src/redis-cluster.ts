@@ -76,7 +76,7 @@ export async function startRedisCluster({
       const view = await topologyOf(ports);
       const master = view.find((n) => n.master && n.slots.some(([a, b = a]) => slot >= a && slot <= b));
       if (!master) throw new Error(`no master holds slot ${slot}`);
-      const replica = view.find((n) => n.of === master.port);
+      const replica = view.find((n) => n.live && n.of === master.port);
       return { master: byPort.get(master.port)!, replica: replica && byPort.get(replica.port) };
     },
     async keysPerMaster(pattern) {
@@ -93,6 +93,11 @@ export async function startRedisCluster({
       await until(`node ${node.port} to rejoin, in sync`, async () =>
         /role:master|master_link_status:up/.test(await ask(node.port, (r) => r.info('replication'))),
       );
+      // …and known for what it is by every node that answers, so roleOf() finds it from any of them.
+      await until(`every node to see ${node.port} back`, async () => {
+        const views = await Promise.all(ports.map((port) => viewOf(port).catch(() => undefined)));
+        return views.every((view) => !view || view.some((n) => n.port === node.port && n.live && (n.master || n.of)));
+      });
     },
     stop,
   };
@@ -173,9 +178,18 @@ async function until(what: string, check: () => Promise<boolean>): Promise<void>
   }
 }
 
-/** The cluster as a node sees it (CLUSTER NODES): each node's port, whether it is a live master, whose replica it is, its slots. */
-async function topologyOf(ports: readonly number[]) {
-  const text = await anyNode(ports, (r) => r.cluster('NODES') as Promise<string>);
+/** The cluster as the first node that answers sees it. */
+function topologyOf(ports: readonly number[]) {
+  return anyNode(ports, (r) => r.cluster('NODES') as Promise<string>).then(parseNodes);
+}
+
+/** The cluster as one node sees it. */
+function viewOf(port: number) {
+  return ask(port, (r) => r.cluster('NODES') as Promise<string>).then(parseNodes);
+}
+
+/** CLUSTER NODES: each node's port, whether it is live, a live master, whose replica it is, its slots. */
+function parseNodes(text: string) {
   const lines = text
     .trim()
     .split('\n')
@@ -184,6 +198,7 @@ async function topologyOf(ports: readonly number[]) {
   const idToPort = new Map(lines.map(([id, address]) => [id!, portOf(address!)]));
   return lines.map(([, address, flags, masterId, , , , , ...slots]) => ({
     port: portOf(address!),
+    live: !flags!.includes('fail'),
     master: flags!.includes('master') && !flags!.includes('fail'),
     of: idToPort.get(masterId!),
     slots: slots.filter((s) => /^\d/.test(s)).map((s) => s.split('-').map(Number) as [number, number?]),
