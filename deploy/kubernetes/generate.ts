@@ -3,12 +3,14 @@
  * (@idem/native-run), who consumes what (@idem/contracts' topology), BullMQ's own key names,
  * the runtime's shutdown bound, the alert rules — so the manifests cannot drift from it:
  * manifests.int.spec.ts regenerates the base and compares. Run `pnpm k8s:generate` after
- * changing any of those. The overlays (dev, production) are written by hand.
+ * changing any of those. So is components/redis-cluster, which puts the queues on a Redis Cluster
+ * (its KEDA list keys follow from the queue names). The overlays are written by hand.
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { consumers, serviceOf, type ConsumerName } from '@idem/contracts';
+import { queueName } from '@idem/messaging';
 import { DEFAULT_PORTS, SERVICES, type ServiceName } from '@idem/native-run';
 import { SHUTDOWN_TIMEOUT_MS } from '@idem/runtime';
 import { QueueKeys } from 'bullmq';
@@ -91,12 +93,49 @@ const labelsOf = (service: string, component?: string) => ({
   ...(component ? { 'app.kubernetes.io/component': component } : {}),
 });
 
-/** The BullMQ wait lists of a service's consumers: what KEDA reads with LLEN. */
-export function waitListsOf(service: ServiceName, prefix = QUEUE_PREFIX): { consumer: ConsumerName; key: string }[] {
+/**
+ * The label of the pods that serve Redis to the services: the base's one Redis, or the nodes of
+ * a Redis Cluster (components/redis-cluster), which its operator or chart must give them. The
+ * services' egress and the cluster's seed Service select by it.
+ */
+export const REDIS_POD_LABEL = { 'idem.dev/redis': 'true' };
+
+/** The one Redis of the base, and the Service in front of a Redis Cluster's nodes; each overlay names its namespace. */
+export const REDIS_ADDRESS = `redis.${BASE_NAMESPACE}.svc.cluster.local:6379`;
+export const REDIS_CLUSTER_ADDRESS = `redis-cluster.${BASE_NAMESPACE}.svc.cluster.local:6379`;
+
+/**
+ * The BullMQ wait lists of a service's consumers: what KEDA reads with LLEN. On a cluster the
+ * queue's name is its hash tag (`<prefix>:{<consumer>}:wait`), as the services name it.
+ */
+export function waitListsOf(
+  service: ServiceName,
+  { prefix = QUEUE_PREFIX, cluster = false } = {},
+): { consumer: ConsumerName; key: string }[] {
   const keys = new QueueKeys(prefix);
+  const redisUrl = cluster ? `redis+cluster://${REDIS_CLUSTER_ADDRESS}` : `redis://${REDIS_ADDRESS}`;
   return (Object.keys(consumers) as ConsumerName[])
     .filter((consumer) => serviceOf(consumer) === service)
-    .map((consumer) => ({ consumer, key: keys.toKey(consumer, 'wait') }));
+    .map((consumer) => ({ consumer, key: keys.toKey(queueName(consumer, redisUrl), 'wait') }));
+}
+
+/**
+ * KEDA's triggers for a worker: one per consumer, on its wait list. KEDA's operator resolves an
+ * address from its own namespace, not this one: the address names the namespace, and each
+ * overlay rewrites it to its own (replacements). A cluster is read by KEDA's `redis-cluster`
+ * scaler, through any node (`addresses`).
+ */
+export function scalerTriggersOf(service: ServiceName, { cluster = false } = {}): object[] {
+  return waitListsOf(service, { cluster }).map(({ consumer, key }) => ({
+    type: cluster ? 'redis-cluster' : 'redis',
+    name: consumer.replaceAll('.', '-'),
+    metadata: {
+      ...(cluster ? { addresses: REDIS_CLUSTER_ADDRESS } : { address: REDIS_ADDRESS }),
+      listName: key,
+      listLength: String(WAITING_PER_REPLICA),
+    },
+    authenticationRef: { name: 'idem-redis' },
+  }));
 }
 
 /** A pod's security context: that non-root user, and the runtime's seccomp profile. */
@@ -205,7 +244,6 @@ function serviceObjects(service: ServiceName): object[] {
       },
     };
   };
-  const waitLists = waitListsOf(service);
   return [
     {
       apiVersion: 'v1',
@@ -248,18 +286,7 @@ function serviceObjects(service: ServiceName): object[] {
         maxReplicaCount: 10,
         pollingInterval: 15,
         cooldownPeriod: 300,
-        triggers: waitLists.map(({ consumer, key }) => ({
-          type: 'redis',
-          name: consumer.replaceAll('.', '-'),
-          // KEDA's operator resolves this name from its own namespace, not this one: the
-          // address names the namespace, and each overlay rewrites it to its own (replacements).
-          metadata: {
-            address: `redis.${BASE_NAMESPACE}.svc.cluster.local:6379`,
-            listName: key,
-            listLength: String(WAITING_PER_REPLICA),
-          },
-          authenticationRef: { name: 'idem-redis' },
-        })),
+        triggers: scalerTriggersOf(service),
       },
     },
     ...(['api', 'worker'] as const).map((component) => ({
@@ -298,7 +325,7 @@ function networkPolicyOf(service: ServiceName, port: number): object {
           to: [{ podSelector: { matchLabels: { 'idem.dev/database': 'true' } } }],
           ports: [{ protocol: 'TCP', port: 5432 }],
         },
-        { to: [{ podSelector: { matchLabels: labelsOf('redis') } }], ports: [{ protocol: 'TCP', port: 6379 }] },
+        { to: [{ podSelector: { matchLabels: REDIS_POD_LABEL } }], ports: [{ protocol: 'TCP', port: 6379 }] },
         // Traces, to a collector in the observability namespace.
         {
           to: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'observability' } } }],
@@ -363,6 +390,15 @@ function sharedObjects(): Record<string, object[]> {
   };
 }
 
+/** Who may reach Redis: idem's pods, and KEDA's operator, which reads the wait lists. */
+const fromServicesAndKeda = {
+  from: [
+    { podSelector: { matchLabels: { 'app.kubernetes.io/part-of': 'idem' } } },
+    { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'keda' } } },
+  ],
+  ports: [{ protocol: 'TCP', port: 6379 }],
+};
+
 function redisObjects(): object[] {
   const labels = labelsOf('redis');
   return [
@@ -375,7 +411,7 @@ function redisObjects(): object[] {
         replicas: 1,
         selector: { matchLabels: labels },
         template: {
-          metadata: { labels },
+          metadata: { labels: { ...labels, ...REDIS_POD_LABEL } },
           spec: {
             automountServiceAccountToken: false,
             securityContext: runningAs(999), // the image's `redis` user
@@ -441,16 +477,7 @@ function redisObjects(): object[] {
       spec: {
         podSelector: { matchLabels: labels },
         policyTypes: ['Ingress'],
-        ingress: [
-          {
-            from: [
-              { podSelector: { matchLabels: { 'app.kubernetes.io/part-of': 'idem' } } },
-              // KEDA's operator reads the wait lists.
-              { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'keda' } } },
-            ],
-            ports: [{ protocol: 'TCP', port: 6379 }],
-          },
-        ],
+        ingress: [fromServicesAndKeda],
       },
     },
     {
@@ -462,32 +489,100 @@ function redisObjects(): object[] {
   ];
 }
 
-/** The base's files: name → YAML text. */
-export function generateBase(): Record<string, string> {
+/**
+ * The kustomize Component that moves the queues to a Redis Cluster the overlay does not run (an
+ * operator's or a chart's, its pods labelled REDIS_POD_LABEL): the base's one Redis removed, a
+ * Service in front of the cluster's nodes (any node is a seed: the clients learn the slots from
+ * it), their ingress, and KEDA's `redis-cluster` scaler on the hash-tagged wait lists.
+ */
+function redisClusterComponent(): { objects: object[]; kustomization: object } {
+  const labels = labelsOf('redis-cluster');
+  const deleted = [
+    ['apps/v1', 'StatefulSet'],
+    ['v1', 'Service'],
+    ['networking.k8s.io/v1', 'NetworkPolicy'],
+  ].map(([apiVersion, kind]) => ({
+    patch: stringify({ $patch: 'delete', apiVersion, kind, metadata: { name: 'redis' } }),
+  }));
+  const triggers = SERVICES.map((service) => ({
+    target: { kind: 'ScaledObject', name: `${service}-worker` },
+    patch: stringify([{ op: 'replace', path: '/spec/triggers', value: scalerTriggersOf(service, { cluster: true }) }], {
+      lineWidth: 0,
+    }),
+  }));
+  const objects = [
+    {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: 'redis-cluster', labels },
+      spec: { selector: REDIS_POD_LABEL, ports: [{ name: 'redis', port: 6379, targetPort: 6379 }] },
+    },
+    {
+      apiVersion: 'networking.k8s.io/v1',
+      kind: 'NetworkPolicy',
+      metadata: { name: 'redis-cluster', labels },
+      spec: {
+        podSelector: { matchLabels: REDIS_POD_LABEL },
+        policyTypes: ['Ingress'],
+        ingress: [
+          fromServicesAndKeda,
+          // The nodes to each other: replication on the client port, the cluster bus 10000 above it.
+          {
+            from: [{ podSelector: { matchLabels: REDIS_POD_LABEL } }],
+            ports: [6379, 16379].map((port) => ({ protocol: 'TCP', port })),
+          },
+        ],
+      },
+    },
+  ];
+  const kustomization = {
+    apiVersion: 'kustomize.config.k8s.io/v1alpha1',
+    kind: 'Component',
+    resources: ['redis-cluster.yaml'],
+    patches: [...deleted, ...triggers],
+    // KEDA's operator resolves the address from its own namespace: name the overlay's.
+    replacements: [
+      {
+        source: { kind: 'Namespace', fieldPath: 'metadata.name' },
+        targets: [
+          {
+            select: { kind: 'ScaledObject' },
+            fieldPaths: ['spec.triggers.*.metadata.addresses'],
+            options: { delimiter: '.', index: 1 },
+          },
+        ],
+      },
+    ],
+  };
+  return { objects, kustomization };
+}
+
+const HEADER = '# Generated by deploy/kubernetes/generate.ts (pnpm k8s:generate); do not edit.\n';
+const yamlOf = (objects: object[]) =>
+  HEADER + objects.map((object) => stringify(object, { lineWidth: 0 })).join('---\n');
+
+/** What generate.ts writes, by path under deploy/kubernetes: the base and the Redis Cluster component. */
+export function generateManifests(): Record<string, string> {
   const files: Record<string, object[]> = {
     ...sharedObjects(),
     ...Object.fromEntries(SERVICES.map((service) => [`${service}.yaml`, serviceObjects(service)])),
   };
-  const header = '# Generated by deploy/kubernetes/generate.ts (pnpm k8s:generate); do not edit.\n';
-  const text = Object.fromEntries(
-    Object.entries(files).map(([name, objects]) => [
-      name,
-      header + objects.map((object) => stringify(object, { lineWidth: 0 })).join('---\n'),
+  const cluster = redisClusterComponent();
+  return {
+    ...Object.fromEntries(Object.entries(files).map(([name, objects]) => [`base/${name}`, yamlOf(objects)])),
+    'base/kustomization.yaml': yamlOf([
+      { apiVersion: 'kustomize.config.k8s.io/v1beta1', kind: 'Kustomization', resources: Object.keys(files) },
     ]),
-  );
-  text['kustomization.yaml'] =
-    header +
-    stringify({
-      apiVersion: 'kustomize.config.k8s.io/v1beta1',
-      kind: 'Kustomization',
-      resources: Object.keys(files),
-    });
-  return text;
+    'components/redis-cluster/redis-cluster.yaml': yamlOf(cluster.objects),
+    'components/redis-cluster/kustomization.yaml': yamlOf([cluster.kustomization]),
+  };
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const base = join(here, 'base');
-  mkdirSync(base, { recursive: true });
-  for (const [name, text] of Object.entries(generateBase())) writeFileSync(join(base, name), text);
-  console.log(`wrote ${Object.keys(generateBase()).length} files to ${base}`);
+  const files = generateManifests();
+  for (const [path, text] of Object.entries(files)) {
+    mkdirSync(dirname(join(here, path)), { recursive: true });
+    writeFileSync(join(here, path), text);
+  }
+  console.log(`wrote ${Object.keys(files).length} files under ${here}`);
 }

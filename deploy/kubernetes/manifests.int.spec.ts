@@ -1,13 +1,15 @@
 /**
- * The Kubernetes manifests, checked without a cluster: both overlays rendered by kustomize
+ * The Kubernetes manifests, checked without a cluster: the overlays rendered by kustomize
  * (`kubectl kustomize`, the kustomize every kubectl carries; no npm library renders
  * kustomizations), every object validated against its schema (the `kubernetes-models`
  * packages: Kubernetes, KEDA, the Prometheus operator, CloudNativePG), then held against the
  * code: each container's environment against its service's config schema, ports and probe
  * paths against what the HTTP app serves, KEDA's list keys against the keys BullMQ really
- * writes (on the real Redis), images and commands against infra/Dockerfile and the bundles.
+ * writes (on the real Redis, and on a Redis Cluster of the test's own for the overlay that uses
+ * one), images and commands against infra/Dockerfile and the bundles.
  */
 import { execFileSync } from 'node:child_process';
+import { randomInt } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -16,18 +18,19 @@ import { createHttpApp, listen } from '@idem/http';
 import { SERVICES, type ServiceName } from '@idem/native-run';
 import { SHUTDOWN_TIMEOUT_MS } from '@idem/runtime';
 import { SIMULATOR_API_KEY } from '@idem/stripe-sim';
-import { deleteQueues, redisUrl, uniqueName } from '@idem/testkit';
+import { clusterReady, connectRedis, mastersOf, queueName } from '@idem/messaging';
+import { deleteQueues, redisUrl, startRedisCluster, uniqueName, type RedisCluster } from '@idem/testkit';
 import * as cnpg from '@kubernetes-models/cloudnative-pg/postgresql.cnpg.io/v1';
 import * as keda from '@kubernetes-models/keda/keda.sh/v1alpha1';
 import * as monitoring from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1';
 import { Queue } from 'bullmq';
-import { Redis } from 'ioredis';
 import * as apps from 'kubernetes-models/apps/v1';
 import * as autoscaling from 'kubernetes-models/autoscaling/v2';
 import * as networking from 'kubernetes-models/networking.k8s.io/v1';
 import * as policy from 'kubernetes-models/policy/v1';
 import * as core from 'kubernetes-models/v1';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isDeepStrictEqual as isEqual } from 'node:util';
 import { parseAllDocuments } from 'yaml';
 import { ENTRYPOINTS } from '../../scripts/build.js';
 import {
@@ -36,10 +39,16 @@ import {
   SERVICE_IMAGE_COMMAND,
 } from '../../infra/repository/compose-file.js';
 import { SERVICE_CONFIGS, unknownVariables } from '../../infra/repository/service-configs.js';
-import { databaseRolesOf, generateBase, migratorSecretOf, secretVariablesOf } from './generate.js';
+import {
+  databaseRolesOf,
+  generateManifests,
+  migratorSecretOf,
+  REDIS_POD_LABEL,
+  secretVariablesOf,
+} from './generate.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const OVERLAYS = ['dev', 'production'] as const;
+const OVERLAYS = ['dev', 'production', 'production-redis-cluster'] as const;
 
 // A loose view of what kustomize renders; the schemas check the rest.
 interface Container {
@@ -109,8 +118,14 @@ const unfolded = (data: Record<string, string>) =>
 
 /** The paths the HTTP app answers for probes, read off a running app (see beforeAll). */
 let servedProbePaths: Set<string>;
-/** Where BullMQ writes a queue's waiting jobs, learned from the real Redis: consumer → key. */
-let waitListOf: (prefix: string, consumer: ConsumerName) => string;
+/** Where BullMQ writes a consumer's waiting jobs, learned from a real Redis and a real Redis Cluster. */
+let waitListOf: (prefix: string, consumer: ConsumerName, cluster: boolean) => string;
+
+/** The parameters KEDA's Redis list scalers read (keda.sh/docs/scalers/redis-lists, redis-cluster-lists). */
+const SCALER_PARAMETERS: Record<string, readonly string[]> = {
+  redis: ['address', 'listName', 'listLength', 'activationListLength', 'enableTLS', 'unsafeSsl', 'databaseIndex'],
+  'redis-cluster': ['addresses', 'listName', 'listLength', 'activationListLength', 'enableTLS', 'unsafeSsl'],
+};
 
 /** The service an image runs: `idem/<service>` with or without a registry in front. */
 const serviceOfImage = (image: string) =>
@@ -212,23 +227,31 @@ export function consistencyProblems(objects: readonly K8sObject[]): string[] {
     }
   }
 
-  // KEDA: one ScaledObject per worker Deployment, reading the wait list of each of its consumers,
-  // at an address KEDA's operator (in its own namespace) resolves to this namespace's Redis.
+  // KEDA: one ScaledObject per worker Deployment, reading the wait list of each of its consumers
+  // with a scaler for lists (one Redis's, or a cluster's), at an address KEDA's operator (in its
+  // own namespace) resolves to a Service of this namespace.
   for (const scaled of objects.filter((o) => o.kind === 'ScaledObject')) {
     for (const trigger of scaled.spec!.triggers ?? []) {
-      const [host = '', port] = (trigger.metadata.address ?? '').split(':');
-      const [name, namespace, ...rest] = host.split('.');
-      const service = objects.find(
-        (o) => o.kind === 'Service' && o.metadata.name === name && o.metadata.namespace === scaled.metadata.namespace,
-      ) as (K8sObject & { spec?: { ports?: { port: number }[] } }) | undefined;
-      if (
-        namespace !== scaled.metadata.namespace ||
-        !['', 'svc', 'svc.cluster.local'].includes(rest.join('.')) ||
-        !service?.spec?.ports?.some((p) => String(p.port) === port)
-      )
-        problems.push(
-          `ScaledObject/${scaled.metadata.name}: KEDA resolves ${trigger.metadata.address} from its own namespace, not to a Service of ${scaled.metadata.namespace}`,
-        );
+      const parameters = SCALER_PARAMETERS[trigger.type];
+      if (!parameters) problems.push(`ScaledObject/${scaled.metadata.name}: no list scaler named ${trigger.type}`);
+      for (const parameter of Object.keys(trigger.metadata).filter((p) => parameters && !parameters.includes(p)))
+        problems.push(`ScaledObject/${scaled.metadata.name}: KEDA's ${trigger.type} scaler reads no ${parameter}`);
+      const addresses = trigger.metadata.address ?? trigger.metadata.addresses ?? '';
+      for (const address of addresses.split(',')) {
+        const [host = '', port] = address.split(':');
+        const [name, namespace, ...rest] = host.split('.');
+        const service = objects.find(
+          (o) => o.kind === 'Service' && o.metadata.name === name && o.metadata.namespace === scaled.metadata.namespace,
+        ) as (K8sObject & { spec?: { ports?: { port: number }[] } }) | undefined;
+        if (
+          namespace !== scaled.metadata.namespace ||
+          !['', 'svc', 'svc.cluster.local'].includes(rest.join('.')) ||
+          !service?.spec?.ports?.some((p) => String(p.port) === port)
+        )
+          problems.push(
+            `ScaledObject/${scaled.metadata.name}: KEDA resolves ${address} from its own namespace, not to a Service of ${scaled.metadata.namespace}`,
+          );
+      }
     }
     const target = scaled.spec!.scaleTargetRef!.name;
     const service = SERVICES.find((s) => `${s}-worker` === target);
@@ -236,9 +259,10 @@ export function consistencyProblems(objects: readonly K8sObject[]): string[] {
       problems.push(`ScaledObject/${scaled.metadata.name}: scales ${target}, not a worker Deployment here`);
       continue;
     }
+    const cluster = scaled.spec!.triggers!.some((t) => t.type === 'redis-cluster');
     const expected = (Object.keys(consumers) as ConsumerName[])
       .filter((consumer) => consumer.startsWith(`${service}.`))
-      .map((consumer) => waitListOf(prefix, consumer))
+      .map((consumer) => waitListOf(prefix, consumer, cluster))
       .sort();
     const actual = scaled.spec!.triggers!.map((t) => t.metadata.listName!).sort();
     if (JSON.stringify(actual) !== JSON.stringify(expected))
@@ -262,9 +286,33 @@ function placeholderFor(name: string, env: Record<string, string>): string {
 
 let rendered: Record<(typeof OVERLAYS)[number], K8sObject[]>;
 const queuePrefix = uniqueName('idem_test_k8s');
+let cluster: RedisCluster | undefined;
+
+/** Adds a job to each consumer's queue, named as the services name it, and sees which list BullMQ keeps it in. */
+async function learnWaitLists(url: string): Promise<Map<string, string>> {
+  const redis = connectRedis(url);
+  const learned = new Map<string, string>();
+  try {
+    await clusterReady(redis);
+    for (const consumer of Object.keys(consumers)) {
+      const queue = new Queue(queueName(consumer, url), { prefix: queuePrefix, connection: redis });
+      await queue.add('probe', {});
+      await queue.close();
+      const lists = [];
+      for (const master of mastersOf(redis))
+        for (const key of await master.keys(`${queuePrefix}:${queueName(consumer, url)}:*`))
+          if ((await redis.type(key)) === 'list' && (await redis.llen(key)) === 1) lists.push(key);
+      expect(lists, consumer).toHaveLength(1);
+      learned.set(consumer, lists[0]!.slice(queuePrefix.length));
+    }
+  } finally {
+    redis.disconnect();
+  }
+  return learned;
+}
 
 beforeAll(async () => {
-  rendered = { dev: render('dev'), production: render('production') };
+  rendered = Object.fromEntries(OVERLAYS.map((overlay) => [overlay, render(overlay)])) as typeof rendered;
   const app = await listen(createHttpApp({ health: {}, routes: () => {} }), 0);
   try {
     const paths = ['/health', '/health/live', '/metrics', '/ready', '/healthz'];
@@ -275,31 +323,19 @@ beforeAll(async () => {
   } finally {
     await app.close();
   }
-  // Add one job to each consumer's queue and see which list BullMQ keeps it in.
-  const redis = new Redis(redisUrl);
-  const learned = new Map<string, string>();
-  try {
-    for (const consumer of Object.keys(consumers)) {
-      const queue = new Queue(consumer, { prefix: queuePrefix, connection: { url: redisUrl } });
-      await queue.add('probe', {});
-      await queue.close();
-      const lists = [];
-      for (const key of await redis.keys(`${queuePrefix}:${consumer}:*`))
-        if ((await redis.type(key)) === 'list' && (await redis.llen(key)) === 1) lists.push(key);
-      expect(lists, consumer).toHaveLength(1);
-      learned.set(consumer, lists[0]!.slice(queuePrefix.length));
-    }
-  } finally {
-    redis.disconnect();
-  }
-  waitListOf = (prefix, consumer) => `${prefix}${learned.get(consumer)}`;
+  cluster = await startRedisCluster({ firstPort: randomInt(31_200, 31_290) });
+  const learned = { single: await learnWaitLists(redisUrl), cluster: await learnWaitLists(cluster.url) };
+  waitListOf = (prefix, consumer, onCluster) => `${prefix}${learned[onCluster ? 'cluster' : 'single'].get(consumer)}`;
+}, 60_000);
+afterAll(async () => {
+  await cluster?.stop();
+  await deleteQueues(queuePrefix);
 });
-afterAll(() => deleteQueues(queuePrefix));
 
 describe('deploy/kubernetes', () => {
-  it('has the base generate.ts writes from the code (pnpm k8s:generate)', () => {
-    for (const [name, text] of Object.entries(generateBase()))
-      expect(readFileSync(join(here, 'base', name), 'utf8'), `base/${name}`).toBe(text);
+  it('has the base and the Redis Cluster component generate.ts writes from the code (pnpm k8s:generate)', () => {
+    for (const [path, text] of Object.entries(generateManifests()))
+      expect(readFileSync(join(here, path), 'utf8'), path).toBe(text);
   });
 
   it.each(OVERLAYS)(
@@ -329,6 +365,41 @@ describe('deploy/kubernetes', () => {
     expect(names('Service')).toEqual([...SERVICES, 'redis'].sort());
   });
 
+  it("puts the queues on a Redis Cluster in its overlay: no Redis of its own, a Service in front of the cluster's labelled nodes, which the services reach and whose nodes reach each other", () => {
+    const objects = rendered['production-redis-cluster'];
+    interface Rule {
+      to?: { podSelector?: { matchLabels?: object } }[];
+      from?: { podSelector?: { matchLabels?: object } }[];
+      ports?: { port: number }[];
+    }
+    const find = (kind: string, name: string) =>
+      objects.find((o) => o.kind === kind && o.metadata.name === name) as unknown as {
+        spec: { selector?: object; podSelector?: object; egress: Rule[]; ingress: Rule[] };
+      };
+    const toRedisNodes = (rule: Rule) =>
+      [...(rule.to ?? []), ...(rule.from ?? [])].some((peer) =>
+        isEqual(peer.podSelector?.matchLabels, REDIS_POD_LABEL),
+      );
+    expect(objects.filter((o) => o.kind === 'StatefulSet')).toEqual([]);
+    expect(
+      objects
+        .filter((o) => o.kind === 'Service')
+        .map((o) => o.metadata.name)
+        .sort(),
+    ).toEqual([...SERVICES, 'redis-cluster'].sort());
+    expect(find('Service', 'redis-cluster').spec.selector).toEqual(REDIS_POD_LABEL);
+    for (const service of SERVICES)
+      expect(find('NetworkPolicy', service).spec.egress.find(toRedisNodes)?.ports, service).toEqual([
+        { protocol: 'TCP', port: 6379 },
+      ]);
+    const nodes = find('NetworkPolicy', 'redis-cluster').spec;
+    expect(nodes.podSelector).toEqual({ matchLabels: REDIS_POD_LABEL });
+    // The nodes reach each other for replication and on the cluster bus.
+    expect(nodes.ingress.find(toRedisNodes)?.ports?.map((p) => p.port)).toEqual([6379, 16379]);
+    const types = objects.flatMap((o) => o.spec?.triggers ?? []).map((t) => t.type);
+    expect(new Set(types)).toEqual(new Set(['redis-cluster']));
+  });
+
   it('keeps every variable the base reads from a Secret reading it from that Secret in each overlay (a patch by position cannot overwrite one)', () => {
     const fromSecrets = (objects: readonly K8sObject[]) =>
       objects.flatMap((o) =>
@@ -345,7 +416,13 @@ describe('deploy/kubernetes', () => {
     const base = parseAllDocuments(
       execFileSync('kubectl', ['kustomize', join(here, 'base')], { encoding: 'utf8' }),
     ).map((d) => d.toJS() as K8sObject);
-    for (const overlay of OVERLAYS) expect(fromSecrets(rendered[overlay]), overlay).toEqual(fromSecrets(base));
+    for (const overlay of OVERLAYS) {
+      // A Redis Cluster overlay runs no Redis of its own: the base's reads but Redis's own.
+      const expected = fromSecrets(base).filter(
+        (line) => overlay !== 'production-redis-cluster' || !line.startsWith('StatefulSet/redis/'),
+      );
+      expect(fromSecrets(rendered[overlay]), overlay).toEqual(expected);
+    }
   });
 
   it('renders no Secret for production, and documents every Secret the pods reference', () => {
@@ -367,8 +444,8 @@ describe('deploy/kubernetes', () => {
   });
 
   describe('fails on what would break a deployment', () => {
-    const mutated = (change: (objects: K8sObject[]) => void) => {
-      const objects = structuredClone(rendered.dev);
+    const mutated = (change: (objects: K8sObject[]) => void, overlay: (typeof OVERLAYS)[number] = 'dev') => {
+      const objects = structuredClone(rendered[overlay]);
       change(objects);
       return objects;
     };
@@ -394,6 +471,19 @@ describe('deploy/kubernetes', () => {
       expect(problems.length).toBeGreaterThan(0);
       for (const problem of problems)
         expect(problem).toMatch(/^ScaledObject\/orders-worker: KEDA resolves redis:6379 from its own namespace/);
+    });
+
+    it("a cluster's scaler given one Redis's address, or a wait list without the queue's hash tag", () => {
+      const objects = mutated((o) => {
+        const [first, second] = find(o, 'ScaledObject', 'payments-worker').spec!.triggers!;
+        first!.metadata.address = first!.metadata.addresses!;
+        delete first!.metadata.addresses;
+        second!.metadata.listName = second!.metadata.listName!.replace(/[{}]/g, '');
+      }, 'production-redis-cluster');
+      expect(consistencyProblems(objects)).toEqual([
+        "ScaledObject/payments-worker: KEDA's redis-cluster scaler reads no address",
+        expect.stringMatching(/^ScaledObject\/payments-worker: reads .*BullMQ waits in/),
+      ]);
     });
 
     it('a misspelt environment variable', () => {

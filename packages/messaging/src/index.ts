@@ -12,6 +12,7 @@ export {
 } from './dead-letters.js';
 export { defaultDeliveryPolicy, jobOptions, maxRetrySpanMs, type DeliveryPolicy } from './delivery-policy.js';
 export {
+  clusterReady,
   connectRedis,
   isClusterUrl,
   isRedisUrl,
