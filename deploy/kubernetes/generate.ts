@@ -23,15 +23,16 @@ const root = join(here, '../..');
 export const QUEUE_PREFIX = 'idem';
 
 /**
- * CPU per order of each service's processes at the end-to-end knee (docs/benchmarks.md, the
- * 20 orders/s step, all roles in one process). A pod is sized for DESIGN_ORDERS_PER_SECOND; a
- * service not measured yet (a new one) is sized as the most expensive one until it is.
+ * CPU per order of each service's processes at 20 orders/s, all roles in one process (the
+ * capacity model in docs/scaling.md: run 2026-12-01T22-59-00-108Z). A pod is sized for
+ * DESIGN_ORDERS_PER_SECOND; a service not measured yet (a new one) is sized as the most expensive
+ * one until it is.
  */
 export const CPU_MS_PER_ORDER: Partial<Record<ServiceName, number>> = {
-  orders: 20.5,
-  inventory: 11.2,
-  payments: 12.8,
-  notifications: 17.1,
+  orders: 15.5,
+  inventory: 11.8,
+  payments: 11.8,
+  notifications: 12.9,
 };
 const DESIGN_ORDERS_PER_SECOND = 20;
 /** Deliveries waiting per worker replica before KEDA adds one. */

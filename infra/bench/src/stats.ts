@@ -44,4 +44,5 @@ export function countdown(count: number): Countdown {
   };
 }
 
-export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+/** Waits `ms`; none when it is already past (a late open-loop step asks for a negative wait). */
+export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, Math.max(0, ms)));
