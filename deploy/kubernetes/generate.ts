@@ -102,18 +102,15 @@ const labelsOf = (service: string, component?: string) => ({
 export const REDIS_POD_LABEL = { 'idem.dev/redis': 'true' };
 
 /** The one Redis of the base, and the Service in front of a Redis Cluster's nodes; each overlay names its namespace. */
-export const REDIS_ADDRESS = `redis.${BASE_NAMESPACE}.svc.cluster.local:6379`;
-export const REDIS_CLUSTER_ADDRESS = `redis-cluster.${BASE_NAMESPACE}.svc.cluster.local:6379`;
+const REDIS_ADDRESS = `redis.${BASE_NAMESPACE}.svc.cluster.local:6379`;
+const REDIS_CLUSTER_ADDRESS = `redis-cluster.${BASE_NAMESPACE}.svc.cluster.local:6379`;
 
 /**
  * The BullMQ wait lists of a service's consumers: what KEDA reads with LLEN. On a cluster the
  * queue's name is its hash tag (`<prefix>:{<consumer>}:wait`), as the services name it.
  */
-export function waitListsOf(
-  service: ServiceName,
-  { prefix = QUEUE_PREFIX, cluster = false } = {},
-): { consumer: ConsumerName; key: string }[] {
-  const keys = new QueueKeys(prefix);
+function waitListsOf(service: ServiceName, { cluster = false } = {}): { consumer: ConsumerName; key: string }[] {
+  const keys = new QueueKeys(QUEUE_PREFIX);
   const redisUrl = cluster ? `redis+cluster://${REDIS_CLUSTER_ADDRESS}` : `redis://${REDIS_ADDRESS}`;
   return (Object.keys(consumers) as ConsumerName[])
     .filter((consumer) => serviceOf(consumer) === service)
@@ -126,7 +123,7 @@ export function waitListsOf(
  * overlay rewrites it to its own (replacements). A cluster is read by KEDA's `redis-cluster`
  * scaler, through any node (`addresses`).
  */
-export function scalerTriggersOf(service: ServiceName, { cluster = false } = {}): object[] {
+function scalerTriggersOf(service: ServiceName, { cluster = false } = {}): object[] {
   return waitListsOf(service, { cluster }).map(({ consumer, key }) => ({
     type: cluster ? 'redis-cluster' : 'redis',
     name: consumer.replaceAll('.', '-'),

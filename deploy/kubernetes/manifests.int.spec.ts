@@ -13,6 +13,7 @@ import { randomInt } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { isDeepStrictEqual as isEqual } from 'node:util';
 import { consumers, type ConsumerName } from '@idem/contracts';
 import { createHttpApp, listen } from '@idem/http';
 import { SERVICES, type ServiceName } from '@idem/native-run';
@@ -30,7 +31,6 @@ import * as networking from 'kubernetes-models/networking.k8s.io/v1';
 import * as policy from 'kubernetes-models/policy/v1';
 import * as core from 'kubernetes-models/v1';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isDeepStrictEqual as isEqual } from 'node:util';
 import { parseAllDocuments } from 'yaml';
 import { ENTRYPOINTS } from '../../scripts/build.js';
 import {

@@ -464,7 +464,7 @@ export function formatMarkdown(
       '',
       '## 3. End to end',
       '',
-      'Open-loop load through the running system (four services, Stripe simulator, SMTP sink, one instance each); latency from sending `POST /orders` to the PAID status change and to the receipt accepted by SMTP.',
+      'Open-loop load through the running system (four services, Stripe simulator, SMTP sink, one instance each), warmed up first by 10 s of the lightest load (not recorded); latency from sending `POST /orders` to the PAID status change and to the receipt accepted by SMTP.',
       '',
       endToEndTable(run.endToEnd),
       '',
