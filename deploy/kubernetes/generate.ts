@@ -388,14 +388,31 @@ function sharedObjects(): Record<string, object[]> {
   };
 }
 
-/** Who may reach Redis: idem's pods, and KEDA's operator, which reads the wait lists. */
-const fromServicesAndKeda = {
-  from: [
-    { podSelector: { matchLabels: { 'app.kubernetes.io/part-of': 'idem' } } },
-    { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'keda' } } },
-  ],
-  ports: [{ protocol: 'TCP', port: 6379 }],
-};
+/**
+ * Who may reach the pods that serve Redis: idem's pods, and KEDA's operator, which reads the wait
+ * lists, on the client port; and whatever else `more` lets in.
+ */
+function redisIngressPolicy(name: string, ...more: object[]): object {
+  return {
+    apiVersion: 'networking.k8s.io/v1',
+    kind: 'NetworkPolicy',
+    metadata: { name, labels: labelsOf(name) },
+    spec: {
+      podSelector: { matchLabels: REDIS_POD_LABEL },
+      policyTypes: ['Ingress'],
+      ingress: [
+        {
+          from: [
+            { podSelector: { matchLabels: { 'app.kubernetes.io/part-of': 'idem' } } },
+            { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'keda' } } },
+          ],
+          ports: [{ protocol: 'TCP', port: 6379 }],
+        },
+        ...more,
+      ],
+    },
+  };
+}
 
 function redisObjects(): object[] {
   const labels = labelsOf('redis');
@@ -468,16 +485,7 @@ function redisObjects(): object[] {
       metadata: { name: 'redis', labels },
       spec: { selector: labels, ports: [{ name: 'redis', port: 6379, targetPort: 'redis' }] },
     },
-    {
-      apiVersion: 'networking.k8s.io/v1',
-      kind: 'NetworkPolicy',
-      metadata: { name: 'redis', labels },
-      spec: {
-        podSelector: { matchLabels: labels },
-        policyTypes: ['Ingress'],
-        ingress: [fromServicesAndKeda],
-      },
-    },
+    redisIngressPolicy('redis'),
     {
       apiVersion: 'keda.sh/v1alpha1',
       kind: 'TriggerAuthentication',
@@ -494,7 +502,6 @@ function redisObjects(): object[] {
  * it), their ingress, and KEDA's `redis-cluster` scaler on the hash-tagged wait lists.
  */
 function redisClusterComponent(): { objects: object[]; kustomization: object } {
-  const labels = labelsOf('redis-cluster');
   const deleted = [
     ['apps/v1', 'StatefulSet'],
     ['v1', 'Service'],
@@ -512,26 +519,14 @@ function redisClusterComponent(): { objects: object[]; kustomization: object } {
     {
       apiVersion: 'v1',
       kind: 'Service',
-      metadata: { name: 'redis-cluster', labels },
+      metadata: { name: 'redis-cluster', labels: labelsOf('redis-cluster') },
       spec: { selector: REDIS_POD_LABEL, ports: [{ name: 'redis', port: 6379, targetPort: 6379 }] },
     },
-    {
-      apiVersion: 'networking.k8s.io/v1',
-      kind: 'NetworkPolicy',
-      metadata: { name: 'redis-cluster', labels },
-      spec: {
-        podSelector: { matchLabels: REDIS_POD_LABEL },
-        policyTypes: ['Ingress'],
-        ingress: [
-          fromServicesAndKeda,
-          // The nodes to each other: replication on the client port, the cluster bus 10000 above it.
-          {
-            from: [{ podSelector: { matchLabels: REDIS_POD_LABEL } }],
-            ports: [6379, 16379].map((port) => ({ protocol: 'TCP', port })),
-          },
-        ],
-      },
-    },
+    // The nodes to each other: replication on the client port, the cluster bus 10000 above it.
+    redisIngressPolicy('redis-cluster', {
+      from: [{ podSelector: { matchLabels: REDIS_POD_LABEL } }],
+      ports: [6379, 16379].map((port) => ({ protocol: 'TCP', port })),
+    }),
   ];
   const kustomization = {
     apiVersion: 'kustomize.config.k8s.io/v1alpha1',
