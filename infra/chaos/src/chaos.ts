@@ -4,6 +4,7 @@ import { createWriteStream } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { formatReport, runChecks, type Report } from '@idem/checker';
+import { consumers } from '@idem/contracts';
 import { dropDatabase } from '@idem/database';
 import {
   asCustomer,
@@ -14,6 +15,7 @@ import {
   UNLIMITED_ORDERS_ENV,
   type RunningSystem,
 } from '@idem/native-run';
+import { createPublisher } from '@idem/messaging';
 import { SIMULATOR_API_KEY } from '@idem/stripe-sim';
 import {
   createPostgresServer,
@@ -75,6 +77,11 @@ export interface ChaosReport {
   /** Processes that ended without a fault ending them (`payments-2 exited (1)`): each one fails the run. */
   readonly crashes: string[];
   readonly checker: Report;
+  /**
+   * The consumer queues that still hold jobs at the end, by state: a message the checker calls
+   * lost that still waits here was never taken by a consumer, not gone from the broker.
+   */
+  readonly queues: Record<string, Record<string, number>>;
   /** Every process's output, one line each, prefixed by its part. */
   readonly logFile: string;
   readonly ok: boolean;
@@ -173,6 +180,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       await sleep(2000);
       checker = await check();
     }
+    const queues = await jobsLeftIn(redisUrl, running.queuePrefix);
     const endedByStatus: Record<string, number> = {};
     for (const status of statuses) endedByStatus[status] = (endedByStatus[status] ?? 0) + 1;
     return {
@@ -186,6 +194,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       deadLetters: counts.deadLetters,
       crashes: exits.crashes,
       checker,
+      queues,
       logFile,
       ok:
         checker.ok &&
@@ -348,6 +357,19 @@ function shuffle<T>(items: T[]): T[] {
   return items;
 }
 
+/** The consumer queues holding any job, with their counts by state. */
+async function jobsLeftIn(redisUrl: string, prefix: string): Promise<Record<string, Record<string, number>>> {
+  const publisher = createPublisher({ redisUrl, prefix });
+  try {
+    const counts = await Promise.all(
+      Object.keys(consumers).map(async (consumer) => [consumer, await publisher.jobCounts(consumer)] as const),
+    );
+    return Object.fromEntries(counts.filter(([, byState]) => Object.values(byState).some((n) => n > 0)));
+  } finally {
+    await publisher.close();
+  }
+}
+
 export function formatChaosReport(report: ChaosReport): string {
   return [
     `orders placed          ${report.ordersPlaced}`,
@@ -362,6 +384,16 @@ export function formatChaosReport(report: ChaosReport): string {
     `dead letters           ${report.deadLetters}`,
     `crashes                ${report.crashes.length ? report.crashes.join(', ') : 'none'}`,
     `process logs           ${report.logFile}`,
+    `jobs left in queues    ${
+      Object.entries(report.queues)
+        .map(
+          ([consumer, byState]) =>
+            `${consumer}: ${Object.entries(byState)
+              .map(([state, n]) => `${state} ${n}`)
+              .join(', ')}`,
+        )
+        .join('; ') || 'none'
+    }`,
     '',
     formatReport(report.checker),
     '',

@@ -274,6 +274,30 @@ describe('startConsumer', () => {
     expect(await available()).toBe(99);
   });
 
+  it('replaces a worker whose fetch loop wedged, so the deliveries waiting for it are taken', async () => {
+    const errors: unknown[] = [];
+    const consumer = start({ onError: (error) => errors.push(error) });
+    await consumer.worker.waitUntilReady();
+    // Wedged as a BullMQ worker is when its blocking connection never comes back (liveness.ts):
+    // every wait for a job and every fetch hangs, and nothing says so.
+    const wedged = consumer.worker;
+    const backend = wedged.getBackend() as unknown as Record<'waitForJob' | 'moveToActive', () => Promise<never>>;
+    backend.waitForJob = () => new Promise<never>(() => {});
+    backend.moveToActive = () => new Promise<never>(() => {});
+    const message = orderPlacedMessage();
+    await publisher.publish([message]);
+    expect(
+      await waitFor(() => outcomesOf(message.messageId).length > 0 && outcomesOf(message.messageId), {
+        timeoutMs: 30_000,
+        what: 'the delivery taken by a new worker',
+      }),
+    ).toEqual(['processed']);
+    expect(consumer.worker).not.toBe(wedged);
+    expect(errors).toContainEqual(
+      expect.objectContaining({ message: expect.stringMatching(/its worker was replaced$/) }),
+    );
+  }, 40_000);
+
   it('completes a stale delivery after committing its record', async () => {
     start({ handler: async () => ({ outcome: 'stale', reason: 'order already cancelled' }) });
     const message = orderPlacedMessage();

@@ -10,11 +10,12 @@ import type { SqlClient } from '@idem/database';
 import { noFaults, type Faults } from '@idem/faults';
 import { isSettled, type DeliveryOutcome, type Inbox, type MessageHandler } from '@idem/inbox';
 import type { Span } from '@opentelemetry/api';
-import { UnrecoverableError, Worker, type Job } from 'bullmq';
+import { QueueKeys, UnrecoverableError, Worker, type Job, type WorkerOptions } from 'bullmq';
 import { endProcess, startCommit, startProcess, under } from './consumer-spans.js';
 import { deadLetterVerdict, DeadLetterWriteError } from './dead-letters.js';
 import { createGroupCommit } from './group-commit.js';
-import { createRedis, queueName, resolveBroker, type BrokerOptions } from './redis.js';
+import { watchLiveness } from './liveness.js';
+import { createRedis, queueName, resolveBroker, type BrokerOptions, type RedisClient } from './redis.js';
 
 /**
  * A delivery's message as the consumer reads it: the size is checked before any parsing (a huge
@@ -66,7 +67,10 @@ export interface ConsumerOptions<Tx extends SqlClient, C extends ConsumerName> e
   readonly maxBatch?: number;
   /** How long a delivery stays locked to this instance before another may take it. @defaultValue 30000 */
   readonly lockDurationMs?: number;
-  /** How often this instance looks for deliveries whose owner died. @defaultValue 30000 */
+  /**
+   * How often this instance looks for deliveries whose owner died, and (no more often than every
+   * 5 s) whether its own worker still takes the deliveries that wait (liveness.ts). @defaultValue 30000
+   */
   readonly stalledIntervalMs?: number;
   /** Redeliveries after an owner died before the message is dead-lettered. @defaultValue 5 */
   readonly maxStalledCount?: number;
@@ -140,16 +144,54 @@ export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(opti
     ...(onSettled ? { unsettled: new WeakMap<Job, DeliveryReport>() } : {}),
   };
   const { redisUrl, prefix } = resolveBroker(options);
-  const connection = createRedis(redisUrl, 'worker');
-  const worker = new Worker(queueName(consumer, redisUrl), (job) => processDelivery(runner, job), {
-    connection,
+  const name = queueName(consumer, redisUrl);
+  const settings = {
     prefix,
     concurrency,
     lockDuration: lockDurationMs,
     stalledInterval: stalledIntervalMs,
     maxStalledCount,
+  };
+  const startWorker = () => workerOf(runner, { redisUrl, name, settings, onSettled });
+  let current = startWorker();
+  // A worker that stopped fetching while deliveries wait is replaced (liveness.ts says why).
+  const waitList = new QueueKeys(prefix).toKey(name, 'wait');
+  const liveness = watchLiveness({
+    everyMs: stalledIntervalMs,
+    progress: () => ({ started: current.counts.started, roomLeft: current.counts.inFlight < concurrency }),
+    waiting: () => inTime(current.connection.llen(waitList), stalledIntervalMs),
+    replace: (waiting) => {
+      const wedged = current;
+      current = startWorker();
+      onError(new Error(`${consumer}: started no delivery while ${waiting} waited; its worker was replaced`));
+      void close(wedged, 1_000).catch(onError);
+    },
   });
-  worker.on('error', onError);
+  return {
+    get worker() {
+      return current.worker;
+    },
+    close: (timeoutMs = 10_000) => {
+      liveness.stop();
+      return close(current, timeoutMs);
+    },
+  };
+}
+
+/** A BullMQ worker on a connection of its own, its events wired to the runner, counting what it started. */
+function workerOf<Tx extends SqlClient, C extends ConsumerName>(
+  runner: Runner<Tx, C>,
+  { redisUrl, name, settings, onSettled }: WorkerSetup,
+): RunningWorker {
+  const connection = createRedis(redisUrl, 'worker');
+  const counts = { started: 0, inFlight: 0 };
+  const run = (job: Job) => {
+    counts.started++;
+    counts.inFlight++;
+    return processDelivery(runner, job).finally(() => counts.inFlight--);
+  };
+  const worker = new Worker(name, run, { connection, ...settings });
+  worker.on('error', runner.onError);
   if (onSettled) {
     const settled = (job: Job | undefined) => {
       const report = job && runner.unsettled?.get(job);
@@ -163,24 +205,50 @@ export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(opti
   worker.on('failed', (job, error) => {
     // BullMQ fails a job on its own when its owners kept dying; keep it as a dead letter too.
     if (job && /stalled more than allowable limit|started more than allowable limit/.test(error.message)) {
-      deadLetter(runner, job, 'stalled_too_often', error.message, job.attemptsStarted).catch(onError);
+      deadLetter(runner, job, 'stalled_too_often', error.message, job.attemptsStarted).catch(runner.onError);
     }
   });
-  return { worker, close: (timeoutMs = 10_000) => close(worker, connection, timeoutMs) };
+  return { worker, connection, counts };
 }
 
-/** Stops taking deliveries; waits up to `timeoutMs` for in-flight ones, then abandons them to redelivery. */
-async function close(worker: Worker, connection: { disconnect(): void }, timeoutMs: number): Promise<void> {
+interface WorkerSetup {
+  readonly redisUrl: string;
+  readonly name: string;
+  readonly settings: Omit<WorkerOptions, 'connection'>;
+  readonly onSettled: ((report: DeliveryReport) => void) | undefined;
+}
+
+interface RunningWorker {
+  readonly worker: Worker;
+  readonly connection: RedisClient;
+  readonly counts: { started: number; inFlight: number };
+}
+
+/** What `promise` resolves to, or undefined once `ms` passed first. */
+async function inTime<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
   let timer: NodeJS.Timeout | undefined;
-  const graceful = worker.close().then(() => true);
-  const timedOut = new Promise<boolean>((resolve) => {
-    timer = setTimeout(() => resolve(false), timeoutMs);
+  const late = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), ms);
   });
-  const finished = await Promise.race([graceful, timedOut]);
-  clearTimeout(timer);
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * Stops taking deliveries; waits up to `timeoutMs` for in-flight ones, then abandons them to
+ * redelivery. A wedged worker may not close even by force: it is not waited for longer.
+ */
+async function close({ worker, connection }: RunningWorker, timeoutMs: number) {
+  const finished = await inTime(
+    worker.close().then(() => true),
+    timeoutMs,
+  );
   // In-flight deliveries that did not finish are abandoned: their locks expire and
   // another instance redelivers them, which the inbox makes safe.
-  if (!finished) await worker.close(true);
+  if (!finished) await inTime(worker.close(true), timeoutMs);
   // BullMQ closes only the connections it made itself: this one is ours.
   connection.disconnect();
 }

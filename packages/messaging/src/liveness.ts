@@ -1,0 +1,46 @@
+/**
+ * A consumer's fetch loop can wedge for good: a BullMQ worker whose blocking Redis connection
+ * never comes back after a failover (BullMQ issues #4138 and #3185; seen here when the master of a
+ * cluster was SIGKILLed on a loaded machine) takes nothing more while its queue fills, with no
+ * error to say so. The library's advice is to replace such a worker, and this watch does: every
+ * `everyMs` it asks how many deliveries wait; when some waited at two looks in a row while this
+ * worker started none and had room for more, it calls `replace`. A healthy worker takes a waiting
+ * delivery within BullMQ's drain delay (5 s), so `everyMs` is never shorter than
+ * MIN_LIVENESS_CHECK_MS. A replacement by mistake costs a reconnect: what was in flight is finished
+ * or, past the close timeout, redelivered, which the inbox makes safe.
+ */
+export const MIN_LIVENESS_CHECK_MS = 5_000;
+
+export interface Liveness {
+  /** Deliveries this worker has started so far, and whether it has room for another. */
+  readonly progress: () => { readonly started: number; readonly roomLeft: boolean };
+  /** How many deliveries wait in the queue; undefined when Redis did not say in time. */
+  readonly waiting: () => Promise<number | undefined>;
+  readonly replace: (waiting: number) => void;
+  readonly everyMs: number;
+}
+
+export function watchLiveness({ progress, waiting, replace, everyMs }: Liveness): { stop(): void } {
+  let seen = progress().started;
+  let waitedBefore = false;
+  let looking = false;
+  const look = async () => {
+    if (looking) return; // a look that outlasts the interval is not stacked
+    looking = true;
+    try {
+      const now = progress();
+      const count = await waiting().catch(() => undefined); // Redis down: the next look will tell
+      const waited = count !== undefined && count > 0 && now.started === seen && now.roomLeft;
+      if (waited && waitedBefore) {
+        replace(count);
+        waitedBefore = false;
+      } else waitedBefore = waited;
+      seen = progress().started;
+    } finally {
+      looking = false;
+    }
+  };
+  const timer = setInterval(() => void look(), Math.max(everyMs, MIN_LIVENESS_CHECK_MS));
+  timer.unref();
+  return { stop: () => clearInterval(timer) };
+}
