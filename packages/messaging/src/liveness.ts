@@ -24,12 +24,15 @@ export function watchLiveness({ progress, waiting, replace, everyMs }: Liveness)
   let seen = progress().started;
   let waitedBefore = false;
   let looking = false;
+  let stopped = false;
   const look = async () => {
     if (looking) return; // a look that outlasts the interval is not stacked
     looking = true;
     try {
       const now = progress();
       const count = await waiting().catch(() => undefined); // Redis down: the next look will tell
+      // Stopped while asking (the consumer is closing): a worker started now would outlive it.
+      if (stopped) return;
       const waited = count !== undefined && count > 0 && now.started === seen && now.roomLeft;
       if (waited && waitedBefore) {
         replace(count);
@@ -42,5 +45,10 @@ export function watchLiveness({ progress, waiting, replace, everyMs }: Liveness)
   };
   const timer = setInterval(() => void look(), Math.max(everyMs, MIN_LIVENESS_CHECK_MS));
   timer.unref();
-  return { stop: () => clearInterval(timer) };
+  return {
+    stop: () => {
+      stopped = true;
+      clearInterval(timer);
+    },
+  };
 }

@@ -44,9 +44,14 @@ export interface TestDatabase {
 /** Creates a fresh database and applies `migrationsDir` to it: one per test file. */
 export async function createMigratedDatabase(label: string, migrationsDir: string, include: readonly TableSet[] = []) {
   const url = testDatabaseUrl(label);
+  await migrateForTests(url, migrationsDir, include);
+  return { url, drop: () => dropDatabase(url) };
+}
+
+/** Migrates as the service's migrator does, then makes the inbox's partitions ahead. */
+async function migrateForTests(url: string, migrationsDir: string, include: readonly TableSet[]): Promise<void> {
   await migrate({ databaseUrl: url, migrationsDir, include });
   await inboxPartitionsAhead(url);
-  return { url, drop: () => dropDatabase(url) };
 }
 
 /**
@@ -96,14 +101,7 @@ export function serviceDatabase<
 ): { readonly url: string; readonly db: Client; empty(options?: { keep?: readonly string[] }): Promise<void> } {
   const url = testDatabaseUrl(service);
   const db = connect(url);
-  beforeAll(async () => {
-    await migrate({
-      databaseUrl: url,
-      migrationsDir: fileURLToPath(new URL('prisma/migrations', root)),
-      include: tables,
-    });
-    await inboxPartitionsAhead(url);
-  });
+  beforeAll(() => migrateForTests(url, fileURLToPath(new URL('prisma/migrations', root)), tables));
   afterAll(async () => {
     await db.$disconnect();
     await dropDatabase(url);
