@@ -9,6 +9,8 @@ import {
   serviceDatabase,
   deleteQueues,
   exited,
+  finishedOrWaiting,
+  held,
   orderPlacedMessage,
   startScript,
   uniqueName,
@@ -403,6 +405,53 @@ describe('payments.order-cancelled.v1', () => {
     );
     expect(simulator.refunds()).toHaveLength(1);
     expect(intentsFor(message.body.orderId)).toHaveLength(1);
+  });
+});
+
+describe('a cancellation racing the opening of the payment (two messages, two queues)', () => {
+  /** What payments holds for the order once both messages are in and the worker has done all it can. */
+  async function settledMoney(orderId: string) {
+    for (let round = 0; round < 5 && (await worker().runOnce()) > 0; round++);
+    const attempt = await db.paymentAttempt.findUnique({ where: { orderId } });
+    const charged = intentsFor(orderId).filter((intent) => intent.status === 'succeeded').length;
+    const refunded = simulator.refunds().filter((refund) => refund.metadata.order_id === orderId).length;
+    return { status: attempt?.status ?? 'none', kept: charged - refunded };
+  }
+
+  it('charges nothing when the opening is held between its read and its write while the cancel runs', async () => {
+    const message = stockReserved();
+    const { orderId } = message.body;
+    const opening = held(handleStockReserved({ now }));
+    const opened = inbox().consume('payments.stock-reserved.v1', message, opening.handler);
+    await opening.reached;
+    const cancelled = cancel(orderId);
+    // The cancel either ran to its end (and the opening must then see its tombstone) or waits
+    // for the opening's lock (and must then see the attempt it opened).
+    await finishedOrWaiting(db, cancelled);
+    opening.release();
+    await Promise.all([opened, cancelled]);
+    expect(await settledMoney(orderId)).toMatchObject({ kept: 0 });
+    expect(['none', 'cancelled']).toContain((await settledMoney(orderId)).status);
+  });
+
+  it('charges nothing when the cancel is held between its read and its write while the opening runs', async () => {
+    const message = stockReserved();
+    const { orderId } = message.body;
+    const cancelling = held(handleOrderCancelled({ now }));
+    const cancelled = inbox().consume('payments.order-cancelled.v1', orderCancelled(orderId), cancelling.handler);
+    await cancelling.reached;
+    const opened = reserve(message);
+    await finishedOrWaiting(db, opened);
+    cancelling.release();
+    await Promise.all([opened, cancelled]);
+    expect(await settledMoney(orderId)).toMatchObject({ kept: 0 });
+    expect(['none', 'cancelled']).toContain((await settledMoney(orderId)).status);
+  });
+
+  it('keeps no money for any of 60 orders whose two messages arrive at the same moment', async () => {
+    const orders = Array.from({ length: 60 }, () => stockReserved());
+    await Promise.all(orders.flatMap((message) => [reserve(message), cancel(message.body.orderId)]));
+    for (const message of orders) expect(await settledMoney(message.body.orderId)).toMatchObject({ kept: 0 });
   });
 });
 

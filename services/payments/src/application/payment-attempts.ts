@@ -24,37 +24,51 @@ export async function openAttempt(
   at: Date,
 ): Promise<'opened' | 'cancelled'> {
   const { orderId, payment } = order;
-  if (await tx.orderCancellation.findUnique({ where: { orderId } })) return 'cancelled';
   const id = randomUUID();
-  // One statement: the attempt (unless the order has one: the business key) and, if it was
-  // written, the wake-up for a listening payment worker, delivered when this transaction commits.
-  await tx.$executeRaw`
-    WITH opened AS (
+  // One statement. First the order's row, written (locked) as the cancellation writes it: a
+  // cancellation under way makes this wait for its commit and then read its tombstone; one that
+  // comes later waits for this commit and then finds the attempt. Then the attempt, unless the
+  // order is cancelled or has one (the business key), and the payment worker's wake-up, delivered
+  // when this transaction commits.
+  const [known] = await tx.$queryRaw<{ cancelled: boolean }[]>`
+    WITH known AS (
+      INSERT INTO payment_orders (order_id, created_at) VALUES (${orderId}::uuid, ${at})
+      ON CONFLICT (order_id) DO UPDATE SET cancelled_at = payment_orders.cancelled_at
+      RETURNING cancelled_at
+    ), opened AS (
       INSERT INTO payment_attempts (id, order_id, amount_cents, currency, payment_method, status, idempotency_key,
                                     idempotency_key_created_at, next_attempt_at, correlation_id, causation_id,
                                     traceparent, created_at, updated_at)
-      VALUES (${id}::uuid, ${orderId}::uuid, ${payment.amountCents}, ${payment.currency}, ${payment.method}, 'pending',
-              ${newChargeKey()}, ${at}, ${at}, ${order.correlationId}::uuid, ${order.causationId}::uuid,
-              ${traceparentOf() ?? null}, ${at}, ${at})
+      SELECT ${id}::uuid, ${orderId}::uuid, ${payment.amountCents}, ${payment.currency}, ${payment.method}, 'pending',
+             ${newChargeKey()}, ${at}, ${at}, ${order.correlationId}::uuid, ${order.causationId}::uuid,
+             ${traceparentOf() ?? null}, ${at}, ${at}
+      FROM known WHERE known.cancelled_at IS NULL
       ON CONFLICT DO NOTHING
       RETURNING 1
     )
-    SELECT pg_notify(${ATTEMPTS_CHANNEL}, '') FROM opened`;
-  return 'opened';
+    SELECT known.cancelled_at IS NOT NULL AS cancelled,
+           (SELECT count(pg_notify(${ATTEMPTS_CHANNEL}, '')) FROM opened) AS woken
+    FROM known`;
+  return known?.cancelled ? 'cancelled' : 'opened';
 }
 
 /**
  * Cancels the order's payment: a payment that never reached the provider (or that it refused as an
  * invalid request) is cancelled; a captured one gets a refund (with its own persisted key) that the
  * worker performs; one whose outcome at the provider is not known yet is marked, and the worker
- * decides once it knows. The cancellation is kept as a tombstone, so a later stock-reserved for the
- * order opens no attempt.
+ * decides once it knows. The cancellation is kept as a tombstone on the order's row, so a later
+ * stock-reserved for the order opens no attempt.
  */
 export async function cancelPayment(tx: Tx, orderId: string, causationId: string, at: Date): Promise<void> {
-  await tx.orderCancellation.createMany({
-    data: { orderId, messageId: causationId, cancelledAt: at },
-    skipDuplicates: true,
-  });
+  // The order's row first, as the opening writes it: an opening under way makes this wait for its
+  // commit. Only then the attempt, in a statement of its own: a new statement reads what the
+  // opening committed while this one waited (one statement would read from before the wait).
+  await tx.$executeRaw`
+    INSERT INTO payment_orders (order_id, cancelled_at, cancel_message_id, created_at)
+    VALUES (${orderId}::uuid, ${at}, ${causationId}::uuid, ${at})
+    ON CONFLICT (order_id) DO UPDATE
+      SET cancelled_at = coalesce(payment_orders.cancelled_at, EXCLUDED.cancelled_at),
+          cancel_message_id = coalesce(payment_orders.cancel_message_id, EXCLUDED.cancel_message_id)`;
   const [attempt] = await tx.$queryRaw<{ id: string; status: string; provider_calls: number }[]>`
     SELECT id, status, provider_calls FROM payment_attempts WHERE order_id = ${orderId}::uuid FOR UPDATE`;
   if (!attempt) return;
