@@ -48,6 +48,20 @@ describe('the whole system, as native processes', () => {
     expect(await stripe(`/v1/refunds?payment_intent=${intent!.id}`)).toHaveLength(1);
   }, 120_000);
 
+  it("fails an order whose payment method the provider does not know, with the provider's words, and frees its stock", async () => {
+    const stock = () => getJson<{ available: number; reserved: number }>(`${system.urls.inventory}/stock/keyboard`);
+    const before = await stock();
+    const order = await placeOrder(system.urls, [{ sku: 'keyboard', quantity: 5 }], 'pm_no_such_method');
+    const failed = (await waitForStatus(system.urls, order.orderId, new Set(['PAYMENT_FAILED']))) as typeof order & {
+      history: { status: string; reason?: string }[];
+    };
+    expect(failed.status).toBe('PAYMENT_FAILED');
+    expect(failed.history.at(-1)).toMatchObject({ reason: "No such PaymentMethod: 'pm_no_such_method'" });
+    await waitFor(async () => JSON.stringify(await stock()) === JSON.stringify(before), {
+      what: 'the 5 keyboards back on sale',
+    });
+  }, 60_000);
+
   it('drives 50 orders through to PAID, each with exactly one receipt', async () => {
     const orders = await Promise.all(
       Array.from({ length: 50 }, () => placeOrder(system.urls, [{ sku: 'cable', quantity: 1 }])),
@@ -206,7 +220,7 @@ describe('the exactly-once checker', () => {
     expect(formatReport(report)).toContain('verdict: OK');
   }, 90_000);
 
-  it('reports a lost message and a doubled transition, and fails', async () => {
+  it('reports a lost message, a doubled transition, a mischarge and a cancelled order charged, and fails', async () => {
     const orders = new pg.Client({ connectionString: system.databaseUrls.orders });
     await orders.connect();
     try {
@@ -228,6 +242,12 @@ describe('the exactly-once checker', () => {
       // An order whose charge is not its total (as a client-set price would make it).
       const { rows: paid } = await orders.query<{ id: string }>(`SELECT id FROM orders WHERE status = 'PAID' LIMIT 1`);
       await orders.query(`UPDATE orders SET total_cents = total_cents + 1 WHERE id = $1`, [paid[0]!.id]);
+      // A paid order cancelled without its refund (what a cancel racing the payment did before the fix).
+      const { rows: kept } = await orders.query<{ id: string }>(
+        `UPDATE orders SET status = 'CANCELLED', updated_at = now() - interval '10 minutes'
+          WHERE id = (SELECT id FROM orders WHERE status = 'PAID' AND id <> $1 LIMIT 1) RETURNING id`,
+        [paid[0]!.id],
+      );
 
       const report = await check();
       expect(report.ok).toBe(false);
@@ -244,6 +264,10 @@ describe('the exactly-once checker', () => {
             examples: [ghost],
           }),
           expect.objectContaining({ check: 'mischarged', examples: [expect.stringContaining(paid[0]!.id)] }),
+          expect.objectContaining({
+            check: 'cancelled_but_charged',
+            examples: [expect.stringContaining(`${kept[0]!.id}: CANCELLED, kept`)],
+          }),
           expect.objectContaining({
             check: 'duplicated',
             subject: 'order status transitions per causing message',

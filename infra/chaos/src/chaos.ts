@@ -60,11 +60,19 @@ export interface ChaosOptions {
   readonly redisCluster?: boolean;
   /** On a cluster: the master of a busy queue SIGKILLed, its replica promoted, the node restarted. @defaultValue 1 */
   readonly brokerKills?: number;
+  /**
+   * The share of orders their customer cancels, each at a random moment of its life (0–3 s after
+   * it was placed: before, during or after its reservation and its payment): a cancelled order
+   * must keep no money, whatever the cancel raced. @defaultValue 0.3
+   */
+  readonly cancelShare?: number;
   readonly log?: (line: string) => void;
 }
 
 export interface ChaosReport {
   readonly ordersPlaced: number;
+  /** Cancels the customer asked for (an order already past cancelling answers 409 and counts too). */
+  readonly cancels: number;
   readonly endedByStatus: Record<string, number>;
   readonly kills: { part: string; at: number }[];
   /** Every fault, in order: `kill orders@12s`, `pause inventory-2@20s`, `postgres restart@31s`, … */
@@ -87,7 +95,7 @@ export interface ChaosReport {
   readonly ok: boolean;
 }
 
-const FINAL = new Set(['PAID', 'REJECTED', 'PAYMENT_FAILED']);
+const FINAL = new Set(['PAID', 'REJECTED', 'PAYMENT_FAILED', 'CANCELLED', 'REFUNDED']);
 const LOCK_MS = Number(QUICK_TAKEOVER_ENV.CONSUMER_LOCK_MS);
 type Fault = 'kill' | 'pause' | 'postgres' | 'stall' | 'broker';
 const SKUS = ['keyboard', 'mouse', 'monitor', 'cable'];
@@ -147,8 +155,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     ]);
     log(`chaos: system ${name} up; ${options.orders} orders over ${options.seconds}s; faults: ${plan.join(', ')}`);
     const started = Date.now();
-    const [orderIds, faults] = await Promise.all([
-      placeSteadily(running, options.orders, options.seconds * 1000),
+    const [{ orderIds, cancels }, faults] = await Promise.all([
+      placeSteadily(running, options.orders, options.seconds * 1000, options.cancelShare ?? 0.3),
       injectFaults(running, plan, options.seconds * 1000, started, { postgres, proxy, cluster, exits }),
     ]);
     log(`chaos: ${orderIds.length} orders placed, ${faults.length} faults; waiting for every order to end`);
@@ -185,6 +193,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     for (const status of statuses) endedByStatus[status] = (endedByStatus[status] ?? 0) + 1;
     return {
       ordersPlaced: orderIds.length,
+      cancels,
       endedByStatus,
       kills: faults.filter((f) => f.kind === 'kill').map(({ part, at }) => ({ part, at })),
       faults: faults.map((f) => `${f.kind} ${f.part}@${f.at}s`),
@@ -216,15 +225,52 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   }
 }
 
-/** Places `count` orders evenly over `windowMs`; each retries (same Idempotency-Key) while orders is down. */
-async function placeSteadily(system: RunningSystem, count: number, windowMs: number): Promise<string[]> {
+/**
+ * Places `count` orders evenly over `windowMs`; each retries (same Idempotency-Key) while orders is
+ * down. A `cancelShare` of them is cancelled 0–3 s after it was placed.
+ */
+async function placeSteadily(
+  system: RunningSystem,
+  count: number,
+  windowMs: number,
+  cancelShare: number,
+): Promise<{ orderIds: string[]; cancels: number }> {
   const interval = windowMs / Math.max(1, count);
   const placing: Promise<string>[] = [];
+  const cancelling: Promise<void>[] = [];
   for (let i = 0; i < count; i++) {
-    placing.push(placeWithRetries(system, SKUS[i % SKUS.length]!, randomUUID()));
+    const placed = placeWithRetries(system, SKUS[i % SKUS.length]!, randomUUID());
+    placing.push(placed);
+    if (Math.random() < cancelShare) {
+      cancelling.push(placed.then(async (orderId) => cancelWithRetries(system, orderId, randomInt(0, 3_000))));
+    }
     await sleep(interval);
   }
-  return Promise.all(placing);
+  const orderIds = await Promise.all(placing);
+  await Promise.all(cancelling);
+  return { orderIds, cancels: cancelling.length };
+}
+
+/** The customer cancels after `afterMs`; an order past cancelling (409) is an answer too. */
+async function cancelWithRetries(system: RunningSystem, orderId: string, afterMs: number): Promise<void> {
+  await sleep(afterMs);
+  const deadline = Date.now() + 60_000;
+  let last = 'no answer';
+  for (;;) {
+    try {
+      const res = await fetch(`${system.urls.orders}/orders/${orderId}/cancel`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...(await asCustomer(CUSTOMER)) },
+        body: JSON.stringify({ reason: 'chaos: the customer changed their mind' }),
+      });
+      if (res.status === 200 || res.status === 409) return;
+      last = `${res.status} ${(await res.text()).slice(0, 300)}`;
+    } catch (error) {
+      last = `no answer (${(error as Error).message})`; // orders is being restarted
+    }
+    if (Date.now() > deadline) throw new Error(`could not cancel order ${orderId} within 60 s; last: ${last}`);
+    await sleep(250);
+  }
 }
 
 /** Who places the chaos run's orders. */
@@ -373,6 +419,7 @@ async function jobsLeftIn(redisUrl: string, prefix: string): Promise<Record<stri
 export function formatChaosReport(report: ChaosReport): string {
   return [
     `orders placed          ${report.ordersPlaced}`,
+    `cancels asked          ${report.cancels}`,
     `ended                  ${Object.entries(report.endedByStatus)
       .map(([s, n]) => `${s} ${n}`)
       .join(', ')}`,

@@ -1,4 +1,4 @@
-// `pnpm chaos --orders 500 --kills 20 --seconds 120 [--redis-cluster --broker-kills 2]`: see chaos.ts.
+// `pnpm chaos --orders 500 --kills 20 --seconds 120 [--cancel-share 0.3] [--redis-cluster --broker-kills 2]`: see chaos.ts.
 import { parseArgs } from 'node:util';
 import { formatChaosReport, runChaos } from './chaos.js';
 
@@ -14,6 +14,7 @@ const { values } = parseArgs({
     'redis-stalls': { type: 'string', default: '2' },
     'redis-cluster': { type: 'boolean', default: false },
     'broker-kills': { type: 'string', default: '1' },
+    'cancel-share': { type: 'string', default: '0.3' },
   },
 });
 const report = await runChaos({
@@ -27,6 +28,7 @@ const report = await runChaos({
   redisStalls: Number(values['redis-stalls']),
   redisCluster: values['redis-cluster'],
   brokerKills: Number(values['broker-kills']),
+  cancelShare: Number(values['cancel-share']),
 });
 console.log(formatChaosReport(report));
 process.exit(report.ok ? 0 : 1);

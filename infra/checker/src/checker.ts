@@ -25,7 +25,7 @@ export interface CheckerOptions {
 }
 
 export interface Finding {
-  readonly check: 'lost' | 'duplicated' | 'mischarged' | 'stuck' | 'repeated_send';
+  readonly check: 'lost' | 'duplicated' | 'mischarged' | 'cancelled_but_charged' | 'stuck' | 'repeated_send';
   readonly subject: string;
   readonly count: number;
   readonly examples: readonly string[];
@@ -164,10 +164,13 @@ export async function runChecks(options: CheckerOptions): Promise<Report> {
   }
 
   // At the provider: one PaymentIntent and at most one refund per order.
-  const intents = await listStripe<{ id: string; amount: number; currency: string; metadata: Record<string, string> }>(
-    options.stripe,
-    '/v1/payment_intents',
-  );
+  const intents = await listStripe<{
+    id: string;
+    amount: number;
+    currency: string;
+    status: string;
+    metadata: Record<string, string>;
+  }>(options.stripe, '/v1/payment_intents');
   const refunds = await listStripe<{ id: string; amount: number; payment_intent: string }>(
     options.stripe,
     '/v1/refunds',
@@ -222,6 +225,34 @@ export async function runChecks(options: CheckerOptions): Promise<Report> {
     refunds
       .filter((r) => chargedBy.has(r.payment_intent) && r.amount !== chargedBy.get(r.payment_intent))
       .map((r) => ({ key: `${r.payment_intent}: charged ${chargedBy.get(r.payment_intent)}, refunded ${r.amount}` })),
+  );
+
+  // Cancelled but charged: a cancelled order keeps no money. Every order that can no longer be
+  // paid (cancelled, refunded, failed, rejected) for a while has all of its captured money back.
+  const refundedOf = new Map<string, number>();
+  for (const refund of refunds)
+    refundedOf.set(refund.payment_intent, (refundedOf.get(refund.payment_intent) ?? 0) + refund.amount);
+  const kept = intents.filter(
+    (intent) => intent.status === 'succeeded' && intent.amount > (refundedOf.get(intent.id) ?? 0),
+  );
+  const unpaid = await readOnly(options.databaseUrls.orders, (q) =>
+    q<{ key: string; status: string }>(
+      `SELECT id::text AS key, status FROM orders
+        WHERE id = ANY($1::uuid[]) AND status NOT IN ('PENDING', 'RESERVED', 'PAID') AND updated_at < $2`,
+      [kept.map((i) => i.metadata.order_id).filter((id) => id && /^[0-9a-f-]{36}$/i.test(id)), settledBefore],
+    ),
+  );
+  const statusOf = new Map(unpaid.map((order) => [order.key, order.status]));
+  add(
+    'cancelled_but_charged',
+    'orders that can no longer be paid (cancelled, refunded, failed, rejected) whose captured money was kept',
+    kept.flatMap((intent) => {
+      const status = statusOf.get(intent.metadata.order_id ?? '');
+      const back = refundedOf.get(intent.id) ?? 0;
+      return status
+        ? [{ key: `${intent.metadata.order_id}: ${status}, kept ${intent.amount - back} ${intent.currency}` }]
+        : [];
+    }),
   );
 
   // At the mail server: the same Message-ID sent more than once (SMTP's documented limit).
@@ -281,14 +312,21 @@ export function formatReport(report: Report): string {
     );
   }
   lines.push('');
-  for (const check of ['lost', 'duplicated', 'mischarged', 'stuck', 'repeated_send'] as const) {
+  for (const check of [
+    'lost',
+    'duplicated',
+    'mischarged',
+    'cancelled_but_charged',
+    'stuck',
+    'repeated_send',
+  ] as const) {
     const found = report.findings.filter((f) => f.check === check);
-    if (found.length === 0) lines.push(`${check.padEnd(14)} none`);
-    for (const f of found) lines.push(`${check.padEnd(14)} ${f.count} × ${f.subject}  e.g. ${f.examples.join(', ')}`);
+    if (found.length === 0) lines.push(`${check.padEnd(22)} none`);
+    for (const f of found) lines.push(`${check.padEnd(22)} ${f.count} × ${f.subject}  e.g. ${f.examples.join(', ')}`);
   }
   lines.push(
     '',
-    report.ok ? 'verdict: OK — nothing lost, nothing doubled, nothing stuck' : 'verdict: VIOLATIONS FOUND',
+    report.ok ? 'verdict: OK — nothing lost, doubled, mischarged, kept or stuck' : 'verdict: VIOLATIONS FOUND',
   );
   return lines.join('\n');
 }

@@ -61,6 +61,16 @@ export const stockRejectedV1 = z.object({
     .max(100),
 });
 
+/**
+ * Inventory gave a reservation's stock back because its payment did not complete in time
+ * (RESERVATION_TTL_MS): the order cannot be fulfilled as placed.
+ */
+export const reservationExpiredV1 = z.object({
+  orderId,
+  lines: z.array(z.object({ sku, quantity })).min(1).max(100),
+  reservedAt: z.iso.datetime(),
+});
+
 export const paymentCapturedV1 = z.object({
   orderId,
   paymentIntentId: providerId,
@@ -88,6 +98,7 @@ export const events = {
   'orders.order-cancelled.v2': orderCancelledV2,
   'inventory.stock-reserved.v1': stockReservedV1,
   'inventory.stock-rejected.v1': stockRejectedV1,
+  'inventory.reservation-expired.v1': reservationExpiredV1,
   'payments.payment-captured.v1': paymentCapturedV1,
   'payments.payment-failed.v1': paymentFailedV1,
   'payments.payment-refunded.v1': paymentRefundedV1,

@@ -23,6 +23,11 @@ export const exampleBodies: { readonly [T in EventType]: EventBody<T> } = {
     payment: { amountCents: 4999, currency: 'eur', method: 'pm_card_visa' },
   },
   'inventory.stock-rejected.v1': { orderId, shortages: [{ sku: 'sold-out', requested: 1, available: 0 }] },
+  'inventory.reservation-expired.v1': {
+    orderId,
+    lines: [{ sku: 'keyboard', quantity: 1 }],
+    reservedAt: '2026-12-02T10:00:00.000Z',
+  },
   'payments.payment-captured.v1': { orderId, paymentIntentId: 'pi_123', amountCents: 4999, currency: 'eur' },
   'payments.payment-failed.v1': { orderId, code: 'card_declined', reason: 'Your card was declined.' },
   'payments.payment-refunded.v1': { orderId, refundId: 're_123', amountCents: 4999, currency: 'eur' },

@@ -79,7 +79,7 @@ describe('topology', () => {
       'notifications.order-placed.v1',
     ]);
     expect(consumers['payments.stock-reserved.v1']).toEqual(['inventory.stock-reserved.v1']);
-    expect(Object.keys(consumers)).toHaveLength(14);
+    expect(Object.keys(consumers)).toHaveLength(15);
   });
 
   it('lets a consumer subscribe to several versions of one contract only, under one name', () => {

@@ -14,6 +14,7 @@ export const subscriptions = {
   'orders.order-cancelled.v2': ['inventory.order-cancelled.v1', 'payments.order-cancelled.v1'],
   'inventory.stock-reserved.v1': ['payments.stock-reserved.v1', 'orders.stock-reserved.v1'],
   'inventory.stock-rejected.v1': ['orders.stock-rejected.v1'],
+  'inventory.reservation-expired.v1': ['orders.reservation-expired.v1'],
   'payments.payment-captured.v1': [
     'orders.payment-captured.v1',
     'notifications.payment-captured.v1',

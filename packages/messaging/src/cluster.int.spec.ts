@@ -48,7 +48,7 @@ describe('on a Redis Cluster', () => {
         what: 'the cluster to take a publication',
       });
       const queues = new Set(types.flatMap((type) => subscriptions[type]));
-      expect(queues.size).toBe(14);
+      expect(queues.size).toBe(15);
       const perMaster = await cluster.keysPerMaster(`${prefix}:*`);
       expect(Object.values(perMaster)).toHaveLength(3);
       for (const [port, keys] of Object.entries(perMaster)) expect(keys, `master ${port}`).toBeGreaterThan(0);

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Envelope } from '@idem/contracts';
 import { createInbox } from '@idem/inbox';
 import { createPublisher, defaultDeliveryPolicy, type Publisher } from '@idem/messaging';
-import { deleteQueues, orderPlacedMessage, redisUrl, serviceDatabase, uniqueName, waitFor } from '@idem/testkit';
+import { deleteQueues, held, orderPlacedMessage, redisUrl, serviceDatabase, uniqueName, waitFor } from '@idem/testkit';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig } from './config.js';
@@ -12,6 +12,7 @@ import { handleOrderPlaced } from './consumers/order-placed.js';
 import { handlePaymentCaptured } from './consumers/payment-captured.js';
 import { handlePaymentFailed } from './consumers/payment-failed.js';
 import { connectDatabase } from './db.js';
+import { expireReservations } from './application/reservations.js';
 import { seedDemoStock } from './application/stock.js';
 import { startInventory } from './service.js';
 
@@ -185,6 +186,69 @@ describe('inventory consumers', () => {
       handleOrderCancelled({ now }),
     );
     expect(await stock('mouse')).toEqual({ available: 10, reserved: 0 });
+  });
+});
+
+describe('reservation expiry', () => {
+  const inbox = () => createInbox({ db });
+  const TTL = 15 * 60_000;
+  const later = () => new Date(Date.now() + TTL + 1_000);
+  const reserve = async (sku: string, quantity: number) => {
+    const order = placed([{ sku, quantity }]);
+    await inbox().consume('inventory.order-placed.v1', order, handleOrderPlaced({ now }));
+    return order;
+  };
+  const captureOf = (orderId: string): Envelope<'payments.payment-captured.v1'> => ({
+    ...orderPlacedMessage(),
+    type: 'payments.payment-captured.v1',
+    producer: 'payments',
+    body: { orderId, paymentIntentId: 'pi_1', amountCents: 100, currency: 'eur' },
+  });
+
+  it('gives back the stock of a reservation whose payment never completed, once, and says so to the order', async () => {
+    const order = await reserve('mouse', 4);
+    expect(await expireReservations(db, { ttlMs: TTL, now: now() })).toBe(0); // young: kept
+    expect(await expireReservations(db, { ttlMs: TTL, now: later() })).toBe(1);
+    expect(await expireReservations(db, { ttlMs: TTL, now: later() })).toBe(0);
+    expect(await stock('mouse')).toEqual({ available: 10, reserved: 0 });
+    expect(await db.reservation.findUniqueOrThrow({ where: { orderId: order.body.orderId } })).toMatchObject({
+      status: 'expired',
+    });
+    const [event] = (await db.outboxMessage.findMany({ where: { type: 'inventory.reservation-expired.v1' } })).map(
+      (row) => row.envelope as Envelope<'inventory.reservation-expired.v1'>,
+    );
+    expect(event).toMatchObject({
+      aggregateId: order.body.orderId,
+      correlationId: order.correlationId,
+      body: { orderId: order.body.orderId, lines: [{ sku: 'mouse', quantity: 4 }] },
+    });
+    // A capture that comes after commits nothing (orders cancels the order and payments refunds),
+    // and neither does a cancel.
+    expect(
+      await inbox().consume(
+        'inventory.payment-captured.v1',
+        captureOf(order.body.orderId),
+        handlePaymentCaptured({ now }),
+      ),
+    ).toMatchObject({ outcome: 'stale' });
+    await inbox().consume(
+      'inventory.order-cancelled.v1',
+      cancelled(order.body.orderId, 3),
+      handleOrderCancelled({ now }),
+    );
+    expect(await stock('mouse')).toEqual({ available: 10, reserved: 0 });
+  });
+
+  it('leaves a reservation that a capture holds between its read and its write to it: the paid stock stays sold', async () => {
+    const order = await reserve('cable', 2);
+    const capturing = held(handlePaymentCaptured({ now }));
+    const captured = inbox().consume('inventory.payment-captured.v1', captureOf(order.body.orderId), capturing.handler);
+    await capturing.reached; // the reservation is locked, not yet committed
+    expect(await expireReservations(db, { ttlMs: TTL, now: later() })).toBe(0);
+    capturing.release();
+    expect(await captured).toEqual({ outcome: 'processed' });
+    expect(await expireReservations(db, { ttlMs: TTL, now: later() })).toBe(0);
+    expect(await stock('cable')).toEqual({ available: 8, reserved: 0 });
   });
 });
 

@@ -10,6 +10,7 @@ import {
   inboxRetention,
   outbox,
   runService,
+  worker,
   type RunningService,
 } from '@idem/runtime';
 import { seedDemoStock } from './application/stock.js';
@@ -20,6 +21,7 @@ import { handlePaymentCaptured } from './consumers/payment-captured.js';
 import { handlePaymentFailed } from './consumers/payment-failed.js';
 import { connectDatabase, type PrismaClient } from './db.js';
 import { stockRoutes } from './http/routes.js';
+import { createReservationExpiry } from './workers/reservation-expiry.js';
 
 /** Builds and starts the inventory service: the composition root, shared by main.ts and tests. */
 export async function startInventory(
@@ -39,6 +41,15 @@ export async function startInventory(
     parts: [
       outbox(),
       inboxRetention(),
+      worker('reservation expiry', () =>
+        createReservationExpiry({
+          db,
+          now,
+          ttlMs: config.RESERVATION_TTL_MS,
+          intervalMs: config.RESERVATION_SWEEP_MS,
+          log,
+        }),
+      ),
       consumers(inbox, [
         consumer('inventory.order-placed.v1', handleOrderPlaced({ now })),
         consumer('inventory.order-cancelled.v1', handleOrderCancelled({ now })),

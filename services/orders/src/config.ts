@@ -55,3 +55,24 @@ export type OrdersConfig = ReturnType<typeof loadConfig>;
 export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   return parseConfig(configSchema, env);
 }
+
+/** What the orders API takes from the configuration: who may call it, and how often. */
+export function orderApiSettings(config: OrdersConfig) {
+  return {
+    idempotencyKeyRetentionMs: config.IDEMPOTENCY_KEY_RETENTION_MS,
+    tokens: {
+      ...(config.JWT_SECRET ? { secret: config.JWT_SECRET } : {}),
+      ...(config.JWT_JWKS_URL ? { jwksUrl: config.JWT_JWKS_URL } : {}),
+      issuer: config.JWT_ISSUER,
+      audience: config.JWT_AUDIENCE,
+    },
+    rateLimits: {
+      prefix: config.IDEM_QUEUE_PREFIX,
+      perCustomer: config.RATE_LIMIT_ORDERS_PER_CUSTOMER,
+      perAddress: config.RATE_LIMIT_ORDERS_PER_ADDRESS,
+      cancelsPerCustomer: config.RATE_LIMIT_CANCELS_PER_CUSTOMER,
+      failedAuthenticationsPerAddress: config.RATE_LIMIT_FAILED_AUTHENTICATIONS_PER_ADDRESS,
+      windowMs: config.RATE_LIMIT_WINDOW_MS,
+    },
+  } as const;
+}

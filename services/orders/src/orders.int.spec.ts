@@ -2,11 +2,21 @@ import { randomUUID } from 'node:crypto';
 import type { Envelope } from '@idem/contracts';
 import { DEFAULT_TOKEN_CLAIMS, mintCustomerToken } from '@idem/http';
 import { createInbox } from '@idem/inbox';
-import { deleteQueues, orderPlacedMessage, serviceDatabase, uniqueName } from '@idem/testkit';
+import {
+  deleteQueues,
+  finishedOrWaiting,
+  held,
+  orderPlacedMessage,
+  serviceDatabase,
+  testMessage,
+  uniqueName,
+} from '@idem/testkit';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig } from './config.js';
 import { PACKAGE_TABLES } from './tables.js';
 import { handlePaymentCaptured } from './consumers/payment-captured.js';
+import { handlePaymentFailed } from './consumers/payment-failed.js';
+import { handleReservationExpired } from './consumers/reservation-expired.js';
 import { handleStockReserved } from './consumers/stock-reserved.js';
 import { connectDatabase } from './db.js';
 import type { OrderView } from './application/orders.js';
@@ -140,6 +150,11 @@ describe('POST /orders', () => {
     ['a field no order has', { ...validOrder(), discount: 90 }, 'body'],
     ['a NUL character in any text', { ...validOrder(), paymentMethod: 'pm_card_visa\u0000' }, 'body.paymentMethod'],
     ['a lone surrogate in any text', { ...validOrder(), paymentMethod: 'pm_\ud800' }, 'body.paymentMethod'],
+    [
+      'a payment method that can never be one',
+      { ...validOrder(), paymentMethod: 'card 4242 4242' },
+      'body.paymentMethod',
+    ],
   ])('refuses %s with 400 naming the field, writing nothing', async (_what, body, field) => {
     const res = await post('/orders', body);
     expect(res.status).toBe(400);
@@ -576,7 +591,7 @@ describe('orders consumers', () => {
     const captured = event('payments.payment-captured.v1', {
       orderId,
       paymentIntentId: 'pi_1',
-      amountCents: 100,
+      amountCents: 11997,
       currency: 'eur',
     });
     await inbox().consume('orders.payment-captured.v1', captured, handlePaymentCaptured({ now }));
@@ -606,7 +621,7 @@ describe('orders consumers', () => {
     const captured = event('payments.payment-captured.v1', {
       orderId,
       paymentIntentId: 'pi_2',
-      amountCents: 100,
+      amountCents: 11997,
       currency: 'eur',
     });
     expect(await inbox().consume('orders.payment-captured.v1', captured, handlePaymentCaptured({ now }))).toEqual({
@@ -618,6 +633,107 @@ describe('orders consumers', () => {
       outcome: 'stale',
     });
     expect(await db.order.findUniqueOrThrow({ where: { id: orderId } })).toMatchObject({ status: 'PAID', version: 2 });
+  });
+
+  const capture = (orderId: string, amountCents = 11997, currency = 'eur') =>
+    testMessage('payments.payment-captured.v1', {
+      aggregateId: orderId,
+      aggregateVersion: 2,
+      body: { orderId, paymentIntentId: `pi_${randomUUID()}`, amountCents, currency },
+    });
+  const consumeCapture = (message: Envelope<'payments.payment-captured.v1'>) =>
+    inbox().consume('orders.payment-captured.v1', message, handlePaymentCaptured({ now }));
+  const cancellationsOf = async (orderId: string) =>
+    (await db.outboxMessage.findMany({ where: { type: 'orders.order-cancelled.v1' }, orderBy: { position: 'asc' } }))
+      .map((row) => row.envelope as Envelope<'orders.order-cancelled.v1'>)
+      .filter((envelope) => envelope.body.orderId === orderId);
+  const refusalsGauge = async () =>
+    (await (await fetch(url('/metrics'))).text())
+      .split('\n')
+      .filter((line) => line.startsWith('idem_orders_refused_captures{'));
+
+  it("refuses a capture that is not the order's total: the order is cancelled, the refund asked for, the refusal counted", async () => {
+    const { orderId } = await orderOf(await post('/orders', validOrder()));
+    const wrong = capture(orderId, 1199, 'eur');
+    expect(await consumeCapture(wrong)).toEqual({ outcome: 'processed' });
+    const order = await orderOf(await get(`/orders/${orderId}`));
+    expect(order).toMatchObject({ status: 'CANCELLED', version: 2 });
+    expect(order.history.at(-1)).toMatchObject({
+      causationId: wrong.messageId,
+      reason: expect.stringContaining("was not the order's total"),
+    });
+    // The cancellation payments refunds on, caused by the capture, carrying the order's new version.
+    expect(await cancellationsOf(orderId)).toEqual([
+      expect.objectContaining({ aggregateVersion: 2, causationId: wrong.messageId }),
+    ]);
+    expect(await db.refusedCapture.findMany({ where: { orderId } })).toEqual([
+      expect.objectContaining({ refusal: 'mischarged', amountCents: 1199, orderStatus: 'PENDING' }),
+    ]);
+    expect(await refusalsGauge()).toContainEqual(expect.stringMatching(/refusal="mischarged".* 1$/));
+    // Another currency is as wrong as another amount.
+    const { orderId: other } = await orderOf(await post('/orders', validOrder()));
+    await consumeCapture(capture(other, 11997, 'usd'));
+    expect((await db.order.findUniqueOrThrow({ where: { id: other } })).status).toBe('CANCELLED');
+  });
+
+  it('asks again for the refund of a capture that reaches a cancelled order: a cancelled order keeps no money', async () => {
+    const { orderId } = await orderOf(await post('/orders', validOrder()));
+    await post(`/orders/${orderId}/cancel`, {});
+    const late = capture(orderId);
+    expect(await consumeCapture(late)).toEqual({ outcome: 'processed' });
+    expect(await db.order.findUniqueOrThrow({ where: { id: orderId } })).toMatchObject({
+      status: 'CANCELLED',
+      version: 2,
+    });
+    const [first, again] = await cancellationsOf(orderId);
+    expect(again).toMatchObject({ aggregateVersion: first!.aggregateVersion, causationId: late.messageId });
+    expect(await db.refusedCapture.findMany({ where: { orderId } })).toEqual([
+      expect.objectContaining({ refusal: 'not_payable', orderStatus: 'CANCELLED' }),
+    ]);
+  });
+
+  it('serialises a cancel and a capture on the order row: held between its read and its write, the capture is seen by the cancel', async () => {
+    const { orderId } = await orderOf(await post('/orders', validOrder()));
+    const capturing = held(handlePaymentCaptured({ now }));
+    const captured = inbox().consume('orders.payment-captured.v1', capture(orderId), capturing.handler);
+    await capturing.reached; // the order is read (and locked); PAID is not written yet
+    const cancelled = post(`/orders/${orderId}/cancel`, {});
+    await finishedOrWaiting(db, cancelled);
+    capturing.release();
+    await captured;
+    expect((await cancelled).status).toBe(200);
+    // The cancel came second and saw PAID: it cancelled the paid order and announced it, so the payment is refunded.
+    const order = await orderOf(await get(`/orders/${orderId}`));
+    expect(order.history.map((h) => h.status)).toEqual(['PENDING', 'PAID', 'CANCELLED']);
+    expect(await cancellationsOf(orderId)).toHaveLength(1);
+  });
+
+  it('cancels an order whose reservation expired, says why, and announces it so its payment stops', async () => {
+    const { orderId } = await orderOf(await post('/orders', validOrder()));
+    await inbox().consume('orders.stock-reserved.v1', reserved(orderId), handleStockReserved({ now }));
+    const expired = testMessage('inventory.reservation-expired.v1', {
+      aggregateId: orderId,
+      aggregateVersion: 2,
+      body: { orderId },
+    });
+    const handler = handleReservationExpired({ now });
+    expect(await inbox().consume('orders.reservation-expired.v1', expired, handler)).toEqual({ outcome: 'processed' });
+    const order = await orderOf(await get(`/orders/${orderId}`));
+    expect(order).toMatchObject({ status: 'CANCELLED' });
+    expect(order.history.at(-1)).toMatchObject({ reason: expect.stringContaining('did not complete in time') });
+    expect(await cancellationsOf(orderId)).toEqual([expect.objectContaining({ causationId: expired.messageId })]);
+  });
+
+  it("fails an order with the provider's reason, for its customer to read", async () => {
+    const { orderId } = await orderOf(await post('/orders', validOrder()));
+    const failed = testMessage('payments.payment-failed.v1', {
+      aggregateId: orderId,
+      body: { orderId, code: 'resource_missing', reason: "No such PaymentMethod: 'pm_card_unknown'" },
+    });
+    await inbox().consume('orders.payment-failed.v1', failed, handlePaymentFailed({ now }));
+    const order = await orderOf(await get(`/orders/${orderId}`));
+    expect(order.status).toBe('PAYMENT_FAILED');
+    expect(order.history.at(-1)).toMatchObject({ reason: "No such PaymentMethod: 'pm_card_unknown'" });
   });
 
   it('refuses an event about an order it never had, permanently', async () => {

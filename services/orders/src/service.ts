@@ -7,17 +7,20 @@ import {
   createLogger,
   deadLetters,
   faultSwitches,
+  gauges,
   inboxRetention,
   outbox,
   runService,
   worker,
   type RunningService,
 } from '@idem/runtime';
+import { REFUSED_CAPTURES_HELP, refusedCaptures } from './application/captures.js';
 import { seedDemoCatalog } from './application/catalog.js';
-import type { OrdersConfig } from './config.js';
+import { orderApiSettings, type OrdersConfig } from './config.js';
 import { handlePaymentCaptured } from './consumers/payment-captured.js';
 import { handlePaymentFailed } from './consumers/payment-failed.js';
 import { handlePaymentRefunded } from './consumers/payment-refunded.js';
+import { handleReservationExpired } from './consumers/reservation-expired.js';
 import { handleStockRejected } from './consumers/stock-rejected.js';
 import { handleStockReserved } from './consumers/stock-reserved.js';
 import { connectDatabase, type PrismaClient } from './db.js';
@@ -52,29 +55,13 @@ export async function startOrders(
         consumer('orders.payment-captured.v1', handlePaymentCaptured({ now })),
         consumer('orders.payment-failed.v1', handlePaymentFailed({ now })),
         consumer('orders.payment-refunded.v1', handlePaymentRefunded({ now })),
+        consumer('orders.reservation-expired.v1', handleReservationExpired({ now })),
       ]),
       api('orders API', (app, { redis, operators }) =>
-        orderRoutes(app, {
-          db,
-          now,
-          idempotencyKeyRetentionMs: config.IDEMPOTENCY_KEY_RETENTION_MS,
-          tokens: {
-            ...(config.JWT_SECRET ? { secret: config.JWT_SECRET } : {}),
-            ...(config.JWT_JWKS_URL ? { jwksUrl: config.JWT_JWKS_URL } : {}),
-            issuer: config.JWT_ISSUER,
-            audience: config.JWT_AUDIENCE,
-          },
-          operators,
-          redis,
-          rateLimits: {
-            prefix: config.IDEM_QUEUE_PREFIX,
-            perCustomer: config.RATE_LIMIT_ORDERS_PER_CUSTOMER,
-            perAddress: config.RATE_LIMIT_ORDERS_PER_ADDRESS,
-            cancelsPerCustomer: config.RATE_LIMIT_CANCELS_PER_CUSTOMER,
-            failedAuthenticationsPerAddress: config.RATE_LIMIT_FAILED_AUTHENTICATIONS_PER_ADDRESS,
-            windowMs: config.RATE_LIMIT_WINDOW_MS,
-          },
-        }),
+        orderRoutes(app, { db, now, operators, redis, ...orderApiSettings(config) }),
+      ),
+      gauges(({ metrics }) =>
+        metrics.gauge('idem_orders_refused_captures', REFUSED_CAPTURES_HELP, ['refusal'], () => refusedCaptures(db)),
       ),
       api('catalog API', (app, { operators }) => catalogRoutes(app, { db, operators, now })),
       deadLetters(inbox),

@@ -56,10 +56,11 @@ beforeEach(async () => {
 });
 
 const inbox = () => createInbox({ db });
-const worker = () =>
+/** A worker; with another `apiKey` than the simulator's, one whose integration is broken (the provider refuses its key). */
+const worker = (apiKey: string = SIMULATOR_API_KEY) =>
   createPaymentWorker({
     db,
-    stripe: createStripeClient({ apiKey: SIMULATOR_API_KEY, apiBase }),
+    stripe: createStripeClient({ apiKey, apiBase }),
     log: createLogger('payments', 'silent'),
     retryDelayMs: 1,
     leaseMs: 300,
@@ -179,20 +180,43 @@ describe('payment worker', () => {
     expect(await worker().runOnce()).toBe(0);
   });
 
-  it('ends an attempt the provider refuses as an invalid request in parked, telling the order nothing', async () => {
-    // An unknown payment method: Stripe answers 400 invalid_request_error (resource_missing).
+  it("fails the payment of a method the provider does not know: the customer's mistake, told with the provider's words", async () => {
+    // An unknown payment method: Stripe answers 400 invalid_request_error (resource_missing, param payment_method).
     const message = stockReserved(randomUUID(), 'pm_card_unknown');
     await reserve(message);
     await worker().runOnce();
     expect(await attemptOf(message.body.orderId)).toMatchObject({
-      status: 'parked',
+      status: 'failed',
       failureCode: 'resource_missing',
-      failureReason: expect.stringContaining("No such PaymentMethod: 'pm_card_unknown'"),
+      failureReason: "No such PaymentMethod: 'pm_card_unknown'",
     });
-    expect(await eventsOf()).toEqual([]); // no payment-failed: the card was never declined
+    // The order fails and its stock goes back (orders and inventory consume payment-failed).
+    expect(await eventsOf()).toEqual([
+      expect.objectContaining({
+        type: 'payments.payment-failed.v1',
+        body: {
+          orderId: message.body.orderId,
+          code: 'resource_missing',
+          reason: "No such PaymentMethod: 'pm_card_unknown'",
+        },
+      }),
+    ]);
+    expect(await worker().runOnce()).toBe(0);
+  });
+
+  it('parks an attempt the provider refuses for a fault of the integration (a key it does not accept), telling the order nothing', async () => {
+    const message = stockReserved();
+    await reserve(message);
+    await worker('sk_test_not_the_simulators_key').runOnce();
+    expect(await attemptOf(message.body.orderId)).toMatchObject({
+      status: 'parked',
+      failureCode: 'authentication_error',
+      failureReason: expect.stringContaining('Invalid API Key provided'),
+    });
+    expect(await eventsOf()).toEqual([]); // no payment-failed: the card was never judged
     expect(await worker().runOnce()).toBe(0); // not retried on its own
 
-    // A cancel charges nothing more: the provider created nothing for the refused request.
+    // A cancel (the reservation's expiry or the customer's) charges nothing: the provider created nothing.
     await cancel(message.body.orderId);
     expect(await attemptOf(message.body.orderId)).toMatchObject({ status: 'cancelled' });
   });
@@ -481,9 +505,9 @@ describe('payments HTTP: a parked attempt', () => {
   });
 
   it('shows the provider message and the status, counts it for the alert, and lets only an operator retry it', async () => {
-    const message = stockReserved(randomUUID(), 'pm_card_unknown');
+    const message = stockReserved();
     await reserve(message);
-    await worker().runOnce();
+    await worker('sk_test_not_the_simulators_key').runOnce();
     const lookup = (headers: Record<string, string> = {}) =>
       fetch(url(`/payments?orderId=${message.body.orderId}`), { headers });
     expect((await lookup()).status).toBe(401); // payments are an operator read
@@ -491,7 +515,7 @@ describe('payments HTTP: a parked attempt', () => {
       payments: { paymentAttemptId: string; status: string; failureReason: string }[];
     };
     expect(payments).toEqual([
-      expect.objectContaining({ status: 'parked', failureReason: expect.stringContaining('pm_card_unknown') }),
+      expect.objectContaining({ status: 'parked', failureReason: expect.stringContaining('Invalid API Key') }),
     ]);
     expect(await (await fetch(url('/metrics'))).text()).toMatch(
       /^idem_payment_attempts\{status="parked",service="payments"\} 1$/m,
@@ -506,8 +530,8 @@ describe('payments HTTP: a parked attempt', () => {
     expect((await retry(ADMIN_TOKEN)).status).toBe(202);
     expect(await attemptOf(message.body.orderId)).toMatchObject({ status: 'pending', failureReason: null });
     expect((await retry(ADMIN_TOKEN)).status).toBe(404); // only a parked attempt
-    // The same request is refused again (the payment method still does not exist).
-    await waitFor(async () => (await worker().runOnce()) === 1);
+    // The same request is refused again (the integration is still broken).
+    await waitFor(async () => (await worker('sk_test_not_the_simulators_key').runOnce()) === 1);
     expect(await attemptOf(message.body.orderId)).toMatchObject({ status: 'parked', providerCalls: 2 });
   });
 });

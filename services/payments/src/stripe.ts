@@ -39,14 +39,20 @@ export type ProviderResult =
 /**
  * Sorts a provider error:
  * - a card error is the customer's final answer (`declined`);
- * - a request the provider refuses as invalid, or a key it does not accept, is an integration
- *   fault (`rejected`): the same request would be refused again, and the customer's card was
- *   never judged, so an operator must look (it is never reported as a decline);
+ * - a request refused for what the customer chose — the payment method they sent does not exist,
+ *   is not usable, or does not take the currency — is theirs too (`declined`): the order fails with
+ *   the provider's message and its stock goes back;
+ * - a request the provider refuses for anything idem builds or holds (a key it does not accept,
+ *   an API version, a parameter of ours) is an integration fault (`rejected`): the same request
+ *   would be refused again, and the customer's card was never judged, so an operator must look;
  * - a lost connection, 409, 429 or 5xx (and anything else) is retried later with the same key.
  */
 export function classifyProviderError(error: unknown): ProviderResult {
   if (error instanceof Stripe.errors.StripeCardError) {
     return { kind: 'declined', code: error.code ?? 'card_error', reason: error.message };
+  }
+  if (error instanceof Stripe.errors.StripeInvalidRequestError && isCustomersChoice(error)) {
+    return { kind: 'declined', code: error.code ?? error.rawType ?? error.type, reason: error.message };
   }
   if (
     error instanceof Stripe.errors.StripeInvalidRequestError ||
@@ -56,10 +62,24 @@ export function classifyProviderError(error: unknown): ProviderResult {
   ) {
     if (error.statusCode !== 409) {
       const param = error.param ? ` (param ${error.param})` : '';
-      return { kind: 'rejected', code: error.code ?? error.type, reason: `${error.message}${param}` };
+      return { kind: 'rejected', code: error.code ?? error.rawType ?? error.type, reason: `${error.message}${param}` };
     }
   }
   return { kind: 'retry', reason: (error as Error)?.message ?? String(error) };
+}
+
+/**
+ * The payment method is the one parameter of a charge the customer chooses (the order carries it
+ * through): a refusal that names it, or a code about payment methods, is about their choice.
+ */
+function isCustomersChoice(error: InstanceType<typeof Stripe.errors.StripeInvalidRequestError>): boolean {
+  if (error.statusCode === 409) return false;
+  const code = error.code ?? '';
+  return (
+    error.param === 'payment_method' ||
+    code.startsWith('payment_method_') ||
+    code === 'payment_intent_incompatible_payment_method'
+  );
 }
 
 /** One call's answer, with what the console shows of it: the provider's object and whether it replayed an earlier answer. */

@@ -1,9 +1,16 @@
+import { randomUUID } from 'node:crypto';
 import { causedBy } from '@idem/contracts';
 import { advanceAggregateVersion } from '@idem/inbox';
 import { enqueue } from '@idem/outbox';
-import type { Tx } from '../db.js';
-import { findShortages, quantitiesBySku, RESERVATION_VERSION, type Line } from '../domain/reservation.js';
-import { lockStock, releaseReservation, takeStock } from './stock.js';
+import type { PrismaClient, Tx } from '../db.js';
+import {
+  EXPIRY_VERSION,
+  findShortages,
+  quantitiesBySku,
+  RESERVATION_VERSION,
+  type Line,
+} from '../domain/reservation.js';
+import { giveBack, lockStock, releaseReservation, takeStock } from './stock.js';
 
 /** The order event a reservation answers: which order, at which version, and the message that said so. */
 export interface OrderEvent {
@@ -45,14 +52,19 @@ export async function reserveStock(
   );
   const shortages = findShortages(requested, available);
   const answer = { aggregateId: orderId, aggregateVersion: RESERVATION_VERSION, ...causedBy(event) };
+  const { correlationId } = event;
 
   if (shortages.length > 0) {
-    await tx.reservation.create({ data: { orderId, status: 'rejected', lines: requested, createdAt: at } });
+    await tx.reservation.create({
+      data: { orderId, status: 'rejected', lines: requested, createdAt: at, correlationId },
+    });
     await enqueue(tx, { ...answer, type: 'inventory.stock-rejected.v1', body: { orderId, shortages } }, at);
     return 'rejected';
   }
   await takeStock(tx, requested, at);
-  await tx.reservation.create({ data: { orderId, status: 'reserved', lines: requested, createdAt: at } });
+  await tx.reservation.create({
+    data: { orderId, status: 'reserved', lines: requested, createdAt: at, correlationId },
+  });
   const payment = { amountCents: order.totalCents, currency: order.currency, method: order.paymentMethod };
   await enqueue(
     tx,
@@ -76,4 +88,58 @@ export async function cancelReservation(
   if (!(await advanceOrderVersion(tx, event, at))) return 'stale';
   await releaseReservation(tx, orderId, at);
   return 'released';
+}
+
+/**
+ * No reservation outlives a bound: reservations still holding stock `ttlMs` after they were made
+ * (their payment never completed: a provider that keeps failing, an attempt parked for an
+ * operator) give their stock back and end `expired`, each with `inventory.reservation-expired.v1`
+ * in the same transaction, so that orders cancels the order (and payments its payment). Each
+ * reservation is locked as the payment's capture and the order's cancellation lock it, so
+ * whichever comes second sees the first; SKIP LOCKED leaves one they hold to the next sweep.
+ * Returns how many expired.
+ */
+export async function expireReservations(
+  db: PrismaClient,
+  { ttlMs, now, batchSize = 100 }: { ttlMs: number; now: Date; batchSize?: number },
+): Promise<number> {
+  return db.$transaction(async (tx) => {
+    const due = await tx.$queryRaw<
+      { order_id: string; lines: Line[]; created_at: Date; correlation_id: string | null }[]
+    >`
+      SELECT order_id::text, lines, created_at, correlation_id::text FROM reservations
+      WHERE status = 'reserved' AND created_at < ${new Date(now.getTime() - ttlMs)}
+      ORDER BY created_at LIMIT ${batchSize} FOR UPDATE SKIP LOCKED`;
+    if (due.length === 0) return 0;
+    // Every SKU of the batch once, in SKU order: no deadlock with an order reserving several.
+    await giveBack(
+      tx,
+      due.flatMap((reservation) => reservation.lines),
+      { held: true },
+      now,
+    );
+    await tx.reservation.updateMany({
+      where: { orderId: { in: due.map((reservation) => reservation.order_id) } },
+      data: { status: 'expired', releasedAt: now },
+    });
+    for (const reservation of due) {
+      await enqueue(
+        tx,
+        {
+          type: 'inventory.reservation-expired.v1',
+          aggregateId: reservation.order_id,
+          aggregateVersion: EXPIRY_VERSION,
+          correlationId: reservation.correlation_id ?? randomUUID(),
+          causationId: null,
+          body: {
+            orderId: reservation.order_id,
+            lines: reservation.lines,
+            reservedAt: reservation.created_at.toISOString(),
+          },
+        },
+        now,
+      );
+    }
+    return due.length;
+  });
 }

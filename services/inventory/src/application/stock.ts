@@ -1,5 +1,5 @@
 import type { PrismaClient, Tx } from '../db.js';
-import type { Line } from '../domain/reservation.js';
+import { quantitiesBySku, type Line } from '../domain/reservation.js';
 
 /**
  * Locks the stock rows of `skus` in SKU order and returns what is available. Concurrent
@@ -23,13 +23,22 @@ export async function takeStock(tx: Tx, lines: readonly Line[], now: Date): Prom
 
 /**
  * Gives an order's stock back to `available`, once: what a reservation held (or, if it was paid
- * and then cancelled, what it sold). A released or rejected reservation holds nothing.
+ * and then cancelled, what it sold). A released, expired or rejected reservation holds nothing.
  */
 export async function releaseReservation(tx: Tx, orderId: string, now: Date): Promise<boolean> {
   const reservation = await lockReservation(tx, orderId);
   if (reservation?.status !== 'reserved' && reservation?.status !== 'committed') return false;
-  const held = reservation.status === 'reserved';
-  for (const { sku, quantity } of bySku(reservation.lines)) {
+  await giveBack(tx, reservation.lines, { held: reservation.status === 'reserved' }, now);
+  await tx.reservation.update({ where: { orderId }, data: { status: 'released', releasedAt: now } });
+  return true;
+}
+
+/**
+ * Returns `lines` to `available`, each SKU once and in SKU order (as lockStock takes them); `held`
+ * when they were still reserved (not yet sold), so they leave `reserved` too.
+ */
+export async function giveBack(tx: Tx, lines: readonly Line[], { held }: { held: boolean }, now: Date) {
+  for (const { sku, quantity } of quantitiesBySku(lines)) {
     await tx.stockItem.update({
       where: { sku },
       data: {
@@ -39,15 +48,13 @@ export async function releaseReservation(tx: Tx, orderId: string, now: Date): Pr
       },
     });
   }
-  await tx.reservation.update({ where: { orderId }, data: { status: 'released', releasedAt: now } });
-  return true;
 }
 
 /** The order was paid: what its reservation held is sold, and leaves `reserved`. Once. */
 export async function commitReservation(tx: Tx, orderId: string, now: Date): Promise<boolean> {
   const reservation = await lockReservation(tx, orderId);
   if (reservation?.status !== 'reserved') return false;
-  for (const { sku, quantity } of bySku(reservation.lines)) {
+  for (const { sku, quantity } of quantitiesBySku(reservation.lines)) {
     await tx.stockItem.update({ where: { sku }, data: { reserved: { decrement: quantity }, updatedAt: now } });
   }
   await tx.reservation.update({ where: { orderId }, data: { status: 'committed' } });
@@ -59,9 +66,6 @@ async function lockReservation(tx: Tx, orderId: string) {
     SELECT status, lines FROM reservations WHERE order_id = ${orderId}::uuid FOR UPDATE`;
   return reservation;
 }
-
-/** Stock rows are always locked in SKU order (see lockStock). */
-const bySku = (lines: readonly Line[]) => [...lines].sort((a, b) => (a.sku < b.sku ? -1 : 1));
 
 export const findStock = (db: PrismaClient, sku: string) => db.stockItem.findUnique({ where: { sku } });
 

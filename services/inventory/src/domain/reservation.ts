@@ -28,3 +28,6 @@ export function findShortages(requested: readonly Line[], available: ReadonlyMap
  * order's reservation is decided once, so there is one.
  */
 export const RESERVATION_VERSION = 1;
+
+/** The version of the order's reservation once it expired: after the decision. */
+export const EXPIRY_VERSION = RESERVATION_VERSION + 1;

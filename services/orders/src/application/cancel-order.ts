@@ -1,5 +1,5 @@
 import { enqueue } from '@idem/outbox';
-import type { PrismaClient } from '../db.js';
+import type { PrismaClient, Tx } from '../db.js';
 import { isCancelled } from '../domain/order-status.js';
 import { HTTP_TRANSACTION } from './idempotency-keys.js';
 import { applyTransition, findOrder, type OrderView, type Owner } from './orders.js';
@@ -28,24 +28,43 @@ export async function cancelOrder(
 ): Promise<CancelOrderResult> {
   return db.$transaction(async (tx): Promise<CancelOrderResult> => {
     const at = now();
-    const result = await applyTransition(tx, orderId, 'cancel', { now: at, causationId: null, owner });
+    const result = await applyTransition(tx, orderId, 'cancel', { now: at, causationId: null, reason, owner });
     if (result.kind === 'unknown_order') return { kind: 'unknown_order' };
     if (result.kind === 'not_applicable') {
       if (isCancelled(result.status)) return { kind: 'cancelled', order: (await findOrder(db, orderId, owner))! };
       return { kind: 'too_late', status: result.status };
     }
-    await enqueue(
-      tx,
-      {
-        type: 'orders.order-cancelled.v1',
-        aggregateId: orderId,
-        aggregateVersion: result.order.version,
-        correlationId,
-        causationId: null,
-        body: { orderId, reason },
-      },
-      at,
-    );
+    await announceCancellation(tx, result.order, { reason, correlationId, causationId: null, at });
     return { kind: 'cancelled', order: result.order };
   }, HTTP_TRANSACTION);
+}
+
+/**
+ * Says that the order is cancelled, with `orders.order-cancelled.v1` in the caller's transaction:
+ * inventory gives its stock back, payments cancels its payment or refunds what was taken. Said
+ * again for a capture that reaches an order that can no longer be paid: each consumer does only
+ * what is still undone (a cancelled order keeps no money).
+ */
+export async function announceCancellation(
+  tx: Tx,
+  order: Pick<OrderView, 'orderId' | 'version'>,
+  {
+    reason,
+    correlationId,
+    causationId,
+    at,
+  }: { reason: string; correlationId: string; causationId: string | null; at: Date },
+): Promise<void> {
+  await enqueue(
+    tx,
+    {
+      type: 'orders.order-cancelled.v1',
+      aggregateId: order.orderId,
+      aggregateVersion: order.version,
+      correlationId,
+      causationId,
+      body: { orderId: order.orderId, reason },
+    },
+    at,
+  );
 }

@@ -32,7 +32,14 @@ export interface OrderView {
   readonly lines: { sku: string; quantity: number; unitPriceCents: number }[];
   readonly createdAt: string;
   readonly updatedAt: string;
-  readonly history?: { version: number; status: string; causationId: string | null; occurredAt: string }[];
+  readonly history?: {
+    version: number;
+    status: string;
+    causationId: string | null;
+    /** Why, in words the customer can read; absent where the status says it all. */
+    reason?: string;
+    occurredAt: string;
+  }[];
 }
 
 const withLines = { lines: { orderBy: { lineNo: 'asc' } } } as const;
@@ -81,49 +88,77 @@ export type Owner = string | undefined;
 
 /**
  * Moves an order on `trigger` if the state machine allows it from its current status, bumping
- * its version and recording which message (if any) caused the change. The row is locked first,
- * so concurrent events for one order apply one after the other. Another owner's order is
+ * its version and recording which message (if any) caused the change and why. The row is locked
+ * first, so concurrent events for one order apply one after the other. Another owner's order is
  * `unknown_order`, as if it did not exist.
  */
 export async function applyTransition(
   tx: Tx,
   orderId: string,
   trigger: OrderTrigger,
-  { now, causationId, owner }: { now: Date; causationId: string | null; owner?: Owner },
+  change: StatusChange & { owner?: Owner },
 ): Promise<TransitionResult> {
-  // The order with its lines, locked: what the answer needs, read once.
-  const [current] = await tx.$queryRaw<LockedOrder[]>`
-    SELECT id, customer_id, customer_email, currency, payment_method, status, version, total_cents, created_at,
+  const current = await lockOrder(tx, orderId);
+  if (!current || (change.owner !== undefined && current.customerId !== change.owner)) return { kind: 'unknown_order' };
+  const status = nextStatus(current.status, trigger);
+  if (!status) return { kind: 'not_applicable', status: current.status };
+  return { kind: 'changed', order: await changeStatus(tx, current, status, change) };
+}
+
+/** Who changed an order's status, when, and why (in words its customer can read). */
+export interface StatusChange {
+  readonly now: Date;
+  /** The message that caused it; null for a request. */
+  readonly causationId: string | null;
+  readonly reason?: string;
+}
+
+/**
+ * The order with its lines, locked until the transaction ends (every change of an order takes
+ * this lock first, so two messages about one order apply one after the other); undefined when
+ * there is no such order.
+ */
+export async function lockOrder(tx: Tx, orderId: string): Promise<OrderView | undefined> {
+  const [row] = await tx.$queryRaw<LockedOrder[]>`
+    SELECT id, customer_id, customer_email, currency, payment_method, status, version, total_cents, created_at, updated_at,
            (SELECT json_agg(json_build_object('sku', sku, 'quantity', quantity, 'unitPriceCents', unit_price_cents)
                             ORDER BY line_no) FROM order_lines WHERE order_id = orders.id) AS lines
     FROM orders WHERE id = ${orderId}::uuid FOR UPDATE`;
-  if (!current || (owner !== undefined && current.customer_id !== owner)) return { kind: 'unknown_order' };
-  const status = nextStatus(current.status, trigger);
-  if (!status) return { kind: 'not_applicable', status: current.status };
-  const version = current.version + 1;
-  await tx.$executeRaw`
-    WITH changed AS (
-      UPDATE orders SET status = ${status}, version = ${version}, updated_at = ${now} WHERE id = ${orderId}::uuid
-    )
-    INSERT INTO order_status_changes (order_id, version, status, causation_id, occurred_at)
-    VALUES (${orderId}::uuid, ${version}, ${status}, ${causationId}::uuid, ${now})`;
-  const order = toView({
-    id: current.id,
-    customerId: current.customer_id,
-    customerEmail: current.customer_email,
-    currency: current.currency,
-    paymentMethod: current.payment_method,
-    totalCents: current.total_cents,
-    status,
-    version,
-    createdAt: current.created_at,
-    updatedAt: now,
-    lines: current.lines ?? [],
-  });
-  return { kind: 'changed', order };
+  return row
+    ? toView({
+        id: row.id,
+        customerId: row.customer_id,
+        customerEmail: row.customer_email,
+        currency: row.currency,
+        paymentMethod: row.payment_method,
+        totalCents: row.total_cents,
+        status: row.status,
+        version: row.version,
+        createdAt: row.created_at,
+        updatedAt: row.updated_at,
+        lines: row.lines ?? [],
+      })
+    : undefined;
 }
 
-/** An order row as `applyTransition` locks it, with its lines. */
+/** Moves a locked order to `status`: its next version and that version's history entry, in one statement. */
+export async function changeStatus(
+  tx: Tx,
+  order: OrderView,
+  status: OrderStatus,
+  { now, causationId, reason }: StatusChange,
+): Promise<OrderView> {
+  const version = order.version + 1;
+  await tx.$executeRaw`
+    WITH changed AS (
+      UPDATE orders SET status = ${status}, version = ${version}, updated_at = ${now} WHERE id = ${order.orderId}::uuid
+    )
+    INSERT INTO order_status_changes (order_id, version, status, causation_id, reason, occurred_at)
+    VALUES (${order.orderId}::uuid, ${version}, ${status}, ${causationId}::uuid, ${reason ?? null}, ${now})`;
+  return { ...order, status, version, updatedAt: now.toISOString() };
+}
+
+/** An order row as `lockOrder` reads it, with its lines. */
 interface LockedOrder {
   id: string;
   customer_id: string;
@@ -134,6 +169,7 @@ interface LockedOrder {
   version: number;
   total_cents: number;
   created_at: Date;
+  updated_at: Date;
   lines: { sku: string; quantity: number; unitPriceCents: number }[] | null;
 }
 
@@ -163,7 +199,7 @@ export async function listOrders(
 
 type OrderRow = Awaited<ReturnType<Tx['order']['findUniqueOrThrow']>> & {
   lines: { sku: string; quantity: number; unitPriceCents: number }[];
-  history?: { version: number; status: string; causationId: string | null; occurredAt: Date }[];
+  history?: { version: number; status: string; causationId: string | null; reason: string | null; occurredAt: Date }[];
 };
 
 function toView(order: OrderRow): OrderView {
@@ -185,6 +221,7 @@ function toView(order: OrderRow): OrderView {
             version: h.version,
             status: h.status,
             causationId: h.causationId,
+            ...(h.reason === null ? {} : { reason: h.reason }),
             occurredAt: h.occurredAt.toISOString(),
           })),
         }

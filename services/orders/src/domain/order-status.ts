@@ -12,7 +12,14 @@ export const ORDER_STATUSES = [
 export type OrderStatus = (typeof ORDER_STATUSES)[number];
 
 export type OrderTrigger =
-  'stock-reserved' | 'stock-rejected' | 'payment-captured' | 'payment-failed' | 'payment-refunded' | 'cancel';
+  | 'stock-reserved'
+  | 'stock-rejected'
+  | 'payment-captured'
+  | 'payment-failed'
+  | 'payment-refunded'
+  | 'cancel'
+  /** Inventory gave the order's stock back: its payment did not complete in time. */
+  | 'reservation-expired';
 
 /**
  * Events arrive on separate queues, so a payment event can overtake the stock-reserved that
@@ -26,6 +33,9 @@ const TRANSITIONS: Record<OrderTrigger, Partial<Record<OrderStatus, OrderStatus>
   'payment-failed': { PENDING: 'PAYMENT_FAILED', RESERVED: 'PAYMENT_FAILED' },
   'payment-refunded': { CANCELLED: 'REFUNDED' },
   cancel: { PENDING: 'CANCELLED', RESERVED: 'CANCELLED', PAID: 'CANCELLED' },
+  // A paid order whose stock went back (the capture overtook the expiry) cannot be fulfilled: it is
+  // cancelled and refunded like any other.
+  'reservation-expired': { PENDING: 'CANCELLED', RESERVED: 'CANCELLED', PAID: 'CANCELLED' },
 };
 
 /** The status after `trigger`, or undefined when it no longer applies (a late or stale event). */
@@ -36,4 +46,23 @@ export function nextStatus(status: OrderStatus, trigger: OrderTrigger): OrderSta
 /** An order that has been cancelled (and perhaps refunded) is cancelled; asking again changes nothing. */
 export function isCancelled(status: OrderStatus): boolean {
   return status === 'CANCELLED' || status === 'REFUNDED';
+}
+
+/**
+ * What a capture of `amountCents` in `currency` does to an order:
+ * - `pay`: the order is waiting for its payment and this is its total;
+ * - `mischarged`: the order is waiting for its payment and this is not its total — it is
+ *   cancelled, and the capture refunded;
+ * - `not_payable`: the order can no longer be paid (cancelled, refunded, failed, rejected) — the
+ *   capture is refunded (a cancelled order keeps no money);
+ * - `already_paid`: the order's payment is in (this capture, under another message) — nothing.
+ */
+export function onCapture(
+  order: { status: OrderStatus; totalCents: number; currency: string },
+  capture: { amountCents: number; currency: string },
+): 'pay' | 'mischarged' | 'not_payable' | 'already_paid' {
+  if (order.status === 'PAID') return 'already_paid';
+  if (nextStatus(order.status, 'payment-captured') === undefined) return 'not_payable';
+  const right = capture.amountCents === order.totalCents && capture.currency === order.currency;
+  return right ? 'pay' : 'mischarged';
 }

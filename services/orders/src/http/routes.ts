@@ -29,7 +29,11 @@ const decidedByTheServer = (reason: string) => z.never({ error: reason }).option
 const FROM_THE_CATALOG = "prices come from the catalog (GET /catalog): send each line's sku and quantity only";
 
 const newOrderSchema = z.strictObject({
-  paymentMethod: z.string().min(1).max(100).default('pm_card_visa'),
+  // A Stripe PaymentMethod id: what can never be one is refused here, not by the provider minutes later.
+  paymentMethod: z
+    .string()
+    .regex(/^pm_[A-Za-z0-9_]{1,96}$/, 'a payment method id: "pm_" then letters, digits and "_" (e.g. pm_card_visa)')
+    .default('pm_card_visa'),
   lines: z
     .array(
       z.strictObject({

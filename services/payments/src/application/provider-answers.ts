@@ -42,11 +42,12 @@ export async function recordRetry({ db, now, retryDelayMs }: Recorder, attempt: 
 }
 
 /**
- * The provider refused the request itself (an integration fault: configuration, API version,
- * parameters). Retrying would be refused again and the customer's card was never judged, so
- * the attempt waits for an operator and the order is told nothing.
+ * The provider refused the request for what idem builds or holds (an integration fault: its key,
+ * the API version, a parameter of ours). Retrying would be refused again and the customer's card
+ * was never judged, so the attempt waits for an operator, parked, and the order is told nothing;
+ * if nobody fixes it in time, the reservation's expiry cancels the order and frees its stock.
  */
-async function recordNeedsAttention({ db, log, now }: Recorder, attempt: PaymentAttempt, code: string, reason: string) {
+async function recordParked({ db, log, now }: Recorder, attempt: PaymentAttempt, code: string, reason: string) {
   await db.paymentAttempt.updateMany({
     where: { id: attempt.id, status: 'pending' },
     data: {
@@ -74,7 +75,7 @@ export async function recordCharge(recorder: Recorder, attempt: PaymentAttempt, 
     });
     return recordRetry(recorder, attempt, `PaymentIntent ${result.id} is processing`);
   }
-  if (result.kind === 'rejected') return recordNeedsAttention(recorder, attempt, result.code, result.reason);
+  if (result.kind === 'rejected') return recordParked(recorder, attempt, result.code, result.reason);
   await recorder.db.$transaction(async (tx) => {
     const [current] = await tx.$queryRaw<{ status: string; cancel_requested_at: Date | null }[]>`
       SELECT status, cancel_requested_at FROM payment_attempts WHERE id = ${attempt.id}::uuid FOR UPDATE`;

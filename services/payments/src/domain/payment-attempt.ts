@@ -3,8 +3,8 @@
  * does to an attempt. Pure; the worker and the order-cancelled consumer apply it.
  *
  *   pending ──charge succeeded──▶ captured ──cancel──▶ refund_pending ──refunded──▶ refunded
- *      │  └──charge declined───▶ failed                     ▲
- *      │  └──request refused───▶ parked ──operator retry──▶ pending
+ *      │  └──charge declined───▶ failed     (the customer's card, or the method they chose)
+ *      │  └──integration refused───▶ parked ──operator retry──▶ pending
  *      └──cancel, never charged──▶ cancelled      (parked ──cancel──▶ cancelled)
  *   pending, charge under way, cancel ──▶ pending marked: charge succeeded ──▶ refund_pending
  */

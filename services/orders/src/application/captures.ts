@@ -1,0 +1,81 @@
+import type { MessageOf } from '@idem/contracts';
+import type { PrismaClient, Tx } from '../db.js';
+import { onCapture } from '../domain/order-status.js';
+import { announceCancellation } from './cancel-order.js';
+import { changeStatus, lockOrder, type OrderView } from './orders.js';
+
+export type CaptureResult =
+  | { readonly kind: 'paid' }
+  | { readonly kind: 'already_paid' }
+  /** Not taken as the order's payment: the order's cancellation is announced (again), so payments refunds it. */
+  | { readonly kind: 'refused'; readonly refusal: 'not_payable' | 'mischarged'; readonly status: string }
+  | { readonly kind: 'unknown_order' };
+
+/**
+ * A capture reached the order. Each hop checks what it is told where money is involved: only the
+ * order's total, in its currency, pays a waiting order. A capture that is not (mischarged)
+ * cancels the order; one for an order that can no longer be paid (a cancellation that overtook
+ * the charge) announces the cancellation again. Either way payments refunds it — a cancelled
+ * order keeps no money, whatever order its events came in — and the refusal is recorded.
+ */
+export async function takeCapture(
+  tx: Tx,
+  capture: MessageOf<'orders.payment-captured.v1'>,
+  at: Date,
+): Promise<CaptureResult> {
+  const { orderId } = capture.body;
+  const order = await lockOrder(tx, orderId);
+  if (!order) return { kind: 'unknown_order' };
+  const decision = onCapture(order, capture.body);
+  const change = { now: at, causationId: capture.messageId };
+  if (decision === 'already_paid') return { kind: 'already_paid' };
+  if (decision === 'pay') {
+    await changeStatus(tx, order, 'PAID', change);
+    return { kind: 'paid' };
+  }
+  const { amountCents, currency } = capture.body;
+  const reason =
+    decision === 'mischarged'
+      ? `The payment taken (${amountCents} ${currency}) was not the order's total (${order.totalCents} ${order.currency}): the order is cancelled and the payment refunded.`
+      : `The order is ${order.status.toLowerCase()} and can no longer be paid: the payment is refunded.`;
+  const announced =
+    decision === 'mischarged' ? await changeStatus(tx, order, 'CANCELLED', { ...change, reason }) : order;
+  await recordRefusal(tx, capture, decision, order, at);
+  await announceCancellation(tx, announced, {
+    reason,
+    correlationId: capture.correlationId,
+    causationId: capture.messageId,
+    at,
+  });
+  return { kind: 'refused', refusal: decision, status: order.status };
+}
+
+function recordRefusal(
+  tx: Tx,
+  { messageId, body }: MessageOf<'orders.payment-captured.v1'>,
+  refusal: 'not_payable' | 'mischarged',
+  order: OrderView,
+  at: Date,
+) {
+  return tx.refusedCapture.create({
+    data: {
+      messageId,
+      orderId: body.orderId,
+      paymentIntentId: body.paymentIntentId,
+      amountCents: body.amountCents,
+      currency: body.currency,
+      refusal,
+      orderStatus: order.status,
+      refusedAt: at,
+    },
+  });
+}
+
+export const REFUSED_CAPTURES_HELP =
+  "Captures not taken as their order's payment, each refunded: not_payable (the order could no longer be paid), mischarged (not its total).";
+
+/** How many captures were refused, by refusal: the gauge an alert on mischarges reads. */
+export async function refusedCaptures(db: PrismaClient) {
+  const counts = await db.refusedCapture.groupBy({ by: ['refusal'], _count: true });
+  return counts.map((count) => ({ labels: { refusal: count.refusal }, value: count._count }));
+}
