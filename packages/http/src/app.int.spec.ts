@@ -9,14 +9,20 @@ import { validate } from './validate.js';
 let server: RunningServer;
 let databaseUp = true;
 const unhealthy: string[] = [];
+/** Every error the service's own translation was asked about. */
+const translated: unknown[] = [];
 const base = () => `http://127.0.0.1:${server.port}`;
 
 beforeAll(async () => {
   const app = createHttpApp({
     bodyLimit: '1kb',
     onUnhealthy: (check, error) => unhealthy.push(`${check}: ${(error as Error).message}`),
-    translateError: (error) =>
-      (error as { busy?: boolean }).busy ? new HttpError('dependency_unavailable', 'the database is busy') : undefined,
+    translateError: (error) => {
+      translated.push(error);
+      return (error as { busy?: boolean }).busy
+        ? new HttpError('dependency_unavailable', 'the database is busy')
+        : undefined;
+    },
     health: {
       database: async () => {
         if (!databaseUp) throw new Error('connect ECONNREFUSED 10.1.2.3:5432 (user orders)');
@@ -33,6 +39,7 @@ beforeAll(async () => {
         (_req, res) => void res.status(204).end(),
       );
       app.post('/disabled', requireOperator([]), (_req, res) => void res.status(204).end());
+      app.get('/things/:name', (req, res) => void res.json({ name: req.params.name }));
       app.get('/busy', () => {
         throw Object.assign(new Error('pool exhausted'), { busy: true });
       });
@@ -66,6 +73,19 @@ describe('createHttpApp', () => {
     const big = await post('/things', JSON.stringify({ name: 'x'.repeat(5000), count: 1 }));
     expect(big.status).toBe(413);
     expect(await big.json()).toMatchObject({ code: 'payload_too_large' });
+  });
+
+  it("answers a path that does not decode with 400 and a charset it cannot read with 415, never 500, and never asks the service's translation", async () => {
+    translated.length = 0;
+    const lone = await fetch(`${base()}/things/%ED%A0%80`);
+    expect(lone.status).toBe(400);
+    expect(await lone.json()).toMatchObject({ code: 'invalid_request' });
+    const latin = await post('/things', '{"name":"x","count":1}', {
+      'content-type': 'application/json; charset=latin-9',
+    });
+    expect(latin.status).toBe(415);
+    expect(await latin.json()).toMatchObject({ code: 'unsupported_media_type' });
+    expect(translated).toEqual([]);
   });
 
   it('guards operator endpoints: 401 without a token, 403 with a wrong one, disabled without configuration', async () => {

@@ -23,6 +23,8 @@ export interface HttpAppOptions {
   readonly audit?: AuditSink;
   /** Proxies whose X-Forwarded-For is believed (express's `trust proxy`): hops, or addresses and ranges. @defaultValue none */
   readonly trustProxy?: number | readonly string[];
+  /** Runs before every route but the probes (the runtime's limit on failed authentications). */
+  readonly guard?: RequestHandler;
 }
 
 const requireJson: RequestHandler = (req, _res, next) => {
@@ -48,6 +50,7 @@ export function createHttpApp({
   translateError,
   audit,
   trustProxy,
+  guard,
 }: HttpAppOptions): Express {
   const app = express();
   app.disable('x-powered-by');
@@ -90,6 +93,7 @@ export function createHttpApp({
         .json({ status: healthy ? 'ok' : 'unavailable', checks: Object.fromEntries(results) });
     },
   );
+  if (guard) app.use(guard);
   routes(app);
   app.use(notFoundHandler, problemHandler(onUnexpectedError, translateError));
   return app;

@@ -42,4 +42,42 @@ describe('an audit event', () => {
       await server.close();
     }
   });
+
+  it('names the target of a refused action as it does a done one', async () => {
+    const events: AuditEvent[] = [];
+    const app = createHttpApp({
+      health: {},
+      audit: (event) => events.push(event),
+      routes: (app) =>
+        route(
+          app,
+          {
+            method: 'put',
+            path: '/stock/:sku',
+            summary: 'an operator action on one SKU',
+            audience: 'operator',
+            use: [requireOperator([{ name: 'ops', token: 'ops-token-0123456789' }])],
+            responses: { 204: 'done' },
+          },
+          (_input, _req, res) => void res.status(204).end(),
+        ),
+    });
+    const server = await listen(app, 0);
+    try {
+      for (const token of ['ops-token-0123456789', 'not-the-token']) {
+        await fetch(`http://127.0.0.1:${server.port}/stock/keyboard`, {
+          method: 'PUT',
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ available: 4 }),
+        });
+      }
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(events.map(({ outcome, target }) => [outcome, target])).toEqual([
+        ['done', { sku: 'keyboard', available: 4 }],
+        ['refused', { sku: 'keyboard', available: 4 }],
+      ]);
+    } finally {
+      await server.close();
+    }
+  });
 });

@@ -47,6 +47,9 @@ export function auditResult<T>(res: Response, result: T): T {
 export function auditing(app: Express, action: string, operatorOnly: boolean): RequestHandler {
   return (req, res, next) => {
     const correlationId = correlationIdOf(req, res);
+    // What the request names, read now: by the time a refusal's answer is sent, express has left
+    // the route and its path parameters (a refused `PUT /stock/:sku` would record no SKU).
+    const target = bounded({ ...req.params, ...(req.query as object), ...(req.body as object | undefined) });
     res.on('finish', () => {
       const sink = (app.locals as { [SINK]?: AuditSink })[SINK];
       const actor = operatorOf(res);
@@ -56,10 +59,7 @@ export function auditing(app: Express, action: string, operatorOnly: boolean): R
         at: new Date().toISOString(),
         actor: actor ?? 'unknown',
         action,
-        target: bounded({ ...req.params, ...(req.query as object), ...(req.body as object | undefined) }) as Record<
-          string,
-          unknown
-        >,
+        target: target as Record<string, unknown>,
         outcome: outcomeOf(res.statusCode),
         status: res.statusCode,
         ...(result === undefined ? {} : { result: bounded(result) }),

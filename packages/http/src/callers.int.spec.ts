@@ -11,6 +11,7 @@ let idp: Server;
 let api: RunningServer;
 let keys: Awaited<ReturnType<typeof generateKeyPair>>;
 const base = () => `http://127.0.0.1:${api.port}`;
+const jwksUrlOf = () => `http://127.0.0.1:${(idp.address() as AddressInfo).port}/.well-known/jwks.json`;
 
 beforeAll(async () => {
   keys = await generateKeyPair('ES256');
@@ -19,7 +20,7 @@ beforeAll(async () => {
     (_req, res) => void res.setHeader('content-type', 'application/json').end(JSON.stringify({ keys: [jwk] })),
   );
   await new Promise<void>((resolve) => idp.listen(0, '127.0.0.1', resolve));
-  const jwksUrl = `http://127.0.0.1:${(idp.address() as AddressInfo).port}/.well-known/jwks.json`;
+  const jwksUrl = jwksUrlOf();
   api = await listen(
     createHttpApp({
       health: {},
@@ -42,8 +43,8 @@ afterAll(async () => {
   idp.close();
 });
 
-const signed = (sub: string) =>
-  new SignJWT({})
+const signed = (sub: string, claims: Record<string, unknown> = {}) =>
+  new SignJWT(claims)
     .setProtectedHeader({ alg: 'ES256', kid: 'key-1' })
     .setSubject(sub)
     .setIssuer(DEFAULT_TOKEN_CLAIMS.issuer)
@@ -90,6 +91,48 @@ describe('customer tokens from a key set (JWT_JWKS_URL)', () => {
       expect(await res.json()).toMatchObject({ code: 'dependency_unavailable' });
     } finally {
       await down.close();
+    }
+  });
+});
+
+describe("a token's email", () => {
+  const emailOf = async (claims: Record<string, unknown>) => {
+    const res = await me(await signed('customer-7', { email: 'ada@example.com', ...claims }));
+    const body = (await res.json()) as { email?: string; detail?: string };
+    return res.status === 200 ? body.email : `${res.status}: ${body.detail}`;
+  };
+
+  it('is the receipt address only when email_verified is the boolean true', async () => {
+    expect(await emailOf({ email_verified: true })).toBe('ada@example.com');
+    for (const claim of [false, 'false', 'true', 1]) {
+      expect(await emailOf({ email_verified: claim })).toMatch(/^401: .*not verified/);
+    }
+  });
+
+  it('without email_verified is refused unless the service is told its provider never sends one', async () => {
+    expect(await emailOf({})).toMatch(/^401: .*no email_verified claim/);
+    const lenient = await listen(
+      createHttpApp({
+        health: {},
+        routes: (app) => {
+          app.use(
+            '/me',
+            authenticate({
+              tokens: { jwksUrl: jwksUrlOf(), ...DEFAULT_TOKEN_CLAIMS, requireEmailVerified: false },
+              operators: [],
+            }),
+          );
+          app.get('/me', (_req, res) => void res.json(callerOf(res)));
+        },
+      }),
+      0,
+    );
+    try {
+      const token = await signed('customer-7', { email: 'ada@example.com' });
+      const res = await fetch(`http://127.0.0.1:${lenient.port}/me`, { headers: { authorization: `Bearer ${token}` } });
+      expect(await res.json()).toMatchObject({ email: 'ada@example.com' });
+    } finally {
+      await lenient.close();
     }
   });
 });

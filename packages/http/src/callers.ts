@@ -1,7 +1,7 @@
 import type { Request, RequestHandler, Response } from 'express';
 import { createRemoteJWKSet, errors, jwtVerify, SignJWT, type JWTVerifyResult } from 'jose';
 import { z } from 'zod';
-import { bearerOf, operatorMatcher, type Operator } from './operators.js';
+import { bearerOf, failedToAuthenticate, operatorMatcher, type Operator } from './operators.js';
 import { HttpError } from './errors.js';
 
 /**
@@ -19,6 +19,13 @@ export interface CustomerTokens {
   readonly jwksUrl?: string;
   readonly issuer: string;
   readonly audience: string;
+  /**
+   * Whether a token with an `email` but no `email_verified` claim is refused. Providers that
+   * verify addresses say so in the claim (Auth0, Google, Keycloak, Cognito); set false only for one
+   * that vouches for every address it issues and never sends the claim. A claim that is present
+   * must be `true` whatever this says. @defaultValue true
+   */
+  readonly requireEmailVerified?: boolean;
 }
 
 /**
@@ -64,7 +71,10 @@ export function authenticate({
   const verify = verifierOf(tokens);
   return async (req, res, next) => {
     const bearer = bearerOf(req.get('authorization'));
-    if (!bearer) throw unauthorized('send Authorization: Bearer <token> (a customer JWT, or the operator token)');
+    if (!bearer) {
+      failedToAuthenticate(res);
+      throw unauthorized('send Authorization: Bearer <token> (a customer JWT, or the operator token)');
+    }
     const operator = operatorNamed?.(bearer);
     if (operator) {
       res.locals.caller = { kind: 'operator', name: operator } satisfies Caller;
@@ -73,7 +83,10 @@ export function authenticate({
     }
     if (!verify) throw unauthorized('customer tokens are not accepted here: set JWT_SECRET or JWT_JWKS_URL');
     const identity = await verify(bearer);
-    if (typeof identity === 'string') throw unauthorized(identity);
+    if (typeof identity === 'string') {
+      failedToAuthenticate(res);
+      throw unauthorized(identity);
+    }
     res.locals.caller = { kind: 'customer', ...identity } satisfies Caller;
     next();
   };
@@ -95,7 +108,7 @@ export const addressOf = (req: Request): string => req.ip ?? req.socket.remoteAd
  * address an order's receipt goes to.
  */
 export async function mintCustomerToken(
-  { secret, issuer, audience }: Required<Omit<CustomerTokens, 'jwksUrl'>>,
+  { secret, issuer, audience }: Required<Pick<CustomerTokens, 'secret' | 'issuer' | 'audience'>>,
   customerId: string,
   {
     expiresIn = '12h',
@@ -143,9 +156,13 @@ function verifierOf(tokens: CustomerTokens): Verifier | undefined {
     const customerId = payload.sub!;
     if (customerId.length === 0 || customerId.length > 255) return invalid;
     if (payload.email === undefined) return { customerId };
-    // The provider says the customer never proved the address is theirs: mail to it would go
-    // to whoever they claimed to be.
-    if (payload.email_verified === false) return "the token's email is not verified (email_verified is false)";
+    // Unless the provider says the customer proved the address is theirs, mail to it would go to
+    // whoever they claimed to be: only the boolean true counts (a string "false" is truthy).
+    const verified = payload.email_verified;
+    if (verified === undefined && tokens.requireEmailVerified !== false)
+      return "the token's email comes with no email_verified claim, which this service requires (JWT_REQUIRE_EMAIL_VERIFIED)";
+    if (verified !== undefined && verified !== true)
+      return "the token's email is not verified (email_verified is not true)";
     const email = emailClaim.safeParse(payload.email);
     if (!email.success) return "the token's email claim is not an e-mail address";
     return { customerId, email: email.data };

@@ -30,6 +30,6 @@ export {
   type Caller,
   type CustomerTokens,
 } from './callers.js';
-export { rateLimit, limitFailures, type RateLimit } from './rate-limit.js';
+export { rateLimit, limitFailures, limitFailedAuthentications, type RateLimit } from './rate-limit.js';
 export { route, openApiDocument, serveOpenApi, type Audience, type Input, type Operation } from './openapi.js';
 export { localToolGuard, localToolHeaders, hostList } from './local-tools.js';

@@ -74,12 +74,18 @@ export function requireOperator(operators: readonly Operator[]): RequestHandler 
   return (req, res, next) => {
     if (!match) throw new HttpError('admin_disabled', 'set ADMIN_TOKEN or ADMIN_TOKENS to enable operator endpoints');
     const bearer = bearerOf(req.get('authorization'));
+    const name = bearer === undefined ? undefined : match(bearer);
+    if (!name) failedToAuthenticate(res);
     if (!bearer) throw new HttpError('unauthorized', 'send Authorization: Bearer <operator token>');
-    const name = match(bearer);
     if (!name) throw new HttpError('forbidden', 'the operator token is not valid');
     res.locals.operator = name;
     next();
   };
+}
+
+/** Marks a request refused for its credentials: what `limitFailedAuthentications` counts per address. */
+export function failedToAuthenticate(res: Response): void {
+  res.locals.authenticationFailed = true;
 }
 
 /** The operator `requireOperator` (or `authenticate`) let through, if the caller is one. */

@@ -45,6 +45,11 @@ export function problemHandler(
 ): ErrorRequestHandler {
   return (thrown: unknown, _req, res, next) => {
     if (res.headersSent) return next(thrown);
+    // What the client sent wrong, as express and its body parser say it (a path that does not
+    // decode, a charset it cannot read, a body that is not JSON or too large): the client's 4xx,
+    // before any translation of the service's own errors can mistake it for one of them.
+    const refused = clientRefusal(thrown);
+    if (refused) return sendProblem(res, refused.code, refused.detail);
     const error = translate(thrown) ?? thrown;
     if (error instanceof HttpError) {
       // A dependency that is only busy or briefly away: tell the client when to retry.
@@ -52,13 +57,22 @@ export function problemHandler(
       if (error.headers) res.set(error.headers);
       return sendProblem(res, error.code, error.message, error.errors);
     }
-    const bodyError = error as { type?: string; limit?: number };
-    if (bodyError.type === 'entity.parse.failed')
-      return sendProblem(res, 'malformed_json', 'the body could not be parsed as JSON');
-    if (bodyError.type === 'entity.too.large') {
-      return sendProblem(res, 'payload_too_large', `the body exceeds ${bodyError.limit} bytes`);
-    }
     onUnexpected(error);
     sendProblem(res, 'internal_error', 'an unexpected error occurred; it has been logged');
   };
+}
+
+/** The problem for an error express or body-parser raised about the request itself (a 4xx of theirs), if it is one. */
+function clientRefusal(thrown: unknown): { code: ErrorCode; detail: string } | undefined {
+  if (thrown instanceof HttpError) return undefined;
+  const error = thrown as { status?: unknown; type?: unknown; limit?: unknown } | undefined;
+  if (typeof error?.status !== 'number' || error.status < 400 || error.status > 499) return undefined;
+  if (error.type === 'entity.parse.failed')
+    return { code: 'malformed_json', detail: 'the body could not be parsed as JSON' };
+  if (error.type === 'entity.too.large')
+    return { code: 'payload_too_large', detail: `the body exceeds ${String(error.limit)} bytes` };
+  if (error.status === 415) {
+    return { code: 'unsupported_media_type', detail: 'send the body as application/json in UTF-8' };
+  }
+  return { code: 'invalid_request', detail: 'the request cannot be read (a path or a body that does not decode)' };
 }

@@ -1,6 +1,7 @@
 import type { Request, RequestHandler, Response } from 'express';
 import type { Cluster, Redis } from 'ioredis';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
+import { addressOf } from './callers.js';
 import { HttpError } from './errors.js';
 
 export interface RateLimit {
@@ -85,4 +86,28 @@ function rateLimited(limit: RateLimit, state: RateLimiterRes, what: string): Htt
     `at most ${limit.points} ${what} per ${limit.windowMs / 1000} s per ${limit.per}; retry later`,
     { headers: { 'Retry-After': String(Math.max(1, Math.ceil(state.msBeforeNext / 1000))) } },
   );
+}
+
+/**
+ * Stops an address whose requests keep failing to authenticate — a customer token that does not
+ * verify, an operator token that is wrong or missing — on every route of an app: past `points`
+ * such failures in the window it gets 429, whatever it sends, until the window ends.
+ */
+export function limitFailedAuthentications({
+  redis,
+  prefix,
+  points,
+  windowMs,
+}: {
+  redis: Redis | Cluster;
+  prefix: string;
+  points: number;
+  windowMs: number;
+}): RequestHandler {
+  return limitFailures({
+    redis,
+    prefix,
+    limit: { per: 'address (failed authentications)', points, windowMs, keyOf: addressOf },
+    failed: (res) => (res.locals as { authenticationFailed?: boolean }).authenticationFailed === true,
+  });
 }

@@ -43,6 +43,16 @@ async function placement() {
 const madeAt = (made: number) => orderPlacedMessage({ messageId: newMessageId(at(made)) });
 
 describe('processed_messages in partitions of message time', () => {
+  it("runs its owner's functions with a search_path that ends with pg_temp, as SECURITY DEFINER functions must", async () => {
+    const settings = await db.prisma.$queryRaw<{ name: string; config: string[] }[]>`
+      SELECT proname::text AS name, proconfig AS config FROM pg_proc
+       WHERE proname IN ('idem_inbox_add_partition', 'idem_inbox_drop_partitions') ORDER BY 1`;
+    expect(settings.map(({ name, config }) => [name, config.find((c) => c.startsWith('search_path='))])).toEqual([
+      ['idem_inbox_add_partition', 'search_path=public, pg_temp'],
+      ['idem_inbox_drop_partitions', 'search_path=public, pg_temp'],
+    ]);
+  });
+
   it('makes the partitions of the coming spans, never the current one, and keeps a message in the partition of its time', async () => {
     expect(await addPartitions(db.prisma, at(d0 + 5 * HOUR), DAY)).toEqual({
       '2026-12-02T00:00:00.000Z': 'added',

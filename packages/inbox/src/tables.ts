@@ -161,6 +161,22 @@ REVOKE EXECUTE ON FUNCTION idem_inbox_add_partition(TIMESTAMPTZ, TIMESTAMPTZ) FR
 REVOKE EXECUTE ON FUNCTION idem_inbox_drop_partitions(TIMESTAMPTZ) FROM PUBLIC;
 `,
     },
+    {
+      name: '20261208000000_idem_inbox_search_path',
+      sql: `-- Owned by @idem/inbox (partitions.ts). The two functions the runtime role may call run as the
+-- owner: their search_path names the schema they were made in and ends with pg_temp, so no
+-- object a caller makes in its temporary schema can stand in for one of theirs (PostgreSQL's
+-- advice for SECURITY DEFINER functions: "pg_temp should be last").
+DO $do$
+BEGIN
+  EXECUTE format('ALTER FUNCTION %I.idem_inbox_add_partition(TIMESTAMPTZ, TIMESTAMPTZ) SET search_path = %I, pg_temp',
+    current_schema(), current_schema());
+  EXECUTE format('ALTER FUNCTION %I.idem_inbox_drop_partitions(TIMESTAMPTZ) SET search_path = %I, pg_temp',
+    current_schema(), current_schema());
+END
+$do$;
+`,
+    },
   ],
   prismaModels: `/// Owned by @idem/inbox: one row per (consumer, message) processed; the key decides duplicates.
 model ProcessedMessage {

@@ -99,6 +99,15 @@ export function baseConfigSchema(service: string, defaultPort: number) {
     RELAY_DURABILITY: z.enum(DURABILITIES).default('auto'),
     /** How long a publication waits for that before it counts as failed. */
     RELAY_DURABILITY_TIMEOUT_MS: z.coerce.number().int().positive().default(1000),
+    /**
+     * Requests that fail to authenticate (a bad customer token, a wrong or missing operator token)
+     * allowed per client address in each RATE_LIMIT_WINDOW_MS, on every service; past it, that
+     * address gets 429 until the window ends, with any token: nobody guesses tokens at the speed of
+     * the network.
+     */
+    RATE_LIMIT_FAILED_AUTHENTICATIONS_PER_ADDRESS: z.coerce.number().int().positive().default(20),
+    /** The window every rate limit counts in. */
+    RATE_LIMIT_WINDOW_MS: z.coerce.number().int().positive().default(60_000),
     /** How often retention cleanups run. */
     MAINTENANCE_INTERVAL_MS: z.coerce.number().int().positive().default(60_000),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

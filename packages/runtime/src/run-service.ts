@@ -3,6 +3,7 @@ import type { Faults } from '@idem/faults';
 import {
   createHttpApp,
   HttpError,
+  limitFailedAuthentications,
   listen,
   operatorsFromEnv,
   route,
@@ -222,6 +223,12 @@ function httpApp<Tx extends SqlClient>(context: ServiceContext<Tx>, started: rea
       if (context.roles.has('http')) serveOpenApi(app, { title: `idem ${name}`, version: '1' });
     },
     ...(config.TRUST_PROXY === undefined ? {} : { trustProxy: config.TRUST_PROXY }),
+    guard: limitFailedAuthentications({
+      redis,
+      prefix: config.IDEM_QUEUE_PREFIX,
+      points: config.RATE_LIMIT_FAILED_AUTHENTICATIONS_PER_ADDRESS,
+      windowMs: config.RATE_LIMIT_WINDOW_MS,
+    }),
     // Every operator action, refused ones too: one structured event in the log (under `audit`,
     // for a log pipeline to ship) and a counter (docs/operations.md, "The audit trail").
     audit: (event) => {

@@ -537,7 +537,7 @@ describe('limits behind a proxy, on cancels and on failed authentication', () =>
     }
   });
 
-  it('limits cancels per caller, and stops an address whose tokens keep failing', async () => {
+  it("limits cancels per caller, and stops an address whose tokens keep failing, a customer's or an operator's", async () => {
     const limited = await instance({
       RATE_LIMIT_CANCELS_PER_CUSTOMER: '2',
       RATE_LIMIT_FAILED_AUTHENTICATIONS_PER_ADDRESS: '3',
@@ -549,12 +549,19 @@ describe('limits behind a proxy, on cancels and on failed authentication', () =>
         (await fetch(on(`/orders/${orderId}/cancel`), { method: 'POST', headers: await as('ada') })).status;
       expect([await cancel(), await cancel(), await cancel()]).toEqual([200, 200, 429]);
 
-      const read = async (authorization: string) => (await fetch(on('/orders'), { headers: { authorization } })).status;
-      const guesses = [await read('Bearer guess-1'), await read('Bearer guess-2'), await read('Bearer guess-3')];
-      expect(guesses).toEqual([401, 401, 401]);
+      const read = async (authorization: string, path = '/orders') =>
+        (await fetch(on(path), { headers: { authorization } })).status;
+      // A customer token and an operator token guessed from one address count together, on any route.
+      const guesses = [
+        await read('Bearer guess-1'),
+        await read('Bearer guess-2'),
+        await read('Bearer not-the-operator-token', '/dead-letters'),
+      ];
+      expect(guesses).toEqual([401, 401, 403]);
       await new Promise((resolve) => setTimeout(resolve, 50)); // the last failure is counted as its answer goes out
       const next = await fetch(on('/orders'), { headers: await as('ada') });
       expect(next.status).toBe(429); // even with a valid token, from this address, for now
+      expect(await read(`Bearer ${ADMIN_TOKEN}`, '/dead-letters')).toBe(429); // the operator's too
       expect(Number(next.headers.get('retry-after'))).toBeGreaterThan(0);
     } finally {
       await limited.stop();

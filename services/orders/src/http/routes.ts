@@ -4,7 +4,6 @@ import {
   callerOf,
   correlationIdOf,
   HttpError,
-  limitFailures,
   rateLimit,
   route,
   validate,
@@ -70,7 +69,6 @@ export interface OrderRoutesOptions {
     readonly perCustomer: number;
     readonly perAddress: number;
     readonly cancelsPerCustomer: number;
-    readonly failedAuthenticationsPerAddress: number;
     readonly windowMs: number;
   };
 }
@@ -87,26 +85,11 @@ export function orderRoutes(app: Express, options: OrderRoutesOptions): void {
   cancelOrderRoute(app, options);
 }
 
-function requireACaller(app: Express, { redis, rateLimits, tokens, operators }: OrderRoutesOptions) {
+function requireACaller(app: Express, { tokens, operators }: OrderRoutesOptions) {
   // Registered before the routes, so express runs it first on every /orders path: no handler
-  // ever sees a request without a caller. An address whose requests keep failing to
-  // authenticate is stopped before the token is even checked: nobody guesses tokens at the
-  // speed of the network.
-  app.use(
-    '/orders',
-    limitFailures({
-      redis,
-      prefix: rateLimits.prefix,
-      limit: {
-        per: 'address (failed authentications)',
-        points: rateLimits.failedAuthenticationsPerAddress,
-        windowMs: rateLimits.windowMs,
-        keyOf: addressOf,
-      },
-      failed: (res) => res.statusCode === 401,
-    }),
-    authenticate({ tokens, operators }),
-  );
+  // ever sees a request without a caller. (An address whose requests keep failing to
+  // authenticate is stopped before this, on every route of every service: the runtime's app.)
+  app.use('/orders', authenticate({ tokens, operators }));
 }
 
 function placeOrderRoute(app: Express, { db, now, idempotencyKeyRetentionMs, redis, rateLimits }: OrderRoutesOptions) {
