@@ -326,6 +326,12 @@ describe('inventory service', () => {
 
     const labelValues = [...text.matchAll(/="([^"]*)"/g)].map((m) => m[1]!);
     expect(labelValues.filter((v) => /[0-9a-f]{8}-[0-9a-f]{4}-/.test(v) || v.includes('@'))).toEqual([]);
+
+    // The producer label is the one the topology names for the contract, never the envelope's free text.
+    await publisher.publish([{ ...placed([{ sku: 'cable', quantity: 1 }]), producer: 'mallory-was-here' }]);
+    const processed = { ...placedDuplicate, outcome: 'processed' };
+    await waitFor(async () => / 2$/.test(deliveriesLine(await (await fetch(url('/metrics'))).text(), processed) ?? ''));
+    expect(await (await fetch(url('/metrics'))).text()).not.toContain('mallory');
   });
 
   it('pages dead letters for an operator without their payloads, and gives one payload on request', async () => {

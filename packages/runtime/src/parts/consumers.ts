@@ -1,4 +1,4 @@
-import type { ConsumerName, MessageOf } from '@idem/contracts';
+import { serviceOf, type ConsumerName, type MessageOf } from '@idem/contracts';
 import type { SqlClient } from '@idem/database';
 import type { Inbox, MessageHandler } from '@idem/inbox';
 import {
@@ -85,7 +85,8 @@ function countDelivery(metrics: Metrics, report: DeliveryReport): void {
   metrics.deliveries.inc({
     consumer: report.consumer,
     contract,
-    producer: report.producer ?? 'unknown',
+    // The producer the topology names for the contract: a label never comes from a message's free text.
+    producer: report.contract ? serviceOf(report.contract) : 'unknown',
     outcome: report.outcome.outcome,
   });
   metrics.processingSeconds.observe({ consumer: report.consumer, contract }, report.durationMs / 1000);
