@@ -12,6 +12,7 @@ import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { formatReport, listStripe } from '@idem/checker';
 import { startOtlpReceiver, waitFor, type ReceivedSpan } from '@idem/testkit';
+import { Redis } from 'ioredis';
 import pg from 'pg';
 import { checkSystem, placeTracedOrder, readRows, startIsolatedSystem, stripeOf, traceGapsSettled } from './support.js';
 
@@ -135,6 +136,22 @@ describe('database roles', () => {
       await expect(client.query('ALTER TABLE orders ADD COLUMN discount int')).rejects.toMatchObject({ code: '42501' });
     } finally {
       await client.end();
+    }
+  });
+});
+
+describe('Redis users', () => {
+  it('each service reaches Redis as a user of its own, whose rules admit only its queues', async () => {
+    const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
+    try {
+      const clients = String(await redis.call('CLIENT', 'LIST'));
+      const users = new Set([...clients.matchAll(/ user=(\S+)/g)].map((match) => match[1]!));
+      for (const service of SERVICES) expect(users, service).toContain(`${system.queuePrefix}-${service}`);
+      const rules = String(await redis.call('ACL', 'GETUSER', `${system.queuePrefix}-inventory`).then(JSON.stringify));
+      expect(rules).toContain(`${system.queuePrefix}:inventory.order-placed.v1:*`);
+      expect(rules).not.toContain(`${system.queuePrefix}:orders.payment-captured.v1:*`);
+    } finally {
+      redis.disconnect();
     }
   });
 });

@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { SERVICE_NAMES, SERVICE_REGISTRY, type ServiceName } from '@idem/contracts';
 import { DEVELOPMENT_JWT_SECRET, isLoopbackAddress } from '@idem/http';
 import { asRole, databaseRolesOf, provisionDatabase } from './databases.js';
+import { provisionRedisUsers } from './redis-users.js';
 import { customerTokensOf } from './tokens.js';
 
 /**
@@ -238,6 +239,12 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
       health: `${urls.console}/health`,
     };
   }
+  // Each service reaches Redis as a user of its own, allowed only its queues (as in compose).
+  const redisUsers = await provisionRedisUsers(redisUrl, queuePrefix, SERVICES);
+  for (const service of SERVICES) {
+    const part = parts[service]!;
+    part.env = { ...part.env, REDIS_URL: redisUsers.as(service, part.env.REDIS_URL ?? redisUrl) };
+  }
   // Extra instances of each service (`orders-2`, ...) run consumers, relay and workers beside
   // the first one, competing for the same queues and outbox rows; each listens on its own port.
   for (let replica = 2; replica <= (options.replicas ?? 1); replica++) {
@@ -273,7 +280,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
 
   // Migrations first, through each service's own migrate entrypoint (the compose `migrate` job
   // runs the same), as the role that owns the database; it grants the runtime role its rights.
-  await Promise.all(
+  const migrated = Promise.all(
     SERVICES.map(async (service) => {
       await provisionDatabase(databaseUrls[service], service);
       const { owner, runtime } = databaseRolesOf(service);
@@ -285,6 +292,10 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
       if (code !== 0) throw new Error(`migrating the ${service} database failed (exit ${code})`);
     }),
   );
+  await migrated.catch(async (error: unknown) => {
+    await redisUsers.remove();
+    throw error;
+  });
 
   let stopping = false;
   const start = async (name: string, extraEnv: Record<string, string> = {}) => {
@@ -311,6 +322,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
   } catch (error) {
     stopping = true;
     await stopAll(processes);
+    await redisUsers.remove();
     throw error;
   }
 
@@ -321,9 +333,10 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
     queuePrefix,
     processes,
     restart: start,
-    stop: () => {
+    stop: async () => {
       stopping = true;
-      return stopAll(processes);
+      await stopAll(processes);
+      await redisUsers.remove();
     },
   };
 }

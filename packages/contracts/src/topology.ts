@@ -55,3 +55,17 @@ export function isConsumerName(name: string): name is ConsumerName {
 export function serviceOf(name: string): string {
   return name.slice(0, name.indexOf('.'));
 }
+
+/**
+ * The queues a service touches: those of its own consumers, and those it publishes to (every
+ * subscriber of the events it produces). What its Redis user may reach (@idem/messaging's
+ * `redisUserOf`), and nothing more.
+ */
+export function queuesOf(service: string): { consumes: ConsumerName[]; publishesTo: ConsumerName[] } {
+  const names = Object.keys(consumers) as ConsumerName[];
+  const publishesTo = new Set<ConsumerName>();
+  for (const [type, subscribers] of Object.entries(subscriptions) as [EventType, readonly ConsumerName[]][]) {
+    if (serviceOf(type) === service) subscribers.forEach((subscriber) => publishesTo.add(subscriber));
+  }
+  return { consumes: names.filter((name) => serviceOf(name) === service), publishesTo: [...publishesTo].sort() };
+}

@@ -12,6 +12,7 @@ export {
 } from './dead-letters.js';
 export { defaultDeliveryPolicy, jobOptions, maxRetrySpanMs, type DeliveryPolicy } from './delivery-policy.js';
 export {
+  asRedisUser,
   clusterReady,
   connectRedis,
   isClusterUrl,
@@ -35,3 +36,12 @@ export {
   type PublicationEntry,
   type ProviderCallEntry,
 } from './journal.js';
+export {
+  aclFileLine,
+  aclRules,
+  deleteRedisUser,
+  redisUserOf,
+  REDIS_USER_COMMANDS,
+  setRedisUser,
+  type RedisUser,
+} from './redis-users.js';

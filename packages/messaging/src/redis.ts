@@ -46,6 +46,19 @@ export function clusterOf(redisUrl: string) {
   return { nodes, ...(username ? { username } : {}), ...(password ? { password } : {}) };
 }
 
+/** `redisUrl` (one Redis or a cluster) as `username` with `password`, in place of any credentials it had. */
+export function asRedisUser(redisUrl: string, username: string, password: string): string {
+  const credentials = `${encodeURIComponent(username)}:${encodeURIComponent(password)}@`;
+  if (isClusterUrl(redisUrl)) {
+    const rest = redisUrl.slice(CLUSTER_SCHEME.length);
+    return `${CLUSTER_SCHEME}${credentials}${rest.slice(rest.lastIndexOf('@') + 1)}`;
+  }
+  const url = new URL(redisUrl);
+  url.username = encodeURIComponent(username);
+  url.password = encodeURIComponent(password);
+  return url.toString();
+}
+
 /** True for a URL `connectRedis` takes: `redis://`, `rediss://`, or `redis+cluster://` with its nodes. */
 export function isRedisUrl(redisUrl: string): boolean {
   try {

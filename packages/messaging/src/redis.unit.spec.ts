@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { clusterOf, isRedisUrl, queueName } from './redis.js';
+import { asRedisUser, clusterOf, isRedisUrl, queueName } from './redis.js';
 
 describe('Redis URLs', () => {
   it('reads a cluster URL as its nodes and credentials', () => {
@@ -32,5 +32,18 @@ describe('Redis URLs', () => {
   it("names a consumer's queue with a hash tag only on a cluster", () => {
     expect(queueName('inventory.order-placed.v1', 'redis://127.0.0.1:6379')).toBe('inventory.order-placed.v1');
     expect(queueName('inventory.order-placed.v1', 'redis+cluster://a:1')).toBe('{inventory.order-placed.v1}');
+  });
+
+  it('gives a URL, one Redis or a cluster, the credentials of a user in place of its own', () => {
+    expect(asRedisUser('redis://:admin@127.0.0.1:6379/0', 'idem-orders', 'p@ss')).toBe(
+      'redis://idem-orders:p%40ss@127.0.0.1:6379/0',
+    );
+    expect(asRedisUser('redis+cluster://:admin@a:7000,b:7001', 'idem-orders', 'pw')).toBe(
+      'redis+cluster://idem-orders:pw@a:7000,b:7001',
+    );
+    expect(clusterOf(asRedisUser('redis+cluster://a:7000', 'idem-orders', 'p@ss'))).toMatchObject({
+      username: 'idem-orders',
+      password: 'p@ss',
+    });
   });
 });

@@ -1,0 +1,45 @@
+import { randomBytes } from 'node:crypto';
+import { queuesOf, type ServiceName } from '@idem/contracts';
+import { asRedisUser, clusterReady, connectRedis, deleteRedisUser, redisUserOf, setRedisUser } from '@idem/messaging';
+
+/**
+ * A Redis user for each service, as compose and Kubernetes give them: each reaches only the
+ * queues it consumes and publishes to (docs/operations.md "Redis users"). Made with a fresh
+ * password on the system's Redis (every node of a cluster) as the system starts, removed as it
+ * stops. `as` turns a service's REDIS_URL into one that logs in as its user.
+ */
+export async function provisionRedisUsers(
+  redisUrl: string,
+  prefix: string,
+  services: readonly ServiceName[],
+): Promise<{ as(service: ServiceName, url: string): string; remove(): Promise<void> }> {
+  const admin = connectRedis(redisUrl, { maxRetriesPerRequest: 3 });
+  try {
+    await clusterReady(admin);
+    const users = new Map(
+      services.map((service) => {
+        const { consumes, publishesTo } = queuesOf(service);
+        const user = redisUserOf(`${prefix}-${service}`, { prefix, redisUrl, queues: [...consumes, ...publishesTo] });
+        return [service, { user, password: randomBytes(24).toString('hex') }] as const;
+      }),
+    );
+    for (const { user, password } of users.values()) await setRedisUser(admin, user, password);
+    return {
+      as: (service, url) => {
+        const { user, password } = users.get(service)!;
+        return asRedisUser(url, user.name, password);
+      },
+      remove: async () => {
+        const cleanup = connectRedis(redisUrl, { maxRetriesPerRequest: 3 });
+        try {
+          await clusterReady(cleanup);
+          for (const { user } of users.values()) await deleteRedisUser(cleanup, user.name);
+        } finally {
+          cleanup.disconnect();
+        }
+      },
+    };
+  } finally {
+    admin.disconnect();
+  }
+}

@@ -1,0 +1,78 @@
+import { randomBytes } from 'node:crypto';
+import { queuesOf } from '@idem/contracts';
+import { createInbox, processed } from '@idem/inbox';
+import {
+  createTestDatabase,
+  deleteQueues,
+  orderPlacedMessage,
+  redisUrl,
+  testMessage,
+  uniqueName,
+  waitFor,
+  type TestDatabase,
+} from '@idem/testkit';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startConsumer } from './consumer.js';
+import { createPublisher } from './publisher.js';
+import { asRedisUser } from './redis.js';
+import { deleteRedisUser, redisUserOf, setRedisUser } from './redis-users.js';
+
+const prefix = uniqueName('idem_test_acl');
+const password = randomBytes(16).toString('hex');
+const admin = new Redis(redisUrl);
+const user = redisUserOf(`${prefix}-inventory`, {
+  prefix,
+  redisUrl,
+  queues: [...queuesOf('inventory').consumes, ...queuesOf('inventory').publishesTo],
+});
+/** The machine's Redis, as inventory's own user. */
+const asInventory = asRedisUser(redisUrl, user.name, password);
+let db: TestDatabase;
+
+beforeAll(async () => {
+  db = await createTestDatabase('acl');
+  await setRedisUser(admin, user, password);
+});
+afterAll(async () => {
+  await deleteRedisUser(admin, user.name);
+  await deleteQueues(prefix);
+  admin.disconnect();
+  await db.drop();
+});
+
+describe("a service's Redis user", () => {
+  it('consumes its own queues and publishes to its subscribers, through the real BullMQ scripts', async () => {
+    const consumer = startConsumer({
+      consumer: 'inventory.order-placed.v1',
+      inbox: createInbox({ db: db.prisma }),
+      handler: async () => processed,
+      redisUrl: asInventory,
+      prefix,
+    });
+    const orders = createPublisher({ redisUrl, prefix });
+    const inventory = createPublisher({ redisUrl: asInventory, prefix });
+    try {
+      const placed = orderPlacedMessage();
+      await orders.publish([placed]);
+      await waitFor(async () => (await db.prisma.processedMessage.count()) === 1, { what: 'the delivery processed' });
+      await inventory.publish([testMessage('inventory.stock-reserved.v1')]);
+      expect(await inventory.jobCounts('payments.stock-reserved.v1')).toMatchObject({ waiting: 1 });
+    } finally {
+      await consumer.close();
+      await Promise.all([orders.close(), inventory.close()]);
+    }
+  });
+
+  it('cannot add a job to a queue it does not publish to: no capture without payments', async () => {
+    const inventory = createPublisher({ redisUrl: asInventory, prefix });
+    const payments = createPublisher({ redisUrl, prefix });
+    try {
+      const forged = testMessage('payments.payment-captured.v1');
+      await expect(inventory.publish([forged])).rejects.toThrow(/NOPERM/);
+      expect(await payments.jobCounts('orders.payment-captured.v1')).toMatchObject({ waiting: 0 });
+    } finally {
+      await Promise.all([inventory.close(), payments.close()]);
+    }
+  });
+});
