@@ -17,6 +17,8 @@ export interface CheckerOptions {
   readonly stripe: { readonly apiBase: string; readonly apiKey: string };
   /** A Mailpit-compatible API (optional): repeated sends of one Message-ID are reported. */
   readonly mailApi?: string;
+  /** The operator token, for a mail sink that serves a network and answers only to it. */
+  readonly mailApiToken?: string;
   /** A published message counts as lost only if older than this. @defaultValue 60000 */
   readonly settleWindowMs?: number;
   /** Unpublished rows, unsent emails, unsettled payments older than this are stuck. @defaultValue 300000 */
@@ -257,7 +259,7 @@ export async function runChecks(options: CheckerOptions): Promise<Report> {
 
   // At the mail server: the same Message-ID sent more than once (SMTP's documented limit).
   if (options.mailApi) {
-    const messages = await listMail(options.mailApi);
+    const messages = await listMail(options.mailApi, options.mailApiToken);
     add('repeated_send', 'emails sent more than once (same Message-ID)', repeated(messages));
   }
 
@@ -290,10 +292,12 @@ export async function listStripe<T extends { id: string }>(
   }
 }
 
-async function listMail(api: string): Promise<string[]> {
+async function listMail(api: string, token: string | undefined): Promise<string[]> {
   const ids: string[] = [];
   for (let start = 0; ; start += 500) {
-    const res = await fetch(`${api}/api/v1/messages?start=${start}&limit=500`);
+    const res = await fetch(`${api}/api/v1/messages?start=${start}&limit=500`, {
+      headers: token ? { authorization: `Bearer ${token}` } : {},
+    });
     if (!res.ok) throw new Error(`GET /api/v1/messages at the mail server answered ${res.status}`);
     const page = (await res.json()) as { messages: { MessageID: string }[]; total: number };
     ids.push(...page.messages.map((m) => m.MessageID));

@@ -16,6 +16,7 @@ const report = await runChecks({
     apiKey: env.STRIPE_API_KEY ?? 'sk_test_idem_simulator',
   },
   mailApi: env.MAIL_API ?? system.urls.mail,
+  ...(env.ADMIN_TOKEN ? { mailApiToken: env.ADMIN_TOKEN } : {}),
   settleWindowMs: Number(env.CHECK_SETTLE_WINDOW_MS ?? 60_000),
   stuckAfterMs: Number(env.CHECK_STUCK_AFTER_MS ?? 300_000),
 });

@@ -266,3 +266,56 @@ describe('the live view', () => {
     });
   });
 });
+
+describe('the console beyond loopback', () => {
+  const OPERATOR = 'console-operator-token-0123456789';
+  const login = (base: string, token: string) =>
+    fetch(`${base}/login`, {
+      method: 'POST',
+      redirect: 'manual',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ token }),
+    });
+
+  it('refuses to start there without an operator token', () => {
+    expect(() =>
+      createConsole({
+        databaseUrls,
+        redisUrl,
+        queuePrefix: prefix,
+        ordersApi: 'http://127.0.0.1:1',
+        stripe: { apiBase: 'http://127.0.0.1:1', apiKey: 'sk_test_idem_simulator' },
+        processes: {},
+        host: '0.0.0.0',
+      }),
+    ).toThrow(/set ADMIN_TOKEN/);
+  });
+
+  it('serves only the operator: a login form for the token, a session once given it, and no more guesses from an address that keeps failing', async () => {
+    await withConsole({ host: '0.0.0.0', adminToken: OPERATOR }, async (base) => {
+      const anonymous = await fetch(`${base}/`);
+      expect(anonymous.status).toBe(401);
+      expect(await anonymous.text()).toContain('Operator login');
+      expect((await fetch(`${base}/faults`, { method: 'POST' })).status).toBe(401);
+      expect((await login(base, 'a-guess')).status).toBe(401);
+
+      const loggedIn = await login(base, OPERATOR);
+      expect(loggedIn.status).toBe(303);
+      const cookie = loggedIn.headers.get('set-cookie')!;
+      expect(cookie).toMatch(/^idem_session=[\w-]+; HttpOnly; SameSite=Strict; Path=\//);
+      const session = cookie.split(';')[0]!;
+      expect((await fetch(`${base}/`, { headers: { cookie: session } })).status).toBe(200);
+      expect((await fetch(`${base}/`, { headers: { cookie: 'idem_session=forged' } })).status).toBe(401);
+      expect((await fetch(`${base}/`, { headers: { authorization: `Bearer ${OPERATOR}` } })).status).toBe(200);
+
+      for (let guess = 0; guess < 9; guess++) await login(base, `guess-${guess}`);
+      expect((await login(base, OPERATOR)).status).toBe(429); // ten failures: this address waits
+    });
+  });
+
+  it('on 127.0.0.1 asks for nothing, as before', async () => {
+    await withConsole({ adminToken: OPERATOR }, async (base) => {
+      expect((await fetch(`${base}/`)).status).toBe(200);
+    });
+  });
+});

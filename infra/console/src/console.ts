@@ -3,7 +3,7 @@ import type { Server } from 'node:http';
 import { runChecks, SERVICES, type CheckerOptions } from '@idem/checker';
 import { subscriptions } from '@idem/contracts';
 import { FAULT_NAMES, type FaultRule } from '@idem/faults';
-import { localToolGuard, localToolHeaders } from '@idem/http';
+import { localToolGuard, localToolHeaders, operatorOnlyBeyondLoopback } from '@idem/http';
 import { connectRedis } from '@idem/messaging';
 import express, { type Request, type RequestHandler, type Response } from 'express';
 import { connectDatabases, latestOrders, orderTimeline, withNewEntries, type Sources } from './reads.js';
@@ -50,6 +50,11 @@ export interface ConsoleOptions {
    * arrives on (compose: the published port, CONSOLE_ALLOWED_HOSTS). @defaultValue none
    */
   readonly allowedHosts?: readonly string[];
+  /**
+   * The address it binds. Beyond loopback it serves only the operator: a login form asks for the
+   * operator token (`adminToken`, without which it refuses to start there). @defaultValue 127.0.0.1
+   */
+  readonly host?: string;
   /** The consumers' broker lock (CONSUMER_LOCK_MS), to tell a settling delivery from a dead one. @defaultValue 30000 */
   readonly consumerLockMs?: number;
   /**
@@ -66,6 +71,13 @@ export interface ConsoleOptions {
  * and orders it places through the orders API like any client.
  */
 export function createConsole(options: ConsoleOptions) {
+  // Beyond loopback, only the operator (and it refuses to start without an operator token there).
+  const operatorOnly = operatorOnlyBeyondLoopback({
+    host: options.host ?? '127.0.0.1',
+    tokens: [options.adminToken ?? ''],
+    login: true,
+    what: 'ADMIN_TOKEN',
+  });
   const redis = connectRedis(options.redisUrl, { maxRetriesPerRequest: 1 });
   redis.on('error', () => {}); // the pages say when Redis cannot be read
   const sources: Sources = {
@@ -73,6 +85,7 @@ export function createConsole(options: ConsoleOptions) {
     redis,
     prefix: options.queuePrefix,
     ...(options.mailApi ? { mailApi: options.mailApi } : {}),
+    ...(options.adminToken ? { mailApiToken: options.adminToken } : {}),
     ...(options.consumerLockMs ? { consumerLockMs: options.consumerLockMs } : {}),
   };
   // The console holds the operator token and starts processes: every page it serves, and every
@@ -83,7 +96,7 @@ export function createConsole(options: ConsoleOptions) {
     void res.status(status).type('html').send(withFormToken(content, formToken));
   const app = express();
   app.disable('x-powered-by');
-  app.use(localToolHeaders, localToolGuard({ allowedHosts: options.allowedHosts ?? [] }));
+  app.use(localToolHeaders, localToolGuard({ allowedHosts: options.allowedHosts ?? [] }), operatorOnly);
   app.use(express.urlencoded({ extended: false, limit: '16kb' }), requireFormToken(formToken));
 
   app.get('/health', (_req, res) => void res.json({ status: 'ok' }));
@@ -209,6 +222,7 @@ export function createConsole(options: ConsoleOptions) {
         databaseUrls: options.databaseUrls,
         stripe: options.stripe,
         ...(options.mailApi ? { mailApi: options.mailApi } : {}),
+        ...(options.adminToken ? { mailApiToken: options.adminToken } : {}),
         settleWindowMs: 30_000,
         stuckAfterMs: 120_000,
       });
@@ -231,9 +245,11 @@ export function createConsole(options: ConsoleOptions) {
 
   return {
     app,
-    listen(port: number, host = '127.0.0.1'): Promise<Server> {
+    listen(port: number): Promise<Server> {
       return new Promise((resolve, reject) => {
-        const server = app.listen(port, host, (error?: Error) => (error ? reject(error) : resolve(server)));
+        const server = app.listen(port, options.host ?? '127.0.0.1', (error?: Error) =>
+          error ? reject(error) : resolve(server),
+        );
       });
     },
     async close() {

@@ -2,7 +2,7 @@
 // ORDERS_/INVENTORY_/PAYMENTS_/NOTIFICATIONS_DATABASE_URL (or POSTGRES_URL), REDIS_URL,
 // IDEM_QUEUE_PREFIX, ORDERS_API, MAIL_API, STRIPE_API_BASE, STRIPE_API_KEY, ADMIN_TOKEN,
 // JWT_SECRET (JWT_ISSUER, JWT_AUDIENCE) to sign in as its customer, CONSOLE_PROCESSES
-// (name=url,…), PORT, HOST (the address it binds: loopback unless told otherwise), CONSOLE_ALLOWED_HOSTS (host:port,… it answers to besides
+// (name=url,…), PORT, HOST (the address it binds: loopback unless told otherwise; beyond it, an operator login), CONSOLE_ALLOWED_HOSTS (host:port,… it answers to besides
 // 127.0.0.1/localhost on its own port: compose's published port), CONSUMER_LOCK_MS.
 import { SERVICES } from '@idem/checker';
 import { customerTokensFromEnv, hostList, mintCustomerToken } from '@idem/http';
@@ -40,10 +40,11 @@ const console_ = createConsole({
   processes,
   lessons: env.CONSOLE_LESSONS === '1',
   allowedHosts: hostList(env.CONSOLE_ALLOWED_HOSTS),
+  host: env.HOST ?? '127.0.0.1',
   ...(env.CONSUMER_LOCK_MS ? { consumerLockMs: Number(env.CONSUMER_LOCK_MS) } : {}),
 });
 const port = Number(env.PORT ?? 3000);
-const listening = await console_.listen(port, env.HOST ?? '127.0.0.1');
+const listening = await console_.listen(port);
 console.log(JSON.stringify({ service: 'console', msg: `console on http://127.0.0.1:${port}` }));
 const stop = () => listening.close(() => void console_.close().then(() => process.exit(0)));
 process.once('SIGTERM', stop);

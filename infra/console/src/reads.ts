@@ -20,6 +20,8 @@ export interface Sources {
   readonly prefix: string;
   /** A Mailpit-compatible API, for the SMTP sends. */
   readonly mailApi?: string;
+  /** The operator token, for a mail sink that serves a network (it then answers to nothing else). */
+  readonly mailApiToken?: string;
   /**
    * The consumers' broker lock (CONSUMER_LOCK_MS): an inbox record older than this whose
    * delivery the journal never saw settle was committed by a process that died. @defaultValue 30000
@@ -260,7 +262,7 @@ export async function orderTimeline(
       }),
     }));
 
-  const sends = await mailSends(sources.mailApi);
+  const sends = await mailSends(sources.mailApi, sources.mailApiToken);
   return {
     order: { ...order, lines },
     history,
@@ -296,10 +298,12 @@ async function ourJournal(sources: Sources, correlationId: string | undefined): 
 const bare = (messageId: string) => messageId.replace(/^<|>$/g, '');
 
 /** The Message-IDs of every message the mail server holds (undefined when it cannot be read). */
-async function mailSends(mailApi: string | undefined): Promise<string[] | undefined> {
+async function mailSends(mailApi: string | undefined, token: string | undefined): Promise<string[] | undefined> {
   if (!mailApi) return undefined;
   try {
-    const res = await fetch(`${mailApi}/api/v1/messages?limit=1000`);
+    const res = await fetch(`${mailApi}/api/v1/messages?limit=1000`, {
+      headers: token ? { authorization: `Bearer ${token}` } : {},
+    });
     if (!res.ok) return undefined;
     const { messages } = (await res.json()) as { messages: { MessageID: string }[] };
     return messages.map((m) => bare(m.MessageID));

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { SERVICE_NAMES, SERVICE_REGISTRY, type ServiceName } from '@idem/contracts';
@@ -6,6 +7,9 @@ import { DEVELOPMENT_JWT_SECRET, isLoopbackAddress } from '@idem/http';
 import { asRole, databaseRolesOf, provisionDatabase } from './databases.js';
 import { provisionRedisUsers } from './redis-users.js';
 import { customerTokensOf } from './tokens.js';
+
+/** What every key the Stripe simulator accepts begins with (payments' configuration knows it so). */
+const SIMULATOR_KEY_PREFIX = 'sk_test_idem_simulator';
 
 /**
  * The whole system as native processes: every service's database migrated by its own
@@ -174,20 +178,29 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
   // Customer tokens are checked by orders and minted by the console (and by any client: tokens.ts).
   const jwtSecret = customerTokensOf(env).secret;
   const bindAddress = options.bindAddress ?? env.IDEM_BIND_ADDRESS ?? '127.0.0.1';
-  const refusal = bindRefusal(bindAddress, jwtSecret);
+  const refusal = bindRefusal(bindAddress, jwtSecret, env.ADMIN_TOKEN);
   if (refusal) throw new Error(refusal);
   // Every process binds it: the services, the simulators, the console.
   const everywhere = { HOST: bindAddress };
+  // Serving a network, the simulator admits a key of its own, never its public placeholder.
+  const stripeKey: Record<string, string> = isLoopbackAddress(bindAddress)
+    ? {}
+    : { STRIPE_API_KEY: `${SIMULATOR_KEY_PREFIX}_${randomBytes(16).toString('hex')}` };
+  const operator: Record<string, string> = env.ADMIN_TOKEN ? { ADMIN_TOKEN: env.ADMIN_TOKEN } : {};
 
   const parts: Record<string, { entry: string; instrumented?: true; env: Record<string, string>; health: string }> = {
     'stripe-sim': {
       entry: 'infra/stripe-sim/src/main.ts',
-      env: { ...everywhere, STRIPE_SIM_PORT: String(port.stripe) },
+      env: {
+        ...everywhere,
+        STRIPE_SIM_PORT: String(port.stripe),
+        ...(stripeKey.STRIPE_API_KEY ? { STRIPE_SIM_API_KEY: stripeKey.STRIPE_API_KEY } : {}),
+      },
       health: `${urls.stripe}/health`,
     },
     'smtp-sink': {
       entry: 'infra/smtp-sink/src/main.ts',
-      env: { ...everywhere, SMTP_SINK_PORT: String(port.smtp), SMTP_SINK_HTTP_PORT: String(port.mail) },
+      env: { ...everywhere, SMTP_SINK_PORT: String(port.smtp), SMTP_SINK_HTTP_PORT: String(port.mail), ...operator },
       health: `${urls.mail}/health`,
     },
     ...Object.fromEntries(
@@ -206,6 +219,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
             STRIPE_API_BASE: urls.stripe,
             SMTP_URL: urls.smtp,
             ...(service === 'orders' ? { JWT_SECRET: jwtSecret } : {}),
+            ...(service === 'payments' ? stripeKey : {}),
             ...options.env,
             ...options.serviceEnv?.[service],
           },
@@ -227,6 +241,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
         ORDERS_API: urls.orders,
         MAIL_API: urls.mail,
         STRIPE_API_BASE: urls.stripe,
+        ...stripeKey,
         CONSOLE_PROCESSES: SERVICES.map((s) => `${s}=${urls[s]}`).join(','),
         // The lessons make databases and queues of their own on the same servers.
         CONSOLE_LESSONS: '1',
@@ -343,14 +358,22 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
 
 /**
  * Why the system must not start as asked, if it must not: bound beyond this machine with the
- * public development key, anyone on the network could sign customer tokens.
+ * public development key, anyone on the network could sign customer tokens; without an operator
+ * token, the console and the doubles (which then serve only the operator) could serve nobody.
  */
-export function bindRefusal(bindAddress: string, jwtSecret: string): string | undefined {
-  if (isLoopbackAddress(bindAddress) || jwtSecret !== DEVELOPMENT_JWT_SECRET) return undefined;
-  return (
-    `IDEM_BIND_ADDRESS=${bindAddress} serves the network, and customer tokens would be checked against the ` +
-    'public development key (anyone could sign one): set a JWT_SECRET of your own (32 characters or more) as well'
-  );
+export function bindRefusal(bindAddress: string, jwtSecret: string, adminToken?: string): string | undefined {
+  if (isLoopbackAddress(bindAddress)) return undefined;
+  if (jwtSecret === DEVELOPMENT_JWT_SECRET)
+    return (
+      `IDEM_BIND_ADDRESS=${bindAddress} serves the network, and customer tokens would be checked against the ` +
+      'public development key (anyone could sign one): set a JWT_SECRET of your own (32 characters or more) as well'
+    );
+  if (!adminToken)
+    return (
+      `IDEM_BIND_ADDRESS=${bindAddress} serves the network, where the console, the Stripe simulator and the mail ` +
+      'sink serve only the operator: set ADMIN_TOKEN as well'
+    );
+  return undefined;
 }
 
 async function waitForHealth(url: string, child: ChildProcess, name: string, timeoutMs = 60_000): Promise<void> {

@@ -38,6 +38,8 @@ describe('bindRefusal', () => {
     expect(bindRefusal('::1', DEVELOPMENT_JWT_SECRET)).toBeUndefined();
     expect(bindRefusal('0.0.0.0', DEVELOPMENT_JWT_SECRET)).toMatch(/JWT_SECRET of your own/);
     expect(bindRefusal('192.168.1.20', DEVELOPMENT_JWT_SECRET)).toMatch(/development key/);
-    expect(bindRefusal('0.0.0.0', 'a-key-of-our-own-0123456789abcdef')).toBeUndefined();
+    expect(bindRefusal('0.0.0.0', 'a-key-of-our-own-0123456789abcdef', 'an-operator-token-0123')).toBeUndefined();
+    // Beyond loopback the console and the doubles serve only the operator: there must be one.
+    expect(bindRefusal('0.0.0.0', 'a-key-of-our-own-0123456789abcdef')).toMatch(/set ADMIN_TOKEN/);
   });
 });

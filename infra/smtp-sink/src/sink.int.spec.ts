@@ -110,3 +110,26 @@ describe('SMTP sink, as a browser on the same machine reaches it', () => {
     expect(status).toBe(403);
   });
 });
+
+describe('the SMTP sink beyond loopback', () => {
+  it('will not serve every customer’s mail to a network without an operator token', async () => {
+    await expect(startSmtpSink({ smtpPort: 0, httpPort: 0, host: '0.0.0.0' })).rejects.toThrow(/ADMIN_TOKEN/);
+  });
+
+  it('takes mail from anyone there, and shows it only to the operator', async () => {
+    const operator = 'sink-operator-token-0123456789';
+    const networked = await startSmtpSink({ smtpPort: 0, httpPort: 0, host: '0.0.0.0', adminToken: operator });
+    try {
+      await nodemailer
+        .createTransport({ host: '127.0.0.1', port: networked.smtpPort, secure: false, ignoreTLS: true })
+        .sendMail({ from: 'shop@idem.local', to: 'ada@example.com', subject: 'Receipt', text: 'Thanks' });
+      const list = (headers: Record<string, string> = {}) =>
+        fetch(`http://127.0.0.1:${networked.httpPort}/api/v1/messages`, { headers });
+      expect((await list()).status).toBe(401);
+      const shown = await list({ authorization: `Bearer ${operator}` });
+      expect(((await shown.json()) as { total: number }).total).toBe(1);
+    } finally {
+      await networked.close();
+    }
+  });
+});

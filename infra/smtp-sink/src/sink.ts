@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
-import { localToolGuard } from '@idem/http';
+import { localToolGuard, operatorOnlyBeyondLoopback } from '@idem/http';
 import express from 'express';
 import { simpleParser, type AddressObject, type ParsedMail } from 'mailparser';
 import { SMTPServer } from 'smtp-server';
@@ -43,6 +43,8 @@ export interface SmtpSinkOptions {
   readonly host?: string;
   /** Names its HTTP API answers to besides 127.0.0.1, localhost and [::1] on its port. @defaultValue none */
   readonly allowedHosts?: readonly string[];
+  /** Beyond loopback its HTTP API (every customer's mail) answers only to this operator token. */
+  readonly adminToken?: string;
 }
 
 export interface SmtpSink {
@@ -61,8 +63,11 @@ export async function startSmtpSink({
   smtpPort = 1025,
   httpPort = 8025,
   host = '127.0.0.1',
+  adminToken,
   allowedHosts = [],
 }: SmtpSinkOptions = {}): Promise<SmtpSink> {
+  // First: beyond loopback without an operator token it must not start at all.
+  const operatorOnly = operatorOnlyBeyondLoopback({ host, tokens: [adminToken ?? ''], what: 'ADMIN_TOKEN' });
   const stored: StoredMessage[] = [];
   let failures = 0;
   let greetingDelayMs = 0;
@@ -105,7 +110,7 @@ export async function startSmtpSink({
   app.disable('x-powered-by');
   // The messages hold customers' addresses, /_sink changes its behaviour: no other page may
   // read the one or post to the other from the developer's browser.
-  app.use(localToolGuard({ allowedHosts }));
+  app.use(localToolGuard({ allowedHosts }), operatorOnly);
   app.use(express.json());
   const summary = ({ Text, HTML: _html, Headers: _headers, Date: _date, ...rest }: StoredMessage) => ({
     ...rest,

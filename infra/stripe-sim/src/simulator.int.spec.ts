@@ -206,3 +206,35 @@ describe('Stripe simulator, as curl and a browser reach it', () => {
     expect(status).toBe(403);
   });
 });
+
+describe('the simulator beyond loopback', () => {
+  it('will not serve a network with its public placeholder key', () => {
+    expect(() => createStripeSimulator({ host: '0.0.0.0' })).toThrow(/STRIPE_SIM_API_KEY/);
+  });
+
+  it('admits only its own key there, to its API and its controls alike', async () => {
+    const key = 'sk_test_idem_simulator_0123456789abcdef';
+    const networked = createStripeSimulator({ host: '0.0.0.0', apiKey: key });
+    const listening = await new Promise<Server>((resolve) => {
+      const s = networked.app.listen(0, '0.0.0.0', () => resolve(s));
+    });
+    const at = (path: string) => `http://127.0.0.1:${(listening.address() as { port: number }).port}${path}`;
+    try {
+      const list = (authorization?: string) =>
+        fetch(at('/v1/payment_intents'), { headers: authorization ? { authorization } : {} });
+      expect((await list()).status).toBe(401);
+      expect((await list(`Bearer ${SIMULATOR_API_KEY}`)).status).toBe(401);
+      expect((await list(`Bearer ${key}`)).status).toBe(200);
+      const faults = (authorization?: string) =>
+        fetch(at('/_sim/faults'), {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', ...(authorization ? { authorization } : {}) },
+          body: JSON.stringify({ errorAfterCreate: 0 }),
+        });
+      expect((await faults()).status).toBe(401);
+      expect((await faults(`Bearer ${key}`)).status).toBeLessThan(300);
+    } finally {
+      await new Promise<void>((resolve) => listening.close(() => resolve()));
+    }
+  });
+});

@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { localToolGuard } from '@idem/http';
+import { localToolGuard, operatorOnlyBeyondLoopback } from '@idem/http';
 import express, { type Express, type Request, type Response } from 'express';
 
 /**
@@ -33,6 +33,14 @@ export interface SimulatorOptions {
    * service name, a published port): it listens on a developer's machine. @defaultValue none
    */
   readonly allowedHosts?: readonly string[];
+  /**
+   * The only API key it accepts. On this machine the public placeholder will do; bound beyond
+   * loopback (`host`) it needs one of its own (`sk_test_idem_simulator_…`), which then also
+   * guards its `/_sim` controls. @defaultValue the placeholder, sk_test_idem_simulator
+   */
+  readonly apiKey?: string;
+  /** The address it binds. @defaultValue 127.0.0.1 */
+  readonly host?: string;
 }
 
 interface PaymentIntent {
@@ -134,7 +142,16 @@ export function createStripeSimulator(options: SimulatorOptions = {}): StripeSim
   const app = express();
   app.disable('x-powered-by');
   // A page in the developer's browser may neither read it (Host) nor change it (/_sim, Origin).
+  const apiKey = options.apiKey ?? SIMULATOR_API_KEY;
   app.use(localToolGuard({ allowedHosts: options.allowedHosts ?? [] }));
+  // Beyond loopback the placeholder (public: it is in this repository) admits nobody.
+  app.use(
+    operatorOnlyBeyondLoopback({
+      host: options.host ?? '127.0.0.1',
+      tokens: apiKey === SIMULATOR_API_KEY ? [] : [apiKey],
+      what: 'STRIPE_SIM_API_KEY, a key of its own (sk_test_idem_simulator_…)',
+    }),
+  );
   app.use(express.urlencoded({ extended: true }));
   app.use((req, res, next) => {
     res.set('Request-Id', `req_${id()}`);
@@ -147,10 +164,10 @@ export function createStripeSimulator(options: SimulatorOptions = {}): StripeSim
           'You did not provide an API key. Provide it in the Authorization header as Bearer <key>, or as the user name of HTTP Basic authentication with an empty password (curl -u <key>:).',
       });
     }
-    if (key !== SIMULATOR_API_KEY) {
+    if (key !== apiKey) {
       return void sendError(res, 401, {
         type: 'authentication_error',
-        message: `Invalid API Key provided: ${key.slice(0, 8)}****. This is idem's Stripe simulator: it accepts only its placeholder key ${SIMULATOR_API_KEY}, never a real one.`,
+        message: `Invalid API Key provided: ${key.slice(0, 8)}****. This is idem's Stripe simulator: it accepts only ${apiKey === SIMULATOR_API_KEY ? `its placeholder key ${SIMULATOR_API_KEY}` : 'its own key (STRIPE_SIM_API_KEY)'}, never a real one.`,
       });
     }
     next();

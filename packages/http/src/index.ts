@@ -32,4 +32,4 @@ export {
 } from './callers.js';
 export { rateLimit, limitFailures, limitFailedAuthentications, type RateLimit } from './rate-limit.js';
 export { route, openApiDocument, serveOpenApi, type Audience, type Input, type Operation } from './openapi.js';
-export { localToolGuard, localToolHeaders, hostList } from './local-tools.js';
+export { localToolGuard, localToolHeaders, hostList, operatorOnlyBeyondLoopback } from './local-tools.js';

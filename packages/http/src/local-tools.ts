@@ -1,4 +1,7 @@
-import type { RequestHandler } from 'express';
+import { randomBytes } from 'node:crypto';
+import express, { type RequestHandler } from 'express';
+import { isLoopbackAddress } from './callers.js';
+import { bearerOf, operatorMatcher } from './operators.js';
 
 /** A comma-separated list of `host:port` from the environment (ALLOWED_HOSTS, e.g. compose's published port). */
 export const hostList = (value: string | undefined): string[] =>
@@ -75,3 +78,93 @@ export const localToolHeaders: RequestHandler = (_req, res, next) => {
   });
   next();
 };
+
+/** How long a console login lasts. */
+const SESSION_MS = 12 * 3_600_000;
+/** Failed logins allowed per address in a quarter of an hour. */
+const LOGIN_FAILURES = 10;
+const SESSION_COOKIE = 'idem_session';
+
+/**
+ * A local tool bound beyond this machine serves only its operator. On 127.0.0.1 the Host and
+ * Origin checks of {@link localToolGuard} suffice: only this machine's clients reach the tool.
+ * On a network anyone there can, and a client that is no browser sends any Host — so there every
+ * request but `GET /health` must prove it is the operator's: `Authorization: Bearer <token>` of
+ * one of `tokens`, or, with `login`, the session cookie the tool's login form set (a browser:
+ * the console). Without a token the tool must not bind there: this throws, naming `what` to set.
+ */
+export function operatorOnlyBeyondLoopback({
+  host,
+  tokens,
+  login = false,
+  what,
+}: {
+  /** The address the tool binds. */
+  host: string;
+  tokens: readonly string[];
+  login?: boolean;
+  /** What to set for a token, for the refusal to start: `ADMIN_TOKEN`. */
+  what: string;
+}): RequestHandler {
+  if (isLoopbackAddress(host)) return (_req, _res, next) => next();
+  const match = operatorMatcher(tokens.filter(Boolean).map((token, i) => ({ name: `operator-${i}`, token })));
+  if (!match)
+    throw new Error(`binding ${host} serves the network, where only the operator may use this tool: set ${what}`);
+  const sessions = new Map<string, number>();
+  const failures = new Map<string, { count: number; until: number }>();
+  const parseForm = express.urlencoded({ extended: false, limit: '4kb' });
+  return (req, res, next) => {
+    if (req.method === 'GET' && req.path === '/health') return next();
+    const bearer = bearerOf(req.get('authorization'));
+    if (bearer !== undefined && match(bearer)) return next();
+    const session = cookieOf(req.get('cookie'), SESSION_COOKIE);
+    if (login && session !== undefined && (sessions.get(session) ?? 0) > Date.now()) return next();
+    if (login && req.path === '/login' && req.method === 'POST') {
+      return parseForm(req, res, () => {
+        const address = req.ip ?? req.socket.remoteAddress ?? 'unknown';
+        const failed = failures.get(address);
+        if (failed && failed.count >= LOGIN_FAILURES && failed.until > Date.now()) {
+          return void res.status(429).type('text/plain').send('Too many failed logins from this address; try later.');
+        }
+        const token = String((req.body as { token?: unknown } | undefined)?.token ?? '');
+        if (!match(token)) {
+          const until = failed && failed.until > Date.now() ? failed.until : Date.now() + 15 * 60_000;
+          failures.set(address, { count: (failed && failed.until > Date.now() ? failed.count : 0) + 1, until });
+          return void res.status(401).type('html').send(loginPage('That is not the operator token.'));
+        }
+        const id = randomBytes(32).toString('base64url');
+        sessions.set(id, Date.now() + SESSION_MS);
+        res.set(
+          'Set-Cookie',
+          `${SESSION_COOKIE}=${id}; HttpOnly; SameSite=Strict; Path=/; Max-Age=${SESSION_MS / 1000}`,
+        );
+        res.redirect(303, '/');
+      });
+    }
+    if (login && req.method === 'GET') return void res.status(401).type('html').send(loginPage());
+    res
+      .status(401)
+      .set('WWW-Authenticate', 'Bearer realm="idem local tool"')
+      .type('text/plain')
+      .send('This tool serves a network: send Authorization: Bearer <operator token>.');
+  };
+}
+
+/** The value of cookie `name` in a Cookie header. */
+function cookieOf(header: string | undefined, name: string): string | undefined {
+  for (const part of (header ?? '').split(';')) {
+    const [key, ...value] = part.trim().split('=');
+    if (key === name) return value.join('=');
+  }
+  return undefined;
+}
+
+function loginPage(problem?: string): string {
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>idem — operator login</title></head>
+<body><h1>Operator login</h1>
+<p>This console serves a network, so it asks for the operator token (in compose:
+<code>docker compose exec console cat /run/idem-secrets/admin-token</code>).</p>
+${problem ? `<p role="alert">${problem}</p>` : ''}
+<form method="post" action="/login"><label>Operator token <input name="token" type="password" autocomplete="off" required></label>
+<button type="submit">Log in</button></form></body></html>`;
+}

@@ -1,7 +1,7 @@
 import { baseConfigSchema, parseConfig } from '@idem/runtime';
 import { z } from 'zod';
 
-/** Where the native run starts the Stripe simulator, and the only key it accepts. */
+/** Where the native run starts the Stripe simulator, and its key (a simulator serving a network has one of its own, beginning so). */
 const SIMULATOR = { base: 'http://127.0.0.1:12111', key: 'sk_test_idem_simulator' } as const;
 export const SIMULATOR_API_KEY = SIMULATOR.key;
 
@@ -32,15 +32,15 @@ export const configSchema = baseConfigSchema('payments', 3003)
         `must be longer than two Stripe requests (2 × STRIPE_TIMEOUT_MS = ${2 * config.STRIPE_TIMEOUT_MS} ms): a call may still be under way when the lease ends`,
       );
     if (config.PAYMENT_PROVIDER === 'simulator') {
-      if (key && key !== SIMULATOR.key)
+      if (key && !key.startsWith(SIMULATOR.key))
         problem(
           'STRIPE_API_KEY',
-          `a real key is set while PAYMENT_PROVIDER is simulator, which accepts only ${SIMULATOR.key}; set PAYMENT_PROVIDER=stripe to use Stripe, or unset the key`,
+          `a real key is set while PAYMENT_PROVIDER is simulator, which accepts only its own (${SIMULATOR.key}…); set PAYMENT_PROVIDER=stripe to use Stripe, or unset the key`,
         );
       return;
     }
     if (!key) return problem('STRIPE_API_KEY', 'PAYMENT_PROVIDER=stripe needs your Stripe secret key (sk_test_…)');
-    if (key === SIMULATOR.key || !/^(sk|rk)_(test|live)_\w+$/.test(key))
+    if (key.startsWith(SIMULATOR.key) || !/^(sk|rk)_(test|live)_\w+$/.test(key))
       problem('STRIPE_API_KEY', 'not a Stripe secret key (sk_test_…, sk_live_… or rk_…)');
     if (config.STRIPE_API_BASE && new URL(config.STRIPE_API_BASE).protocol !== 'https:')
       problem(
@@ -53,6 +53,11 @@ export type PaymentsConfig = ReturnType<typeof loadConfig>;
 export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   const config = parseConfig(configSchema, env);
   return config.PAYMENT_PROVIDER === 'simulator'
-    ? { ...config, STRIPE_API_BASE: config.STRIPE_API_BASE ?? SIMULATOR.base, STRIPE_API_KEY: SIMULATOR.key }
+    ? {
+        ...config,
+        STRIPE_API_BASE: config.STRIPE_API_BASE ?? SIMULATOR.base,
+        // The simulator's own key where it serves a network; its public placeholder on this machine.
+        STRIPE_API_KEY: config.STRIPE_API_KEY ?? SIMULATOR.key,
+      }
     : { ...config, STRIPE_API_KEY: config.STRIPE_API_KEY! };
 }
