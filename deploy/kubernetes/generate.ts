@@ -9,8 +9,8 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { consumers, serviceOf, type ConsumerName } from '@idem/contracts';
-import { queueName } from '@idem/messaging';
+import { consumers, queuesOf, serviceOf, type ConsumerName } from '@idem/contracts';
+import { aclFileTemplate, queueName, redisUserOf } from '@idem/messaging';
 import { DEFAULT_PORTS, SERVICES, type ServiceName } from '@idem/native-run';
 import { SHUTDOWN_TIMEOUT_MS } from '@idem/runtime';
 import { QueueKeys } from 'bullmq';
@@ -71,7 +71,8 @@ export function secretVariablesOf(service: ServiceName, component: 'api' | 'work
   return [
     // As its runtime role, which the migrate init container grants its rights.
     { variable: 'DATABASE_URL', secret: `${service}-database`, key: 'url' },
-    { variable: 'REDIS_URL', secret: 'idem-redis', key: 'url' },
+    // As its own Redis user, which reaches only its queues (redis-users.acl).
+    { variable: 'REDIS_URL', secret: `${service}-redis`, key: 'url' },
     ...(api ? [{ variable: 'ADMIN_TOKEN', secret: 'idem-admin', key: 'token', optional: true as const }] : []),
     ...(api && service === 'orders' ? [{ variable: 'JWT_SECRET', secret: 'idem-jwt', key: 'secret' }] : []),
     ...(service === 'payments' ? [{ variable: 'STRIPE_API_KEY', secret: 'idem-stripe', key: 'api-key' }] : []),
@@ -414,6 +415,19 @@ function redisIngressPolicy(name: string, ...more: object[]): object {
   };
 }
 
+/**
+ * Redis's start: the ACL file, from the generated template with each user's password in place of
+ * its `{{idem-<service>}}` (passwords of letters, digits, `-` and `_`), into memory, then the server.
+ */
+const REDIS_START = [
+  'set -eu',
+  'umask 077',
+  '{ echo "user default on >$REDIS_PASSWORD ~* &* +@all"',
+  `  sed ${SERVICES.map((s) => `-e "s/{{idem-${s}}}/$REDIS_USER_${s.toUpperCase()}/"`).join(' ')} /etc/idem-redis/redis-users.acl | grep -v '^#'`,
+  '} > /run/idem-redis/users.acl',
+  'exec redis-server "$@"',
+].join('\n');
+
 function redisObjects(): object[] {
   const labels = labelsOf('redis');
   return [
@@ -435,11 +449,14 @@ function redisObjects(): object[] {
                 name: 'redis',
                 image: 'docker.io/library/redis:7.4-alpine',
                 imagePullPolicy: 'IfNotPresent',
-                // The password is configuration on standard input, never on the command line (which
-                // `ps` shows on the node). BullMQ needs what it writes kept (append-only file) and
-                // never evicted.
-                command: ['sh', '-c', 'exec redis-server - "$@" <<EOF\nrequirepass $REDIS_PASSWORD\nEOF\n', 'redis'],
+                // The users, each service's own (redis-users.acl, its passwords from idem-redis-users)
+                // and `default` for operators and KEDA, are written to a file in memory at start:
+                // no password is ever on the command line (which `ps` shows on the node). BullMQ
+                // needs what it writes kept (append-only file) and never evicted.
+                command: ['sh', '-c', REDIS_START, 'redis'],
                 args: [
+                  '--aclfile',
+                  '/run/idem-redis/users.acl',
                   '--appendonly',
                   'yes',
                   '--maxmemory',
@@ -451,9 +468,13 @@ function redisObjects(): object[] {
                 ],
                 env: [
                   { name: 'REDIS_PASSWORD', valueFrom: { secretKeyRef: { name: 'idem-redis', key: 'password' } } },
+                  // Second: the production overlay patches REDIS_MAXMEMORY by its position.
                   { name: 'REDIS_MAXMEMORY', value: '256mb' },
+                  ...SERVICES.map((service) => ({
+                    name: `REDIS_USER_${service.toUpperCase()}`,
+                    valueFrom: { secretKeyRef: { name: 'idem-redis-users', key: service } },
+                  })),
                   // redis-cli's own variable: the probe passes no password on its command line either.
-                  // (Last: the production overlay patches REDIS_MAXMEMORY by its position.)
                   { name: 'REDISCLI_AUTH', valueFrom: { secretKeyRef: { name: 'idem-redis', key: 'password' } } },
                 ],
                 ports: [{ name: 'redis', containerPort: 6379 }],
@@ -466,8 +487,16 @@ function redisObjects(): object[] {
                 livenessProbe: { tcpSocket: { port: 'redis' }, periodSeconds: 10 },
                 resources: { requests: { cpu: '250m', memory: '320Mi' }, limits: { cpu: '1', memory: '512Mi' } },
                 securityContext: restricted,
-                volumeMounts: [{ name: 'data', mountPath: '/data' }],
+                volumeMounts: [
+                  { name: 'data', mountPath: '/data' },
+                  { name: 'users', mountPath: '/etc/idem-redis', readOnly: true },
+                  { name: 'acl', mountPath: '/run/idem-redis' },
+                ],
               },
+            ],
+            volumes: [
+              { name: 'users', configMap: { name: 'redis-users' } },
+              { name: 'acl', emptyDir: { medium: 'Memory', sizeLimit: '1Mi' } },
             ],
           },
         },
@@ -554,6 +583,19 @@ const HEADER = '# Generated by deploy/kubernetes/generate.ts (pnpm k8s:generate)
 const yamlOf = (objects: object[]) =>
   HEADER + objects.map((object) => stringify(object, { lineWidth: 0 })).join('---\n');
 
+/** The Redis user of each service (its name is `idem-<service>`), for one Redis or for a cluster's hash-tagged queues. */
+export function redisUsersOf({ cluster = false } = {}) {
+  const redisUrl = cluster ? 'redis+cluster://redis-cluster:6379' : 'redis://redis:6379';
+  return SERVICES.map((service) => {
+    const { consumes, publishesTo } = queuesOf(service);
+    return redisUserOf(`idem-${service}`, { prefix: QUEUE_PREFIX, redisUrl, queues: [...consumes, ...publishesTo] });
+  });
+}
+
+const ACL_HEADER =
+  "# Generated by deploy/kubernetes/generate.ts (pnpm k8s:generate); do not edit. Each service's Redis user:\n" +
+  "# only the keys of the queues it consumes and publishes to. {{idem-<service>}} is that user's password.\n";
+
 /** What generate.ts writes, by path under deploy/kubernetes: the base and the Redis Cluster component. */
 export function generateManifests(): Record<string, string> {
   const files: Record<string, object[]> = {
@@ -564,8 +606,17 @@ export function generateManifests(): Record<string, string> {
   return {
     ...Object.fromEntries(Object.entries(files).map(([name, objects]) => [`base/${name}`, yamlOf(objects)])),
     'base/kustomization.yaml': yamlOf([
-      { apiVersion: 'kustomize.config.k8s.io/v1beta1', kind: 'Kustomization', resources: Object.keys(files) },
+      {
+        apiVersion: 'kustomize.config.k8s.io/v1beta1',
+        kind: 'Kustomization',
+        resources: Object.keys(files),
+        // The users Redis starts with (compose's Redis loads the same file).
+        configMapGenerator: [{ name: 'redis-users', files: ['redis-users.acl'] }],
+      },
     ]),
+    'base/redis-users.acl': ACL_HEADER + aclFileTemplate(redisUsersOf()),
+    // For the cluster's operator to load on every node (the component runs no Redis of its own).
+    'components/redis-cluster/redis-users.acl': ACL_HEADER + aclFileTemplate(redisUsersOf({ cluster: true })),
     'components/redis-cluster/redis-cluster.yaml': yamlOf(cluster.objects),
     'components/redis-cluster/kustomization.yaml': yamlOf([cluster.kustomization]),
   };

@@ -428,12 +428,19 @@ describe('deploy/kubernetes', () => {
   it('renders no Secret for production, and documents every Secret the pods reference', () => {
     expect(rendered.production.filter((o) => o.kind === 'Secret')).toEqual([]);
     const documented = readFileSync(join(here, 'README.md'), 'utf8');
-    const referenced = new Set(
-      SERVICES.flatMap((s) => [
+    // What the pods read: the services' variables, the migrators', and Redis's own (its users' passwords).
+    const redis = rendered.production.find((o) => o.kind === 'StatefulSet' && o.metadata.name === 'redis')!;
+    const referenced = new Set([
+      ...SERVICES.flatMap((s) => [
         ...secretVariablesOf(s).map((v) => `${v.secret}.${v.key}`),
         `${migratorSecretOf(s)}.url`,
       ]),
-    );
+      ...redis.spec!.template!.spec.containers.flatMap((c) =>
+        (c.env ?? []).flatMap((e) =>
+          e.valueFrom?.secretKeyRef ? [`${e.valueFrom.secretKeyRef.name}.${e.valueFrom.secretKeyRef.key}`] : [],
+        ),
+      ),
+    ]);
     for (const reference of referenced) {
       const [name, key] = reference.split('.');
       expect(documented, reference).toMatch(new RegExp(`\\|\\s*\`${name}\`\\s*\\|[^|]*\`${key}\``));

@@ -38,6 +38,7 @@ export {
 } from './journal.js';
 export {
   aclFileLine,
+  aclFileTemplate,
   aclRules,
   deleteRedisUser,
   redisUserOf,

@@ -51,7 +51,16 @@ export function aclRules(user: RedisUser, password: string): string[] {
 
 /** The user as a line of an ACL file (`aclfile`): what compose and Kubernetes give their Redis. */
 export const aclFileLine = (user: RedisUser, password: string) =>
-  `user ${user.name} ${aclRules(user, password).join(' ')}`;
+  `user ${user.name} ${aclRules(user, password)
+    .filter((rule) => rule !== 'reset')
+    .join(' ')}`;
+
+/**
+ * Users as an ACL file with a placeholder for each password (`{{<name>}}`), for a deployment to
+ * fill in with the passwords it generates or holds (compose's secrets, Kubernetes' Secrets).
+ */
+export const aclFileTemplate = (users: readonly RedisUser[]) =>
+  users.map((user) => aclFileLine(user, `{{${user.name}}}`)).join('\n') + '\n';
 
 /** Creates or replaces `user` on every master of `redis` (a cluster's ACLs are per node). */
 export async function setRedisUser(redis: RedisClient, user: RedisUser, password: string): Promise<void> {
