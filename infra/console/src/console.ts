@@ -35,6 +35,11 @@ export interface ConsoleOptions {
   readonly stripe: CheckerOptions['stripe'];
   /** The operator token, for the processes' fault switches; without it they stay out of reach. */
   readonly adminToken?: string;
+  /**
+   * The fault switches' own token (FAULTS_TOKEN), for processes that hold no operator token (compose's
+   * workers): tried where the operator token is not. @defaultValue none
+   */
+  readonly faultsToken?: string;
   /** Signs the console in as its customer (`console`), to place and cancel orders; without it the orders API refuses them. */
   readonly customerToken?: () => Promise<string>;
   /** Every service process whose fault switches the console may set: name → base URL. */
@@ -78,6 +83,7 @@ export function createConsole(options: ConsoleOptions) {
     login: true,
     what: 'ADMIN_TOKEN',
   });
+  const switchTokens = [options.adminToken, options.faultsToken].filter((token): token is string => Boolean(token));
   const redis = connectRedis(options.redisUrl, { maxRetriesPerRequest: 1 });
   redis.on('error', () => {}); // the pages say when Redis cannot be read
   const sources: Sources = {
@@ -169,7 +175,7 @@ export function createConsole(options: ConsoleOptions) {
 
   app.get('/faults', async (_req, res) => {
     const processes = await Promise.all(
-      Object.entries(options.processes).map(([name, url]) => processFaults(name, url, options.adminToken)),
+      Object.entries(options.processes).map(([name, url]) => processFaults(name, url, switchTokens)),
     );
     const targets = [
       ...new Set(Object.values(subscriptions).flat()),
@@ -178,7 +184,7 @@ export function createConsole(options: ConsoleOptions) {
       'payments.worker',
       'notifications.dispatcher',
     ];
-    html(res, faultsPage(processes, targets, Boolean(options.adminToken)));
+    html(res, faultsPage(processes, targets, switchTokens.length > 0));
   });
 
   app.post('/faults/:process', async (req, res) => {
@@ -192,14 +198,14 @@ export function createConsole(options: ConsoleOptions) {
       ...(body.target ? { target: body.target } : {}),
       ...(body.count ? { count: Number(body.count) } : {}),
     };
-    const current = await processFaults(req.params.process, url, options.adminToken);
-    await setRules(url, options.adminToken, [...(current.state?.rules ?? []), rule], res);
+    const current = await processFaults(req.params.process, url, switchTokens);
+    await setRules(url, current.token, [...(current.state?.rules ?? []), rule], res);
   });
 
   app.post('/faults/:process/clear', async (req, res) => {
     const url = options.processes[req.params.process];
     if (!url) return html(res, page('not found', '<p>No such process.</p>'), 404);
-    await setRules(url, options.adminToken, [], res);
+    await setRules(url, (await processFaults(req.params.process, url, switchTokens)).token, [], res);
   });
 
   app.get('/lessons', async (_req, res) => {
@@ -282,19 +288,30 @@ function requireFormToken(token: string): RequestHandler {
   };
 }
 
-async function processFaults(name: string, url: string, adminToken: string | undefined): Promise<ProcessFaults> {
-  if (!adminToken) return { name, url, problem: 'the console has no operator token' };
+/**
+ * A process's fault switches, read with the first of `tokens` it takes (the operator's, or the
+ * switches' own), which it returns for setting them.
+ */
+async function processFaults(
+  name: string,
+  url: string,
+  tokens: readonly string[],
+): Promise<ProcessFaults & { token?: string }> {
+  if (tokens.length === 0) return { name, url, problem: 'the console has no operator token' };
   try {
-    const res = await fetch(`${url}/faults`, { headers: { authorization: `Bearer ${adminToken}` } });
-    if (res.status === 404) return { name, url, problem: 'started without IDEM_FAULTS_ENABLED=1' };
-    if (!res.ok) return { name, url, problem: `it answered ${res.status} (is its ADMIN_TOKEN the console's?)` };
-    return { name, url, state: (await res.json()) as NonNullable<ProcessFaults['state']> };
+    let status = 0;
+    for (const token of tokens) {
+      const res = await fetch(`${url}/faults`, { headers: { authorization: `Bearer ${token}` } });
+      if (res.status === 404) return { name, url, problem: 'started without IDEM_FAULTS_ENABLED=1' };
+      if (res.ok) return { name, url, token, state: (await res.json()) as NonNullable<ProcessFaults['state']> };
+      status = res.status;
+    }
+    return { name, url, problem: `it answered ${status} (are its ADMIN_TOKEN and FAULTS_TOKEN the console's?)` };
   } catch {
     return { name, url, problem: 'not reachable (restarting?)' };
   }
 }
 
-/** Replaces a process's switches; back on the fault switches page, which shows what the process now has. */
 async function setRules(url: string, adminToken: string | undefined, rules: FaultRule[], res: Response) {
   await fetch(`${url}/faults`, {
     method: 'PUT',

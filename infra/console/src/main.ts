@@ -1,6 +1,6 @@
 // The teaching console (`pnpm start` runs it on 3000; compose as `console`). Reads:
 // ORDERS_/INVENTORY_/PAYMENTS_/NOTIFICATIONS_DATABASE_URL (or POSTGRES_URL), REDIS_URL,
-// IDEM_QUEUE_PREFIX, ORDERS_API, MAIL_API, STRIPE_API_BASE, STRIPE_API_KEY, ADMIN_TOKEN,
+// IDEM_QUEUE_PREFIX, ORDERS_API, MAIL_API, STRIPE_API_BASE, STRIPE_API_KEY, ADMIN_TOKEN, FAULTS_TOKEN,
 // JWT_SECRET (JWT_ISSUER, JWT_AUDIENCE) to sign in as its customer, CONSOLE_PROCESSES
 // (name=url,…), PORT, HOST (the address it binds: loopback unless told otherwise; beyond it, an operator login), CONSOLE_ALLOWED_HOSTS (host:port,… it answers to besides
 // 127.0.0.1/localhost on its own port: compose's published port), CONSUMER_LOCK_MS.
@@ -29,6 +29,7 @@ const console_ = createConsole({
     apiKey: env.STRIPE_API_KEY ?? 'sk_test_idem_simulator',
   },
   ...(env.ADMIN_TOKEN ? { adminToken: env.ADMIN_TOKEN } : {}),
+  ...(env.FAULTS_TOKEN ? { faultsToken: env.FAULTS_TOKEN } : {}),
   ...(env.JWT_SECRET
     ? {
         customerToken: () =>

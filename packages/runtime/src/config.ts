@@ -51,6 +51,12 @@ export function baseConfigSchema(service: string, defaultPort: number) {
         const problem = value === undefined ? undefined : operatorTokensProblem(value);
         if (problem) ctx.addIssue({ code: 'custom', message: problem });
       }),
+    /**
+     * A token that opens this process's fault switches (/faults) and nothing else, and only where
+     * IDEM_FAULTS_ENABLED=1: what compose's workers hold instead of the operator token, so the
+     * console can set their switches while their credentials reach no operator action.
+     */
+    FAULTS_TOKEN: z.string().min(16, 'use at least 16 characters').optional(),
     /** Roles this process runs; the native run and compose run them all in one process. */
     IDEM_ROLES: z
       .string()

@@ -1,6 +1,6 @@
 import { Writable } from 'node:stream';
 import { fromNodePostgres } from '@idem/database';
-import { noFaults } from '@idem/faults';
+import { faultsFromEnv, noFaults } from '@idem/faults';
 import { createInbox, RetentionError } from '@idem/inbox';
 import { pino } from 'pino';
 import { createTestDatabase, deleteQueues, redisUrl, uniqueName } from '@idem/testkit';
@@ -9,6 +9,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { baseConfigSchema, parseConfig } from './config.js';
 import { createLogger } from './logger.js';
 import { deadLetters } from './parts/dead-letters.js';
+import { faultSwitches } from './parts/fault-switches.js';
 import { inboxRetention } from './parts/inbox.js';
 import { outbox } from './parts/outbox.js';
 import { runService, type ServicePart } from './run-service.js';
@@ -138,6 +139,41 @@ describe('the audit trail', () => {
       );
       const everything = lines.join('');
       for (const secret of [ALICE, BOB, 'not-a-token-of-anyone']) expect(everything).not.toContain(secret);
+    } finally {
+      await service.stop();
+      await database.drop();
+    }
+  });
+});
+
+describe('the fault switches token (FAULTS_TOKEN)', () => {
+  it("opens a process's fault switches and no operator action", async () => {
+    const database = await createTestDatabase('runtime_faults_token');
+    const pool = new pg.Pool({ connectionString: database.url });
+    const FAULTS_TOKEN = 'switches-only-token-0123456789';
+    const config = parseConfig(baseConfigSchema('runtime', 0), {
+      DATABASE_URL: database.url,
+      REDIS_URL: redisUrl,
+      IDEM_QUEUE_PREFIX: prefix,
+      ADMIN_TOKEN: 'the-operators-own-token-0123456789',
+      FAULTS_TOKEN,
+    });
+    const db = fromNodePostgres(pool);
+    const service = await runService({
+      name: 'runtime',
+      config,
+      log: createLogger('runtime', 'silent'),
+      db,
+      faults: faultsFromEnv({ IDEM_FAULTS_ENABLED: '1' }),
+      parts: [deadLetters(createInbox({ db })), faultSwitches()],
+    });
+    const get = (path: string) =>
+      fetch(`http://127.0.0.1:${service.http.port}${path}`, { headers: { authorization: `Bearer ${FAULTS_TOKEN}` } });
+    try {
+      expect((await get('/faults')).status).toBe(200);
+      const deadLettersAnswer = await get('/dead-letters');
+      expect(deadLettersAnswer.status).toBe(403);
+      expect(await deadLettersAnswer.json()).toMatchObject({ code: 'forbidden' }); // enabled, and not for this token
     } finally {
       await service.stop();
       await database.drop();

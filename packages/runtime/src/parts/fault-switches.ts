@@ -8,15 +8,17 @@ const startedAt = new Date().toISOString();
 /**
  * The process's fault switches, for an operator (the teaching console): only in a process
  * started with IDEM_FAULTS_ENABLED=1 — elsewhere these routes do not exist — and only with the
- * operator token. Every process has them, whatever its roles, since each runs its own switches.
+ * operator token or FAULTS_TOKEN. Every process has them, whatever its roles, since each runs its own switches.
  */
 export function faultSwitches(): ServicePart {
   return {
     name: 'fault switches',
-    start: ({ faults, process: name, operators }) => ({
+    start: ({ faults, process: name, operators, config }) => ({
       routes(app) {
         if (!isSwitchboard(faults)) return;
-        const admin = requireOperator(operators);
+        // The operator, or the switches' own token (FAULTS_TOKEN), which opens nothing else.
+        const switches = config.FAULTS_TOKEN ? [{ name: 'fault-switches', token: config.FAULTS_TOKEN }] : [];
+        const admin = requireOperator([...operators, ...switches]);
         const state = () => ({
           process: name,
           pid: process.pid,
