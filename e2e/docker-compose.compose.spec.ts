@@ -18,8 +18,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { formatReport, runChecks } from '@idem/checker';
 import { asOperator, getJson, placeOrder, runStories, SERVICES, waitForStatus } from '@idem/native-run';
-import { SIMULATOR_API_KEY } from '@idem/stripe-sim';
 import { waitFor } from '@idem/testkit';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { placeTracedOrder, traceGapsSettled, type TracedSpan } from './support.js';
 
@@ -54,16 +54,20 @@ const urls = {
 };
 
 let project: string;
-let secrets: { adminToken: string; jwtSecret: string; consoleDbPassword: string };
+let secrets: { adminToken: string; jwtSecret: string; consoleDbPassword: string; simulatorKey: string };
 
-function compose(args: string[], timeoutMs = 120_000): string {
-  const result = spawnSync(composeCommand!, [...composeArgs, ...args], {
+/** A compose command in the project, as it ended. */
+const composeRun = (args: string[], timeoutMs = 120_000) =>
+  spawnSync(composeCommand!, [...composeArgs, ...args], {
     cwd: project,
     env: { ...process.env, ...Object.fromEntries(Object.entries(PORTS).map(([k, v]) => [k, String(v)])) },
     encoding: 'utf8',
     timeout: timeoutMs,
     maxBuffer: 64 * 1024 * 1024,
   });
+
+function compose(args: string[], timeoutMs = 120_000): string {
+  const result = composeRun(args, timeoutMs);
   if (result.status !== 0) {
     throw new Error(`${composeCommand} ${[...composeArgs, ...args].join(' ')}: ${result.status}\n${result.stderr}`);
   }
@@ -151,7 +155,7 @@ function check() {
       (typeof SERVICES)[number],
       string
     >,
-    stripe: { apiBase: local(PORTS.STRIPE_SIM_HOST_PORT), apiKey: SIMULATOR_API_KEY },
+    stripe: { apiBase: local(PORTS.STRIPE_SIM_HOST_PORT), apiKey: secrets.simulatorKey },
     mailApi: local(PORTS.MAILPIT_HOST_PORT),
     settleWindowMs: 5_000,
     stuckAfterMs: 60_000,
@@ -235,12 +239,14 @@ beforeAll(async () => {
   // The README's first run: one command, nothing before it.
   compose(['up', '-d', '--build'], 1_200_000);
   await allHealthy();
-  // The secrets the first start made, read as docs/compose.md says.
-  const secret = (name: string) => compose(['exec', '-T', 'orders-api', 'cat', `/run/idem-secrets/${name}`]);
+  // The secrets the first start made, read as docs/compose.md says: each from a container that holds it.
+  const secret = (container: string, name: string) =>
+    compose(['exec', '-T', container, 'cat', `/run/idem-secrets/${name}`]);
   secrets = {
-    adminToken: secret('admin-token'),
-    jwtSecret: secret('jwt-secret'),
-    consoleDbPassword: secret('console-db-password'),
+    adminToken: secret('orders-api', 'admin-token'),
+    jwtSecret: secret('orders-api', 'jwt-secret'),
+    consoleDbPassword: new URL(secret('console', 'console-orders-database-url')).password,
+    simulatorKey: secret('stripe-sim', 'simulator-api-key'),
   };
   process.env.JWT_SECRET = secrets.jwtSecret; // the customer tokens placeOrder mints
 }, 1_500_000);
@@ -283,6 +289,23 @@ describe('docker compose up on a real engine', () => {
     const configuration = docker(['inspect', ...ids]);
     for (const [name, value] of Object.entries(secrets)) expect(configuration.includes(value), name).toBe(false);
     expect(configuration).toContain('JWT_SECRET_FILE=/run/idem-secrets/jwt-secret');
+  });
+
+  it("gives each container only its own secrets: a worker reads neither the superuser's password nor the operator token, and its Redis user reaches only its queues", async () => {
+    const read = (container: string, name: string) =>
+      composeRun(['exec', '-T', container, 'cat', `/run/idem-secrets/${name}`]);
+    for (const name of ['postgres-password', 'admin-token', 'jwt-secret', 'orders-database-url'])
+      expect(read('inventory', name).status, name).not.toBe(0);
+    expect(read('postgres', 'postgres-password').status).toBe(0);
+    const redis = new URL(read('inventory', 'inventory-redis-url').stdout.trim());
+    redis.host = `127.0.0.1:${PORTS.REDIS_HOST_PORT}`;
+    const inventory = new Redis(redis.toString(), { maxRetriesPerRequest: 1 });
+    try {
+      expect(await inventory.llen('idem:inventory.order-placed.v1:wait')).toBeGreaterThanOrEqual(0);
+      await expect(inventory.lpush('idem:orders.payment-captured.v1:wait', 'forged')).rejects.toThrow(/NOPERM/);
+    } finally {
+      inventory.disconnect();
+    }
   });
 
   it(`builds lean images: /app within ${APP_BUDGET_MB} MB, owned by root and not writable by the process`, () => {

@@ -1,25 +1,34 @@
 #!/bin/sh
-# The compose system's secrets, made on its first start by the one-shot `secrets` service, into
-# the `secrets` volume that every container needing one mounts read-only at /run/idem-secrets:
-# a random password for each database role, Redis and Grafana's admin, the operator token, the
-# key customer tokens are signed with, and the connection URLs made of them. There are no
+# The compose system's secrets, made on its first start by the one-shot `secrets` service: a
+# random password for each database role, each service's Redis user, Redis's default user and
+# Grafana's admin, the operator token, the fault switches' token, the key customer tokens are
+# signed with, the Stripe simulator's key, and the connection URLs made of them. There are no
 # default passwords, and nothing to run before `docker compose up`. A file that exists is kept,
 # so a restart or a second `up` changes nothing; `docker compose down -v` forgets them all.
-# Read one with `docker compose exec orders-api cat /run/idem-secrets/<name>` (docs/compose.md).
+#
+# They are made in $1 (the `secrets` volume, which only this service mounts). Then each container
+# gets its own volume, $2/<container>, holding only what it needs, mounted read-only at
+# /run/idem-secrets: a worker holds no operator token and no customer-token key, no service holds
+# another's database or Redis password, and only PostgreSQL holds its superuser's.
+# Read one with `docker compose exec <container> cat /run/idem-secrets/<name>` (docs/compose.md).
 set -eu
 dir=${1:-/run/idem-secrets}
+shared=${2:-}
+# Each service's Redis user and the keys it may reach, generated from the topology (pnpm k8s:generate).
+users=${REDIS_USERS_TEMPLATE:-/redis-users.acl}
+services='orders inventory payments notifications'
 mkdir -p "$dir"
 
 random() { od -An -N24 -tx1 /dev/urandom | tr -d ' \n'; }
-# Writes a file once (atomically: a crash leaves no half-written secret), readable by every
-# container's user (postgres, redis and node run as different ones), writable by none.
-keep() {
-  if [ ! -s "$dir/$1" ]; then
-    printf '%s' "$2" >"$dir/.$1.new"
-    chmod 0444 "$dir/.$1.new"
-    mv "$dir/.$1.new" "$dir/$1"
-  fi
+# Writes a file atomically (a crash leaves no half-written secret), readable by every container's
+# user (postgres, redis and node run as different ones), writable by none.
+put() {
+  printf '%s' "$2" >"$dir/.$1.new"
+  chmod 0444 "$dir/.$1.new"
+  mv -f "$dir/.$1.new" "$dir/$1"
 }
+# Writes a file once: a secret made on the first start stays.
+keep() { if [ ! -s "$dir/$1" ]; then put "$1" "$2"; fi; }
 secret() { keep "$1" "$(random)"; }
 value() { cat "$dir/$1"; }
 
@@ -28,9 +37,11 @@ secret console-db-password
 secret redis-password
 secret grafana-admin-password
 secret admin-token
+secret faults-token
 secret jwt-secret
+keep simulator-api-key "sk_test_idem_simulator_$(random)"
 keep redis-url "redis://:$(value redis-password)@redis:6379"
-for service in orders inventory payments notifications; do
+for service in $services; do
   # <service> owns its database and runs its migrations; <service>_runtime is what it runs as.
   secret "$service-db-password"
   secret "$service-runtime-db-password"
@@ -38,5 +49,53 @@ for service in orders inventory payments notifications; do
   keep "$service-database-url" \
     "postgresql://${service}_runtime:$(value "$service-runtime-db-password")@postgres:5432/$service"
   keep "console-$service-database-url" "postgresql://console:$(value console-db-password)@postgres:5432/$service"
+  # Its Redis user, idem-<service>, reaches only the queues it consumes and publishes to.
+  secret "$service-redis-password"
+  keep "$service-redis-url" "redis://idem-$service:$(value "$service-redis-password")@redis:6379"
 done
-echo "idem: the secrets are in $dir"
+# What the user gives in .env (a real Stripe key, another SMTP server) is written on every start.
+put stripe-api-key "${STRIPE_API_KEY:-$(value simulator-api-key)}"
+put smtp-url "${SMTP_URL:-smtp://mailpit:1025}"
+# Redis's users: `default` (the healthcheck, operators) and each service's, its password in place.
+acl="user default on >$(value redis-password) ~* &* +@all"
+if [ -f "$users" ]; then
+  set --
+  for service in $services; do set -- "$@" -e "s/{{idem-$service}}/$(value "$service-redis-password")/"; done
+  acl="$acl
+$(sed "$@" "$users" | grep -v '^#')"
+fi
+put redis-users.acl "$acl
+"
+
+# Gives container $1 (its volume, mounted at $shared/$1) exactly the secrets named after it.
+share() {
+  container=$1
+  shift
+  [ -n "$shared" ] || return 0
+  mkdir -p "$shared/$container"
+  for name in "$@"; do
+    cp "$dir/$name" "$shared/$container/.$name.new"
+    chmod 0444 "$shared/$container/.$name.new"
+    mv -f "$shared/$container/.$name.new" "$shared/$container/$name"
+  done
+}
+share postgres postgres-password console-db-password \
+  $(for s in $services; do echo "$s-db-password $s-runtime-db-password"; done)
+share redis redis-password redis-users.acl
+share migrate $(for s in $services; do echo "$s-owner-database-url"; done)
+for service in $services; do
+  case $service in
+    orders) api=jwt-secret own= ;;
+    payments) api=stripe-api-key own=stripe-api-key ;;
+    notifications) api=smtp-url own=smtp-url ;;
+    *) api= own= ;;
+  esac
+  # The API: the operator's routes, and for orders the customer-token key. The workers: neither.
+  share "$service-api" "$service-database-url" "$service-redis-url" admin-token $api
+  share "$service" "$service-database-url" "$service-redis-url" faults-token $own
+done
+share console redis-url admin-token faults-token jwt-secret stripe-api-key \
+  $(for s in $services; do echo "console-$s-database-url"; done)
+share stripe-sim simulator-api-key
+share grafana grafana-admin-password
+echo "idem: the secrets are in $dir${shared:+, each container's in $shared/<container>}"

@@ -49,20 +49,49 @@ export function interpolate(text: string, variables: Record<string, string>): st
 /** Where the services read the generated secrets (the `secrets` volume). */
 export const SECRETS_DIR = '/run/idem-secrets';
 
-/** Runs infra/compose-secrets.sh as the `secrets` service does; returns each file it writes by name. */
-export function generatedSecrets(): Record<string, string> {
+/** What infra/compose-secrets.sh makes: every secret by name, and each container's share of them by container. */
+export interface GeneratedSecrets {
+  readonly all: Record<string, string>;
+  readonly shared: Record<string, Record<string, string>>;
+}
+
+/** Runs infra/compose-secrets.sh as the `secrets` service does (the Redis users' template in place). */
+export function generateSecrets(): GeneratedSecrets {
   const dir = mkdtempSync(join(tmpdir(), 'idem-compose-secrets-'));
+  const filesIn = (folder: string) =>
+    Object.fromEntries(
+      readdirSync(folder, { withFileTypes: true })
+        .filter((entry) => entry.isFile())
+        .map((entry) => [entry.name, readFileSync(join(folder, entry.name), 'utf8')]),
+    );
   try {
-    execFileSync('sh', [join(root, 'infra/compose-secrets.sh'), dir], { stdio: 'pipe' });
-    return Object.fromEntries(readdirSync(dir).map((name) => [name, readFileSync(join(dir, name), 'utf8')]));
+    execFileSync('sh', [join(root, 'infra/compose-secrets.sh'), join(dir, 'all'), join(dir, 'shared')], {
+      stdio: 'pipe',
+      env: { ...process.env, REDIS_USERS_TEMPLATE: join(root, 'deploy/kubernetes/base/redis-users.acl') },
+    });
+    const containers = readdirSync(join(dir, 'shared'));
+    return {
+      all: filesIn(join(dir, 'all')),
+      shared: Object.fromEntries(containers.map((name) => [name, filesIn(join(dir, 'shared', name))])),
+    };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
 }
 
+/** Every secret the `secrets` service makes, by name. */
+export const generatedSecrets = () => generateSecrets().all;
+
+/** The volume of its own a compose service mounts its secrets from (`secrets-<container>`), if any. */
+export const secretsVolumeOf = (service: ComposeService) =>
+  (service.volumes ?? [])
+    .map((volume) => new RegExp(`^secrets-([\\w-]+):${SECRETS_DIR}:ro$`).exec(volume)?.[1])
+    .find(Boolean);
+
 /**
- * A service's environment as its process sees it: each NAME_FILE naming a generated secret
- * replaced by NAME with the secret's value, as the images' entrypoint (infra/env-from-files.sh) does.
+ * A service's environment as its process sees it: each NAME_FILE naming a secret of its volume
+ * replaced by NAME with the secret's value, as the images' entrypoint (infra/env-from-files.sh)
+ * does. A file its volume does not hold is an error: the container would not start.
  */
 export function withSecrets(environment: Environment, secrets: Record<string, string>): Environment {
   return Object.fromEntries(
@@ -70,7 +99,7 @@ export function withSecrets(environment: Environment, secrets: Record<string, st
       const file = name.endsWith('_FILE') && value?.startsWith(`${SECRETS_DIR}/`) ? value : undefined;
       if (!file) return [name, value];
       const secret = secrets[file.slice(SECRETS_DIR.length + 1)];
-      if (secret === undefined) throw new Error(`${name} names ${file}, which infra/compose-secrets.sh does not make`);
+      if (secret === undefined) throw new Error(`${name} names ${file}, which its secrets volume does not hold`);
       return [name.slice(0, -'_FILE'.length), secret];
     }),
   );
@@ -87,13 +116,16 @@ export function parseEnv(text: string): Record<string, string> {
 
 export function loadCompose() {
   const raw = read('docker-compose.yml');
-  const secrets = generatedSecrets();
+  const { all: secrets, shared } = generateSecrets();
   const compose = parse(interpolate(raw, {}), { merge: true }) as { services: Record<string, ComposeService> };
-  /** What each service's process sees: its environment with the generated secrets in place. */
+  /** What each service's process sees: its environment with the secrets of its own volume in place. */
   const environments = Object.fromEntries(
-    Object.entries(compose.services).map(([name, service]) => [name, withSecrets(service.environment ?? {}, secrets)]),
+    Object.entries(compose.services).map(([name, service]) => {
+      const volume = secretsVolumeOf(service);
+      return [name, withSecrets(service.environment ?? {}, volume ? (shared[volume] ?? {}) : {})];
+    }),
   );
-  return { raw, secrets, services: compose.services, environments };
+  return { raw, secrets, shared, services: compose.services, environments };
 }
 
 /** infra/Dockerfile's command for the `service` target: the instrumentation entry first, then the service. */

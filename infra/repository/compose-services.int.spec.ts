@@ -16,12 +16,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadCompose, root, SECRETS_DIR } from './compose-file.js';
 import { SERVICE_CONFIGS } from './service-configs.js';
 
-const { secrets, services, environments } = loadCompose();
+const { secrets, shared, services, environments } = loadCompose();
 
-/** The generated secrets in a folder of their own, where compose mounts the `secrets` volume. */
-function secretsFolder(): string {
+/** A container's share of the generated secrets in a folder, as compose mounts its volume. */
+function secretsFolder(container: string): string {
   const dir = mkdtempSync(join(tmpdir(), 'idem-secrets-'));
-  for (const [name, value] of Object.entries(secrets)) writeFileSync(join(dir, name), value);
+  for (const [name, value] of Object.entries(shared[container] ?? {})) writeFileSync(join(dir, name), value);
   return dir;
 }
 const SERVICES = Object.keys(SERVICE_CONFIGS) as (keyof typeof SERVICE_CONFIGS)[];
@@ -49,7 +49,7 @@ describe('infra/postgres/init.sh on a real PostgreSQL', () => {
   beforeAll(async () => {
     server = await createPostgresServer({ port: 15_481 });
     await server.start();
-    const dir = secretsFolder();
+    const dir = secretsFolder('postgres');
     const env = {
       ...process.env,
       IDEM_SECRETS: dir,
@@ -158,42 +158,49 @@ describe('infra/postgres/init.sh on a real PostgreSQL', () => {
   });
 });
 
-describe("Redis with compose's entrypoint and command", () => {
-  it('requires the password (never on its command line), keeps an append-only file, has a memory limit and evicts nothing', async () => {
+describe("Redis with compose's command and users", () => {
+  it('admits each service as its own user, only to its queues, and the default user by password; no password on its command line; append-only, a memory limit, noeviction', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'idem-redis-'));
-    // The image's entrypoint drops root and runs its arguments; on this machine, it just runs them.
-    writeFileSync(join(dir, 'docker-entrypoint.sh'), '#!/bin/sh\nexec "$@"\n', { mode: 0o755 });
     const port = randomInt(16_400, 17_000);
-    // The entrypoint reads the password from the secrets volume: here, a folder of the generated ones.
-    const secretsDir = secretsFolder();
-    const [shell, ...entrypoint] = services.redis!.entrypoint!.map((arg) =>
-      arg.replaceAll(`${SECRETS_DIR}/`, `${secretsDir}/`),
-    );
-    const password = secrets['redis-password']!;
+    // The users file is in Redis's secrets volume: here, a folder of its share.
+    const secretsDir = secretsFolder('redis');
+    const command = services.redis!.command!.map((arg) => arg.replaceAll(`${SECRETS_DIR}/`, `${secretsDir}/`));
     const redisServer = spawn(
-      shell!,
-      [...entrypoint, ...services.redis!.command!, '--port', String(port), '--bind', '127.0.0.1', '--dir', dir],
-      { stdio: 'ignore', env: { ...process.env, PATH: `${dir}:${process.env.PATH}` } },
+      'redis-server',
+      [...command, '--port', String(port), '--bind', '127.0.0.1', '--dir', dir],
+      {
+        stdio: 'ignore',
+      },
     );
-    const url = new URL(environments.orders!.REDIS_URL!);
-    url.host = `127.0.0.1:${port}`;
+    const on = (composeUrl: string) => {
+      const url = new URL(composeUrl);
+      url.host = `127.0.0.1:${port}`;
+      return url.toString();
+    };
     // Commands wait while ioredis retries its connection, until the server listens.
-    const service = new Redis(url.toString(), { retryStrategy: () => 100 });
-    const anonymous = new Redis({ port, host: '127.0.0.1', retryStrategy: () => 100 });
-    for (const client of [service, anonymous]) client.on('error', () => {}); // refusals until it listens
+    const connect = (url: string | undefined) => {
+      const client = url ? new Redis(url, { retryStrategy: () => 100 }) : new Redis({ port, retryStrategy: () => 100 });
+      client.on('error', () => {}); // refusals until it listens
+      return client;
+    };
+    const operator = connect(on(environments.console!.REDIS_URL!));
+    const inventory = connect(on(environments.inventory!.REDIS_URL!));
+    const anonymous = connect(undefined);
     try {
-      expect(await service.ping()).toBe('PONG');
+      expect(await inventory.ping()).toBe('PONG');
       await expect(anonymous.ping()).rejects.toThrow(/NOAUTH/);
-      expect(await service.config('GET', 'appendonly')).toEqual(['appendonly', 'yes']);
-      expect(await service.config('GET', 'maxmemory-policy')).toEqual(['maxmemory-policy', 'noeviction']);
-      expect(((await service.config('GET', 'maxmemory')) as string[])[1]).toBe(String(256 * 1024 * 1024));
-      // The shell exec'd the server: same process, and its command line has no password.
+      // Its own queue, yes; a queue it does not publish to (a capture), no; the server's settings, no.
+      await inventory.lpush('idem:inventory.order-placed.v1:wait', 'job');
+      await expect(inventory.lpush('idem:orders.payment-captured.v1:wait', 'forged')).rejects.toThrow(/NOPERM/);
+      await expect(inventory.config('GET', 'maxmemory')).rejects.toThrow(/NOPERM/);
+      expect(await operator.config('GET', 'appendonly')).toEqual(['appendonly', 'yes']);
+      expect(await operator.config('GET', 'maxmemory-policy')).toEqual(['maxmemory-policy', 'noeviction']);
+      expect(((await operator.config('GET', 'maxmemory')) as string[])[1]).toBe(String(256 * 1024 * 1024));
       const commandLine = readFileSync(`/proc/${redisServer.pid}/cmdline`, 'utf8');
-      expect(commandLine).toContain('redis-server');
-      expect(commandLine).not.toContain(password);
+      for (const name of ['redis-password', 'inventory-redis-password'])
+        expect(commandLine, name).not.toContain(secrets[name]!);
     } finally {
-      anonymous.disconnect();
-      service.disconnect();
+      for (const client of [operator, inventory, anonymous]) client.disconnect();
       redisServer.kill('SIGTERM');
       await exited(redisServer);
       rmSync(dir, { recursive: true, force: true });

@@ -19,6 +19,7 @@ import {
   bundlesStartedBy,
   generatedSecrets,
   loadCompose,
+  secretsVolumeOf,
   parseEnv,
   read,
   root,
@@ -27,7 +28,7 @@ import {
 } from './compose-file.js';
 import { SERVICE_CONFIGS as SERVICES, unknownVariables } from './service-configs.js';
 
-const { raw, secrets, services, environments } = loadCompose();
+const { raw, secrets, shared, services, environments } = loadCompose();
 const compose = { services };
 const example = parseEnv(read('.env.example'));
 const used = [...raw.matchAll(/\$\{(\w+)(:?[-?])?([^}]*)\}/g)].map(([, name, op, arg]) => ({ name: name!, op, arg }));
@@ -48,42 +49,73 @@ describe('docker-compose.yml', () => {
 
   it('has no default secrets and needs nothing before `up`: the secrets service makes each on the first start', () => {
     // Every password, token and key is random, made by infra/compose-secrets.sh; none is a variable.
-    expect(
-      Object.keys(secrets)
-        .filter((name) => !name.endsWith('-url'))
-        .sort(),
-    ).toEqual(
+    const services_ = Object.keys(SERVICES);
+    const made = Object.keys(secrets).filter((name) => !name.endsWith('-url') && !name.endsWith('.acl'));
+    expect(made.sort()).toEqual(
       [
         'postgres-password',
         'console-db-password',
         'redis-password',
         'grafana-admin-password',
         'admin-token',
+        'faults-token',
         'jwt-secret',
-        ...Object.keys(SERVICES).flatMap((s) => [`${s}-db-password`, `${s}-runtime-db-password`]),
+        'simulator-api-key',
+        'stripe-api-key',
+        ...services_.flatMap((s) => [`${s}-db-password`, `${s}-runtime-db-password`, `${s}-redis-password`]),
       ].sort(),
     );
-    for (const [name, value] of Object.entries(secrets))
-      if (!name.endsWith('-url')) expect(value, name).toMatch(/^[0-9a-f]{48}$/);
+    for (const name of made.filter((n) => !n.includes('api-key')))
+      expect(secrets[name], name).toMatch(/^[0-9a-f]{48}$/);
+    // The simulator's key is its own, never the public placeholder; without a key in .env, payments uses it.
+    expect(secrets['simulator-api-key']).toMatch(/^sk_test_idem_simulator_[0-9a-f]{48}$/);
+    expect(secrets['stripe-api-key']).toBe(secrets['simulator-api-key']);
     expect(generatedSecrets()['jwt-secret']).not.toBe(secrets['jwt-secret']); // fresh per system
     expect(used.filter((v) => v.op === ':?')).toEqual([]); // compose starts without a .env
     expect(raw).not.toMatch(/PASSWORD: |ADMIN_TOKEN: |JWT_SECRET: |_URL: \S*:\/\/[^$\s]*:[^@\s]*@/);
-    // Made before anything that reads them, as root only to write the volume; mounted read-only.
-    expect(services.secrets!.entrypoint).toEqual(['sh', '/compose-secrets.sh', SECRETS_DIR]);
+    // Made before anything that reads them, as root only to write the volumes.
+    expect(services.secrets!.entrypoint).toEqual(['sh', '/compose-secrets.sh', SECRETS_DIR, '/run/idem-shared']);
     expect(services.secrets!.volumes).toContain('./infra/compose-secrets.sh:/compose-secrets.sh:ro');
+    expect(services.secrets!.volumes).toContain(`secrets:${SECRETS_DIR}`);
     for (const [name, service] of Object.entries(services)) {
-      const mounts = (service.volumes ?? []).filter((v) => v.startsWith('secrets:'));
-      if (name === 'secrets') expect(mounts).toEqual([`secrets:${SECRETS_DIR}`]);
-      else mounts.forEach((mount) => expect(mount, name).toBe(`secrets:${SECRETS_DIR}:ro`));
+      if (name === 'secrets') continue;
+      // Nobody else mounts the volume that holds them all; each reads only a volume of its own.
+      expect(
+        (service.volumes ?? []).filter((v) => v.startsWith('secrets:')),
+        name,
+      ).toEqual([]);
+      const volume = secretsVolumeOf(service);
       const reads = Object.values(service.environment ?? {}).some((v) => String(v).startsWith(SECRETS_DIR));
-      if (reads) expect(mounts, `${name} mounts the secrets it reads`).toHaveLength(1);
+      if (reads) expect(volume, `${name} mounts the secrets it reads`).toBe(name);
+      if (volume) expect(services.secrets!.volumes).toContain(`secrets-${volume}:/run/idem-shared/${volume}`);
     }
     expect(services.postgres!.entrypoint!.join(' ')).toContain(
       'POSTGRES_PASSWORD=$(cat /run/idem-secrets/postgres-password) exec docker-entrypoint.sh',
     );
-    for (const name of ['postgres', 'redis', 'grafana'])
+    for (const name of ['postgres', 'redis', 'grafana', 'stripe-sim'])
       expect(services[name]!.depends_on?.secrets?.condition, name).toBe('service_completed_successfully');
-    expect(services['stripe-sim']!.volumes, 'the simulator reads no secret').toBeUndefined();
+  });
+
+  it('gives each container only its own secrets: no worker holds the operator token or the customer-token key, only PostgreSQL its superuser password', () => {
+    const holders = (secret: string) =>
+      Object.entries(shared)
+        .filter(([, files]) => secret in files)
+        .map(([container]) => container)
+        .sort();
+    expect(holders('postgres-password')).toEqual(['postgres']);
+    expect(holders('admin-token')).toEqual(['console', ...Object.keys(SERVICES).map((s) => `${s}-api`)].sort());
+    expect(holders('jwt-secret')).toEqual(['console', 'orders-api']);
+    expect(holders('redis-password')).toEqual(['redis']);
+    for (const service of Object.keys(SERVICES)) {
+      expect(holders(`${service}-database-url`), service).toEqual([service, `${service}-api`].sort());
+      expect(holders(`${service}-redis-url`), service).toEqual([service, `${service}-api`].sort());
+      expect(Object.keys(environments[service]!), service).not.toContain('ADMIN_TOKEN');
+      expect(environments[service]!.FAULTS_TOKEN, service).toBe(secrets['faults-token']);
+    }
+    // Values the user gives in .env reach the services as files too, never as their configuration.
+    expect(environments.payments!.STRIPE_API_KEY).toBe(secrets['stripe-api-key']);
+    expect(environments.notifications!.SMTP_URL).toBe('smtp://mailpit:1025');
+    expect(environments['stripe-sim']!.STRIPE_SIM_API_KEY).toBe(secrets['simulator-api-key']);
   });
 
   it('documents every other variable in .env.example, with the default compose uses', () => {
@@ -183,20 +215,22 @@ describe('docker-compose.yml', () => {
     expect(test[test.indexOf('-h') + 1]).toBe('127.0.0.1');
   });
 
-  it('runs Redis with a password (never on its command line), append-only persistence, a memory limit and noeviction', () => {
+  it('runs Redis with its users from a file (no password on its command line), append-only persistence, a memory limit and noeviction', () => {
     const command = services.redis!.command!;
     const option = (name: string) => command[command.indexOf(name) + 1];
-    // The password is configuration read from standard input, written from its secret, not argv.
-    expect(services.redis!.entrypoint!.join(' ')).toMatch(
-      /redis-server - .*requirepass \$\(cat \/run\/idem-secrets\/redis-password\)/s,
-    );
-    expect(command.join(' ')).not.toContain('redis-password');
+    expect(option('--aclfile')).toBe(`${SECRETS_DIR}/redis-users.acl`);
+    expect(command.join(' ')).not.toContain('password');
     expect(option('--appendonly')).toBe('yes');
     expect(option('--maxmemory')).toBe(example.REDIS_MAXMEMORY);
     expect(option('--maxmemory-policy')).toBe('noeviction');
-    for (const [name] of idemProcesses.filter(([n]) => n !== 'stripe-sim')) {
-      expect(new URL(environments[name]!.REDIS_URL!).password, name).toBe(secrets['redis-password']);
+    // Each service logs in as its own user; the console, an operator's tool, as the default one.
+    for (const [name] of idemProcesses.filter(([n]) => n !== 'stripe-sim' && n !== 'console')) {
+      const service = name.replace(/-api$/, '');
+      const url = new URL(environments[name]!.REDIS_URL!);
+      expect([url.username, url.password], name).toEqual([`idem-${service}`, secrets[`${service}-redis-password`]]);
     }
+    expect(new URL(environments.console!.REDIS_URL!).password).toBe(secrets['redis-password']);
+    expect(shared.redis!['redis-users.acl']).toMatch(new RegExp(`^user default on >${secrets['redis-password']} `));
     expect((services.redis!.healthcheck as { test: string[] }).test.join(' ')).toContain(
       'REDISCLI_AUTH=$(cat /run/idem-secrets/redis-password) redis-cli ping',
     );
