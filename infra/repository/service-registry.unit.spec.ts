@@ -33,8 +33,8 @@ function disagreements(read: Read): string[] {
     dockerfile.length === 2 && dockerfile.every(sameList),
     'the migrate stage and command loops',
   );
-  const secrets = loops(read('infra/compose-secrets.sh'));
-  check('infra/compose-secrets.sh', secrets.length === 1 && secrets.every(sameList), 'the database passwords each');
+  const secrets = /^services='([\w ]+)'$/m.exec(read('infra/compose-secrets.sh'))?.[1]?.split(' ');
+  check('infra/compose-secrets.sh', sameList(secrets), 'the database and Redis users each');
   const init = read('infra/postgres/init.sh');
   check('infra/postgres/init.sh', loops(init).length === 1 && loops(init).every(sameList), 'a role and database each');
   const granted = /GRANT CONNECT ON DATABASE ([\w, ]+) TO console/.exec(init)?.[1]?.split(', ');
