@@ -381,8 +381,11 @@ describe('docker compose up on a real engine', () => {
     const { orderId, traceId } = await placeTracedOrder(urls.orders);
     await allPaid([{ orderId }]);
     expect(await traceGapsSettled(() => collectedSpans(), traceId, orderId, 60_000)).toEqual([]);
-    // The console is traced too: a person looking at the order.
-    expect((await fetch(`${local(PORTS.CONSOLE_HOST_PORT)}/orders/${orderId}`)).status).toBe(200);
+    // The console is traced too: a person looking at the order — the operator: it serves the
+    // compose network, so anyone else gets its login form.
+    const timeline = `${local(PORTS.CONSOLE_HOST_PORT)}/orders/${orderId}`;
+    expect((await fetch(timeline)).status).toBe(401);
+    expect((await fetch(timeline, { headers: operator() })).status).toBe(200);
     await waitFor(
       async () =>
         (await getJson<{ data: string[] }>(`${local(PORTS.JAEGER_HOST_PORT)}/api/services`)).data.includes('console'),
