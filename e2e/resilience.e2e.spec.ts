@@ -5,7 +5,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomInt } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SERVICES, placeOrder, waitForStatus, type RunningSystem } from '@idem/native-run';
@@ -17,6 +17,8 @@ import { checkSystem, startIsolatedSystem } from './support.js';
 
 const redisPort = randomInt(32_200, 32_700); // above the systems' ports, below the ephemeral range
 const redisDir = mkdtempSync(join(tmpdir(), 'idem-redis-'));
+const aclFile = join(redisDir, 'users.acl');
+writeFileSync(aclFile, '');
 let redis: ChildProcess;
 let system: RunningSystem;
 
@@ -37,6 +39,9 @@ async function startRedis(): Promise<ChildProcess> {
       'always',
       '--dir',
       redisDir,
+      // The services' users (the native run makes one per service) are saved here, and survive the restart.
+      '--aclfile',
+      aclFile,
     ],
     { stdio: 'ignore' },
   );

@@ -53,6 +53,8 @@ beforeAll(async () => {
       IDEM_ROLES: 'http',
       ADMIN_TOKEN,
       JWT_SECRET,
+      // Every operation is called with wrong credentials here, from one address, on purpose.
+      RATE_LIMIT_FAILED_AUTHENTICATIONS_PER_ADDRESS: '100000',
     });
     // With the fault switches on, so their routes are there too.
     running[service] = await START[service](config, {

@@ -17,7 +17,11 @@ export function addToInfrastructure(name: string, port: number): void {
   const loop = /(for (?:service|s) in [\w ]+)(; do)/g;
   replace('infra/Dockerfile', loop, (_, list: string, tail: string) => `${list} ${name}${tail}`);
   replace('infra/postgres/init.sh', loop, (_, list: string, tail: string) => `${list} ${name}${tail}`);
-  replace('infra/compose-secrets.sh', loop, (_, list: string, tail: string) => `${list} ${name}${tail}`);
+  replace(
+    'infra/compose-secrets.sh',
+    /^(services='[\w ]+)(')$/m,
+    (_, list: string, tail: string) => `${list} ${name}${tail}`,
+  );
   replace(
     'infra/postgres/init.sh',
     /(GRANT CONNECT ON DATABASE [\w, ]+)( TO console)/,
@@ -59,16 +63,34 @@ export function addToInfrastructure(name: string, port: number): void {
   insert(
     compose,
     'before',
+    'x-healthcheck: &healthcheck',
+    `x-${name}-env: &${name}-env
+  <<: *service-env
+  OTEL_SERVICE_NAME: ${name}
+  DATABASE_URL_FILE: /run/idem-secrets/${name}-database-url
+  REDIS_URL_FILE: /run/idem-secrets/${name}-redis-url
+  PORT: '${port}'
+`,
+  );
+  insert(
+    compose,
+    'after',
+    `- secrets-${last}:/run/idem-shared/${last}`,
+    `      - secrets-${name}-api:/run/idem-shared/${name}-api
+      - secrets-${name}:/run/idem-shared/${name}`,
+  );
+  insert(compose, 'after', new RegExp(`^  secrets-${last}:$`), `  secrets-${name}-api:\n  secrets-${name}:`);
+  insert(
+    compose,
+    'before',
     '# The teaching console: every delivery',
     `  ${name}-api:
     build: { <<: *build, args: { PACKAGE: '@idem/${name}' } }
     depends_on: *depends
-    volumes: *secrets
-    environment: &${name}-env
-      <<: *service-env
-      OTEL_SERVICE_NAME: ${name}
-      DATABASE_URL_FILE: /run/idem-secrets/${name}-database-url
-      PORT: '${port}'
+    volumes: [secrets-${name}-api:/run/idem-secrets:ro]
+    environment:
+      <<: *${name}-env
+      ADMIN_TOKEN_FILE: /run/idem-secrets/admin-token
       IDEM_ROLES: http
     ports:
       - '127.0.0.1:\${${NAME}_HOST_PORT:-${hostPort}}:${port}'
@@ -81,10 +103,11 @@ export function addToInfrastructure(name: string, port: number): void {
       <<: *depends
       ${name}-api:
         condition: service_started
-    volumes: *secrets
+    volumes: [secrets-${name}:/run/idem-secrets:ro]
     environment:
       <<: *${name}-env
       IDEM_ROLES: consumers,relay,workers
+      FAULTS_TOKEN_FILE: /run/idem-secrets/faults-token
     healthcheck: *healthcheck
     <<: *idem
 `,
@@ -103,6 +126,20 @@ export function addToInfrastructure(name: string, port: number): void {
       - username=${name}
       - password=dev-${name}-password
       - url=postgresql://${name}:dev-${name}-password@idem-postgres-rw:5432/${name}`,
+  );
+  insert(
+    `${dev}/kustomization.yaml`,
+    'after',
+    `- ${last}=dev-${last}-redis-password`,
+    `      - ${name}=dev-${name}-redis-password`,
+  );
+  insert(
+    `${dev}/kustomization.yaml`,
+    'after',
+    `- url=redis://idem-${last}:dev-${last}-redis-password@redis:6379`,
+    `  - name: ${name}-redis
+    literals:
+      - url=redis://idem-${name}:dev-${name}-redis-password@redis:6379`,
   );
   insert(
     `${dev}/postgres.yaml`,

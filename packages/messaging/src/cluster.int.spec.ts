@@ -44,9 +44,16 @@ describe('on a Redis Cluster', () => {
     const publisher = createPublisher({ redisUrl: cluster.url, prefix });
     try {
       const types = Object.keys(subscriptions) as EventType[];
-      await waitFor(() => publisher.publish(types.map((type) => testMessage(type))).then(() => true), {
-        what: 'the cluster to take a publication',
-      });
+      await waitFor(
+        () =>
+          publisher.publish(types.map((type) => testMessage(type))).then(
+            () => true,
+            () => false, // refused until the cluster (a replica after a failover) catches up: asked again
+          ),
+        {
+          what: 'the cluster to take a publication',
+        },
+      );
       const queues = new Set(types.flatMap((type) => subscriptions[type]));
       expect(queues.size).toBe(15);
       const perMaster = await cluster.keysPerMaster(`${prefix}:*`);
@@ -85,7 +92,14 @@ describe('on a Redis Cluster', () => {
       const message = testMessage('orders.order-placed.v1', {
         body: { orderId: randomUUID(), lines: [{ sku: CONSUMER, quantity: 1, unitPriceCents: 100 }] },
       });
-      await waitFor(() => publisher.publish([message]).then(() => true), { what: 'the publication' });
+      await waitFor(
+        () =>
+          publisher.publish([message]).then(
+            () => true,
+            () => false, // refused until the cluster (a replica after a failover) catches up: asked again
+          ),
+        { what: 'the publication' },
+      );
       const copies = () => reports.filter((r) => r.messageId === message.messageId);
       await waitFor(() => copies().length >= 2, { what: 'both copies delivered' });
       expect(
@@ -108,13 +122,27 @@ describe('on a Redis Cluster', () => {
     const { replica } = await cluster.roleOf(`${prefix}:{${CONSUMER}}:id`);
     try {
       const placed = () => testMessage('orders.order-placed.v1', { body: exampleBodies['orders.order-placed.v1'] });
-      await waitFor(() => publisher.publish([placed()]).then(() => true), { what: 'a first publication' });
+      await waitFor(
+        () =>
+          publisher.publish([placed()]).then(
+            () => true,
+            () => false, // refused until the cluster (a replica after a failover) catches up: asked again
+          ),
+        { what: 'a first publication' },
+      );
       expect(await publisher.durability()).toBe('replica');
       replica!.process.kill('SIGSTOP');
       // order-placed goes to two queues; the one whose master's replica is stopped is not confirmed.
       await expect(publisher.publish([placed()])).rejects.toBeInstanceOf(NotDurableError);
       replica!.process.kill('SIGCONT');
-      await waitFor(() => publisher.publish([placed()]).then(() => true), { what: 'a confirmed publication' });
+      await waitFor(
+        () =>
+          publisher.publish([placed()]).then(
+            () => true,
+            () => false, // refused until the cluster (a replica after a failover) catches up: asked again
+          ),
+        { what: 'a confirmed publication' },
+      );
     } finally {
       replica!.process.kill('SIGCONT');
       await publisher.close();
@@ -129,9 +157,16 @@ describe('on a Redis Cluster', () => {
       const message = testMessage('orders.order-placed.v1', { body: { orderId: randomUUID() } });
       const jobKey = `${prefix}:{${CONSUMER}}:${message.messageId}`;
       try {
-        await waitFor(() => publisher.publish([testMessage('orders.order-placed.v1')]).then(() => true), {
-          what: 'the publisher to reach the cluster',
-        });
+        await waitFor(
+          () =>
+            publisher.publish([testMessage('orders.order-placed.v1')]).then(
+              () => true,
+              () => false, // refused until the cluster (a replica after a failover) catches up: asked again
+            ),
+          {
+            what: 'the publisher to reach the cluster',
+          },
+        );
         const { master, replica } = await cluster.roleOf(jobKey);
         // The replica stopped, and its link cut, so it can neither read nor reconnect.
         replica!.process.kill('SIGSTOP');

@@ -1,4 +1,5 @@
 import { journalKey } from './journal.js';
+import { Cluster, Redis } from 'ioredis';
 import { queueName, type RedisClient } from './redis.js';
 
 /**
@@ -62,16 +63,58 @@ export const aclFileLine = (user: RedisUser, password: string) =>
 export const aclFileTemplate = (users: readonly RedisUser[]) =>
   users.map((user) => aclFileLine(user, `{{${user.name}}}`)).join('\n') + '\n';
 
-/** Creates or replaces `user` on every master of `redis` (a cluster's ACLs are per node). */
+/**
+ * Creates or replaces `user` on every node of `redis` (a cluster's ACLs are per node), and saves
+ * the users to each node's ACL file where it has one, so that they survive a restart (a Redis
+ * with none forgets them when it restarts).
+ */
 export async function setRedisUser(redis: RedisClient, user: RedisUser, password: string): Promise<void> {
-  const nodes = 'nodes' in redis ? redis.nodes('all') : [redis];
-  await Promise.all(nodes.map((node) => node.call('ACL', 'SETUSER', user.name, ...aclRules(user, password))));
+  await onEveryNode(redis, async (node) => {
+    await node.call('ACL', 'SETUSER', user.name, ...aclRules(user, password));
+    await saveUsers(node);
+  });
 }
 
-/** Removes `name` from every node of `redis`. */
+/** Removes `name` from every node of `redis` (and from their ACL files). */
 export async function deleteRedisUser(redis: RedisClient, name: string): Promise<void> {
-  const nodes = 'nodes' in redis ? redis.nodes('all') : [redis];
-  await Promise.all(nodes.map((node) => node.call('ACL', 'DELUSER', name)));
+  await onEveryNode(redis, async (node) => {
+    await node.call('ACL', 'DELUSER', name);
+    await saveUsers(node);
+  });
+}
+
+/**
+ * Runs `change` on the one Redis, or on every node of a cluster — replicas included: a replica
+ * promoted by a failover must know the users already (the client's own connections reach the
+ * masters only).
+ */
+async function onEveryNode(redis: RedisClient, change: (node: Redis) => Promise<void>): Promise<void> {
+  if (!(redis instanceof Cluster)) return change(redis);
+  const [master] = redis.nodes('master');
+  if (!master) throw new Error('the cluster client knows no master yet');
+  const addresses = String(await master.call('CLUSTER', 'NODES'))
+    .split('\n')
+    .filter((line) => line.trim() && !/\b(fail|noaddr)\b/.test(line.split(' ')[2] ?? ''))
+    .map((line) => /^\S+ ([^:\s]+):(\d+)/.exec(line)!)
+    .map(([, host, port]) => ({ host: host!, port: Number(port) }));
+  const credentials = redis.options.redisOptions ?? {};
+  await Promise.all(
+    addresses.map(async ({ host, port }) => {
+      const node = new Redis({ ...credentials, host, port, lazyConnect: true, maxRetriesPerRequest: 1 });
+      try {
+        await change(node);
+      } finally {
+        node.disconnect();
+      }
+    }),
+  );
+}
+
+/** `ACL SAVE`, where the server has an ACL file to save to; a server without one keeps them in memory only. */
+async function saveUsers(node: Redis): Promise<void> {
+  await node.call('ACL', 'SAVE').catch((error: unknown) => {
+    if (!/not configured to use an ACL file|no configured ACL file/i.test((error as Error).message)) throw error;
+  });
 }
 
 /** A key as a glob pattern that matches it alone: `*`, `?`, `[`, `]` and `\` taken literally. */

@@ -1,4 +1,5 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -104,6 +105,9 @@ export async function startRedisCluster({
 }
 
 function serveNode(dir: string, port: number, nodeTimeoutMs: number): ChildProcess {
+  // Its users (ACL SETUSER, then ACL SAVE) are kept in a file of its own: a restarted node knows them.
+  const acl = join(dir, `users-${port}.acl`);
+  if (!existsSync(acl)) writeFileSync(acl, '');
   return spawn(
     'redis-server',
     [
@@ -111,6 +115,7 @@ function serveNode(dir: string, port: number, nodeTimeoutMs: number): ChildProce
       ...['--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`],
       ...['--cluster-node-timeout', String(nodeTimeoutMs), '--cluster-port', String(port + BUS_PORT_OFFSET)],
       ...['--logfile', `redis-${port}.log`, '--repl-diskless-sync-delay', '0'], // a replica syncs at once
+      ...['--aclfile', acl],
     ],
     { stdio: 'ignore' },
   );

@@ -328,9 +328,16 @@ describe('inventory service', () => {
     expect(labelValues.filter((v) => /[0-9a-f]{8}-[0-9a-f]{4}-/.test(v) || v.includes('@'))).toEqual([]);
 
     // The producer label is the one the topology names for the contract, never the envelope's free text.
-    await publisher.publish([{ ...placed([{ sku: 'cable', quantity: 1 }]), producer: 'mallory-was-here' }]);
     const processed = { ...placedDuplicate, outcome: 'processed' };
-    await waitFor(async () => / 2$/.test(deliveriesLine(await (await fetch(url('/metrics'))).text(), processed) ?? ''));
+    const processedCount = async () =>
+      Number(
+        deliveriesLine(await (await fetch(url('/metrics'))).text(), processed)
+          ?.split(' ')
+          .at(-1) ?? 0,
+      );
+    const earlier = await processedCount();
+    await publisher.publish([{ ...placed([{ sku: 'cable', quantity: 1 }]), producer: 'mallory-was-here' }]);
+    await waitFor(async () => (await processedCount()) === earlier + 1, { what: 'the delivery counted under orders' });
     expect(await (await fetch(url('/metrics'))).text()).not.toContain('mallory');
   });
 
