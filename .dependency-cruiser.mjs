@@ -10,6 +10,17 @@ export default {
       to: { path: '^(packages|services|infra|deploy)/', pathNot: '^packages/contracts/' },
     },
     {
+      name: 'the-packages-carry-any-catalogue',
+      comment:
+        "The inbox, outbox, messaging, database and runtime packages carry whatever catalogue a user declares: they never import the shop's (their tests may use it).",
+      severity: 'error',
+      from: {
+        path: '^packages/(inbox|outbox|messaging|database|runtime|contracts)/src/',
+        pathNot: '\\.spec\\.ts$',
+      },
+      to: { path: '^packages/shop/' },
+    },
+    {
       name: 'inbox-knows-no-broker',
       comment: 'The inbox is the database half of the pattern: it never talks to BullMQ or Redis.',
       severity: 'error',
@@ -47,7 +58,7 @@ export default {
         "A service's domain/ holds its decisions and state machines: it reads no database, no broker, no HTTP, and no other folder of the service.",
       severity: 'error',
       from: { path: '^services/([^/]+)/src/domain/', pathNot: '\\.spec\\.ts$' },
-      to: { pathNot: ['^services/$1/src/domain/', '^packages/contracts/', '(^|/node_modules/)zod(/|$)'] },
+      to: { pathNot: ['^services/$1/src/domain/', '^packages/(contracts|shop)/', '(^|/node_modules/)zod(/|$)'] },
     },
     {
       name: 'application-speaks-no-http',

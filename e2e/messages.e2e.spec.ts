@@ -3,7 +3,7 @@
  * broken one, would): out of order, malformed, of an unknown version.
  */
 import { randomUUID } from 'node:crypto';
-import type { Envelope } from '@idem/contracts';
+import type { Envelope } from '@idem/shop';
 import { createPublisher } from '@idem/messaging';
 import { getJson, placeOrder, waitForStatus, type RunningSystem } from '@idem/native-run';
 import { redisUrl, waitFor } from '@idem/testkit';
@@ -11,6 +11,7 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readRows, startIsolatedSystem } from './support.js';
+import { shop } from '@idem/shop';
 
 const ADMIN_TOKEN = 'e2e-admin-token-0123456789';
 let system: RunningSystem;
@@ -40,7 +41,7 @@ const envelope = <T extends Envelope['type']>(
 
 describe('unexpected messages, on the running system', () => {
   it('a cancel processed before its order-placed leaves a tombstone: the late order-placed is stale, no stock reserved', async () => {
-    const publisher = createPublisher({ prefix: system.queuePrefix });
+    const publisher = createPublisher({ catalogue: shop, prefix: system.queuePrefix });
     try {
       const orderId = randomUUID();
       const cancel = envelope('orders.order-cancelled.v1', { orderId, reason: 'before it was placed' }, orderId, 2);

@@ -7,7 +7,7 @@
  * what each one imports from npm packages: the image keeps those and what they depend on, nothing
  * else (scripts/prune-deploy.ts).
  */
-import { SERVICE_NAMES } from '@idem/contracts';
+import { SERVICE_NAMES } from '@idem/shop';
 import { build, type Plugin } from 'esbuild';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { isBuiltin } from 'node:module';
@@ -25,7 +25,7 @@ const service = { main: 'src/main.ts', migrate: 'src/migrate.ts', instrumentatio
 /** Per package: the bundles it gets in its dist/ (name → source, relative to the package). */
 export const ENTRYPOINTS: Record<string, Record<string, string>> = {
   ...Object.fromEntries(SERVICE_NAMES.map((name) => [`services/${name}`, service])),
-  'infra/console': { main: 'src/main.ts', instrumentation: `../../${INSTRUMENTATION}` },
+  'infra/console': { main: 'src/main.ts', seed: 'src/seed.ts', instrumentation: `../../${INSTRUMENTATION}` },
   'infra/stripe-sim': { main: 'src/main.ts' },
   'infra/smtp-sink': { main: 'src/main.ts' },
 };

@@ -9,7 +9,8 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { consumers, queuesOf, serviceOf, type ConsumerName } from '@idem/contracts';
+import { serviceOf } from '@idem/contracts';
+import { consumers, queuesOf, type ConsumerName } from '@idem/shop';
 import { aclFileTemplate, queueName, redisUserOf } from '@idem/messaging';
 import { DEFAULT_PORTS, SERVICES, type ServiceName } from '@idem/native-run';
 import { SHUTDOWN_TIMEOUT_MS } from '@idem/runtime';

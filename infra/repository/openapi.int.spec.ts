@@ -7,7 +7,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { SERVICE_NAMES, type ServiceName } from '@idem/contracts';
+import { SERVICE_NAMES, type ServiceName } from '@idem/shop';
 import { faultsFromEnv } from '@idem/faults';
 import { DEFAULT_TOKEN_CLAIMS, mintCustomerToken } from '@idem/http';
 import type { RunningService } from '@idem/runtime';

@@ -26,6 +26,7 @@ import {
 } from '@idem/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MIGRATE_IMAGE_SERVICES, SERVICE_IMAGE_COMMAND } from './compose-file.js';
+import { shop } from '@idem/shop';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const SERVICES = ['orders', 'inventory'] as const;
@@ -174,7 +175,7 @@ describe('the production bundle', () => {
     const inventory = startBundle('inventory', port);
     try {
       expect(await inventory.healthy()).toEqual({ status: 'ok', checks: { database: 'ok', redis: 'ok' } });
-      const publisher = createPublisher({ prefix });
+      const publisher = createPublisher({ catalogue: shop, prefix });
       await publisher.publish([orderPlacedMessage({}, 'keyboard')]);
       await publisher.close();
       await waitFor(

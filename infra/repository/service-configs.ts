@@ -3,7 +3,7 @@
  * environment against what the code reads (docker-compose.yml, the Kubernetes manifests), and
  * the package tables its migrations include — read from every service in the registry.
  */
-import { SERVICE_NAMES, SERVICE_REGISTRY, type ServiceName } from '@idem/contracts';
+import { SERVICE_NAMES, SERVICE_REGISTRY, type ServiceName } from '@idem/shop';
 import type { TableSet } from '@idem/database';
 import type { BaseConfig } from '@idem/runtime';
 

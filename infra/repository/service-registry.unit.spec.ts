@@ -5,7 +5,7 @@
  */
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { SERVICE_NAMES, SERVICE_REGISTRY } from '@idem/contracts';
+import { SERVICE_NAMES, SERVICE_REGISTRY } from '@idem/shop';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { root } from './compose-file.js';

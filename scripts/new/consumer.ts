@@ -1,19 +1,20 @@
 /**
  * `pnpm new consumer <service> <contract>`: a consumer of one contract in a service — its
- * subscription in the topology, its use case (application/, named after the event), its handler
+ * subscription in the shop's catalogue, its use case (application/, named after the event), its handler
  * (consumers/, the thin adapter that calls it), its tests (processed, duplicate, stale), and its
  * place in the service's composition root.
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { isConsumerName, isEventType, serviceOf } from '@idem/contracts';
+import { serviceOf } from '@idem/contracts';
+import { isConsumerName, isEventType } from '@idem/shop';
 import { create, insert, pascal, root, ScaffoldError, touched } from './edit.js';
 
 export function newConsumer(service: string, contract: string): void {
   const composition = `services/${service}/src/service.ts`;
   if (!existsSync(join(root, composition))) throw new ScaffoldError(`no service "${service}" (${composition})`);
   if (!isEventType(contract))
-    throw new ScaffoldError(`"${contract}" is not a contract (packages/contracts/src/events.ts)`);
+    throw new ScaffoldError(`"${contract}" is not a contract of the shop (packages/shop/src/catalogue.ts)`);
   const event = contract.split('.')[1]!;
   const name = `${service}.${contract.slice(contract.indexOf('.') + 1)}`;
   if (isConsumerName(name)) throw new ScaffoldError(`${name} consumes ${contract} already`);
@@ -37,30 +38,25 @@ export function newConsumer(service: string, contract: string): void {
   insert(
     composition,
     'after',
-    /^\s+(\/\/ `pnpm new consumer .* adds each consumer here\.|consumer\(')/,
-    `        consumer('${name}', ${handler}({ now })),`,
+    /^\s+(\/\/ `pnpm new consumer .* adds each consumer here\.|consumer\(shop, ')/,
+    `        consumer(shop, '${name}', ${handler}({ now })),`,
   );
   console.log(`
 next: write what ${name} does in services/${service}/src/application/${event}.ts, then
   pnpm test services/${service}`);
 }
 
-/** Adds the consumer to the contract's subscribers in the topology. */
+/** Adds the consumer to the contract's consumers in the shop's catalogue. */
 function subscribe(contract: string, name: string): void {
-  const path = 'packages/contracts/src/topology.ts';
+  const path = 'packages/shop/src/catalogue.ts';
   const source = readFileSync(join(root, path), 'utf8');
-  const start = source.indexOf(`'${contract}': [`);
-  if (start < 0) throw new ScaffoldError(`${path}: ${contract} has no subscription list`);
-  const end = source.indexOf(']', start);
-  const list = source
-    .slice(source.indexOf('[', start) + 1, end)
-    .trim()
-    .replace(/,$/, '');
-  const subscribers = [list, `'${name}'`].filter(Boolean).join(', ');
-  writeFileSync(
-    join(root, path),
-    `${source.slice(0, source.indexOf('[', start) + 1)}${subscribers}${source.slice(end)}`,
-  );
+  const start = source.indexOf(`'${contract}': {`);
+  const list = source.indexOf('consumers: [', start);
+  if (start < 0 || list < 0) throw new ScaffoldError(`${path}: ${contract} has no list of consumers`);
+  const open = list + 'consumers: ['.length;
+  const end = source.indexOf(']', open);
+  const consumers = [source.slice(open, end).trim().replace(/,$/, ''), `'${name}'`].filter(Boolean).join(', ');
+  writeFileSync(join(root, path), `${source.slice(0, open)}${consumers}${source.slice(end)}`);
   touched.add(path);
   console.log(`  updated  ${path}`);
 }
@@ -74,7 +70,7 @@ interface Names {
   readonly useCase: string;
 }
 
-const useCaseFile = ({ service, contract, name, useCase }: Names) => `import type { MessageOf } from '@idem/contracts';
+const useCaseFile = ({ service, contract, name, useCase }: Names) => `import type { MessageOf } from '@idem/shop';
 import { advanceAggregateVersion } from '@idem/inbox';
 import type { Tx } from '../db.js';
 
@@ -104,7 +100,7 @@ const handlerFile = ({
   event,
   handler,
   useCase,
-}: Names) => `import type { MessageOf } from '@idem/contracts';
+}: Names) => `import type { MessageOf } from '@idem/shop';
 import { processed, stale, type MessageHandler } from '@idem/inbox';
 import { ${useCase} } from '../application/${event}.js';
 import type { Tx } from '../db.js';

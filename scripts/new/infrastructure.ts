@@ -4,7 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { SERVICE_NAMES, SERVICE_REGISTRY } from '@idem/contracts';
+import { SERVICE_NAMES, SERVICE_REGISTRY } from '@idem/shop';
 import { insert, replace, root } from './edit.js';
 
 export function addToInfrastructure(name: string, port: number): void {

@@ -4,7 +4,7 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { SERVICE_REGISTRY } from '@idem/contracts';
+import { SERVICE_REGISTRY } from '@idem/shop';
 import { create, insert, pascal, root, ScaffoldError } from './edit.js';
 import { addToInfrastructure } from './infrastructure.js';
 
@@ -35,7 +35,7 @@ export function newService(name: string): void {
   create(`${dir}/src/prisma/schema.int.spec.ts`, schemaSpec(name));
   create(`${dir}/src/${name}.int.spec.ts`, serviceSpec(name, Name));
 
-  insert('packages/contracts/src/services.ts', 'before', '} as const;', `  ${name}: { port: ${port} },`);
+  insert('packages/shop/src/services.ts', 'before', '} as const;', `  ${name}: { port: ${port} },`);
   addToInfrastructure(name, port);
   console.log(`
 next:
@@ -72,7 +72,18 @@ function packageJson(name: string): string {
         return [dependency, version];
       }),
     );
-  const idem = ['contracts', 'database', 'faults', 'http', 'inbox', 'messaging', 'observability', 'outbox', 'runtime'];
+  const idem = [
+    'contracts',
+    'database',
+    'faults',
+    'http',
+    'inbox',
+    'messaging',
+    'observability',
+    'outbox',
+    'runtime',
+    'shop',
+  ];
   return `${JSON.stringify(
     {
       name: `@idem/${name}`,
@@ -150,6 +161,7 @@ stopOnSignal(
 
 const service = (name: string, Name: string) => `import { faultsFromEnv, type Faults } from '@idem/faults';
 import { createInbox } from '@idem/inbox';
+import { shop } from '@idem/shop';
 import {
   consumers,
   createLogger,
@@ -173,6 +185,7 @@ export async function start${Name}(
   const inbox = createInbox({ db, faults, now });
   const running = await runService({
     name: '${name}',
+    catalogue: shop,
     config,
     log,
     db,

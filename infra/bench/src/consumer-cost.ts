@@ -3,7 +3,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import type { Envelope } from '@idem/contracts';
+import type { Envelope } from '@idem/shop';
 import { createInbox, processed } from '@idem/inbox';
 import {
   createDeliveryJournal,
@@ -20,6 +20,7 @@ import pg from 'pg';
 import * as peer from 'pg-transactional-outbox';
 import { timed, type CpuTimes } from './cpu.js';
 import { countdown, forEachConcurrently, percentile, sleep } from './stats.js';
+import { shop } from '@idem/shop';
 
 /**
  * Section 1: what the guarantee costs. The same business change — record the message as
@@ -258,6 +259,7 @@ class ConsumerBench {
       const result = await this.throughQueue(messages, (prefix) => {
         const journal = redis && createDeliveryJournal({ redis, prefix });
         const consumer = startConsumer({
+          catalogue: shop,
           consumer: CONSUMER,
           inbox,
           concurrency,

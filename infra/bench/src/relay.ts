@@ -1,4 +1,4 @@
-import { subscribersOf, type Envelope } from '@idem/contracts';
+import { subscribersOf, type Envelope, shop } from '@idem/shop';
 import {
   createPublisher,
   defaultDeliveryPolicy,
@@ -134,7 +134,7 @@ async function throughRelays(
      SELECT (e->>'messageId')::uuid, e->>'type', e, now(), now() FROM jsonb_array_elements($1::jsonb) e`,
     [JSON.stringify(envelopes)],
   );
-  const publisher = createPublisher({ redisUrl, prefix, ...publishing });
+  const publisher = createPublisher({ catalogue: shop, redisUrl, prefix, ...publishing });
   const done = countdown(envelopes.length);
   let failure: unknown;
   const started = Array.from({ length: relays }, () =>

@@ -4,7 +4,7 @@ import { createWriteStream } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { formatReport, runChecks, type Report } from '@idem/checker';
-import { consumers } from '@idem/contracts';
+import { consumers, shop } from '@idem/shop';
 import { dropDatabase } from '@idem/database';
 import {
   asCustomer,
@@ -405,7 +405,7 @@ function shuffle<T>(items: T[]): T[] {
 
 /** The consumer queues holding any job, with their counts by state. */
 async function jobsLeftIn(redisUrl: string, prefix: string): Promise<Record<string, Record<string, number>>> {
-  const publisher = createPublisher({ redisUrl, prefix });
+  const publisher = createPublisher({ catalogue: shop, redisUrl, prefix });
   try {
     const counts = await Promise.all(
       Object.keys(consumers).map(async (consumer) => [consumer, await publisher.jobCounts(consumer)] as const),

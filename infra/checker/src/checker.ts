@@ -1,4 +1,5 @@
-import { PUBLISHERS, SERVICE_NAMES, serviceOf, subscriptions, type EventType, type ServiceName } from '@idem/contracts';
+import { serviceOf } from '@idem/contracts';
+import { PUBLISHERS, SERVICE_NAMES, subscriptions, type EventType, type ServiceName } from '@idem/shop';
 import { readOnly } from '@idem/database';
 
 /**

@@ -1,5 +1,6 @@
 import { SERVICES, type Service } from '@idem/checker';
-import { isEventType, serviceOf, subscribersOf, type ConsumerName } from '@idem/contracts';
+import { serviceOf } from '@idem/contracts';
+import { isEventType, subscribersOf, type ConsumerName } from '@idem/shop';
 import {
   readJournal,
   type DeliveryEntry,

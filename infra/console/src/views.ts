@@ -1,4 +1,4 @@
-import { SERVICE_NAMES } from '@idem/contracts';
+import { SERVICE_NAMES } from '@idem/shop';
 import type { Report } from '@idem/checker';
 import type { FaultRule } from '@idem/faults';
 import type { Lesson, LessonRun } from '@idem/lessons';

@@ -8,12 +8,14 @@ import { PrismaClient } from '@idem/testkit';
 import { PrismaPg } from '@prisma/adapter-pg';
 import { LESSON_CONSUMER, takeOneUnit } from './effect.js';
 import { MISTAKES, wrongWay, type Mistake } from './wrong-ways.js';
+import { shop } from '@idem/shop';
 
 const faults = faultsFromEnv();
 const db = new PrismaClient({ adapter: new PrismaPg({ connectionString: process.env.DATABASE_URL! }) });
 const rightWay = createInbox({ db, faults });
 const mistake = MISTAKES.find((name: Mistake) => name === process.env.IDEM_LESSON_MISTAKE);
 const running = startConsumer({
+  catalogue: shop,
   consumer: LESSON_CONSUMER,
   ...(mistake ? wrongWay(mistake, { db, faults, rightWay }) : { inbox: rightWay, faults }),
   handler: takeOneUnit,

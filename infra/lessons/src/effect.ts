@@ -1,4 +1,4 @@
-import type { Envelope } from '@idem/contracts';
+import type { Envelope } from '@idem/shop';
 import { processed, type MessageHandler } from '@idem/inbox';
 import type { PrismaClient } from '@idem/testkit';
 

@@ -20,6 +20,7 @@ import {
 } from '@idem/testkit';
 import { LESSON_CONSUMER, STOCK, takeOneUnit } from './effect.js';
 import { wrongWay, type Mistake } from './wrong-ways.js';
+import { shop } from '@idem/shop';
 
 /**
  * The article's common mistakes, runnable. Each lesson makes one mistake on purpose (a wrong-way
@@ -164,6 +165,7 @@ export async function runLesson(name: LessonName, way: 'wrong' | 'right'): Promi
       const client = db.connect();
       const rightWay = createInbox({ db: client });
       const consumer = startConsumer({
+        catalogue: shop,
         consumer: LESSON_CONSUMER,
         ...(mistake ? wrongWay(mistake, { db: client, faults: noFaults, rightWay }) : { inbox: rightWay }),
         handler: takeOneUnit,
@@ -182,7 +184,12 @@ export async function runLesson(name: LessonName, way: 'wrong' | 'right'): Promi
       return consumer;
     },
     async publish(faults = '') {
-      const publisher = createPublisher({ prefix, policy, faults: createFaults(parseFaultRules(faults)) });
+      const publisher = createPublisher({
+        catalogue: shop,
+        prefix,
+        policy,
+        faults: createFaults(parseFaultRules(faults)),
+      });
       await publisher.publish([message]);
       await publisher.close();
       say(`published message ${message.messageId.slice(0, 8)}${faults ? ` under ${faults}` : ''}`);

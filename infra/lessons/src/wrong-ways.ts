@@ -1,4 +1,4 @@
-import type { Envelope } from '@idem/contracts';
+import type { AnyEnvelope } from '@idem/contracts';
 import type { SqlClient, TransactionalClient } from '@idem/database';
 import { noFaults, type Faults } from '@idem/faults';
 import { bodyHash, type DeliveryOutcome, type Inbox, type MessageHandler } from '@idem/inbox';
@@ -45,7 +45,7 @@ export function wrongWay<Tx extends SqlClient>(mistake: Mistake, options: WrongW
   };
 }
 
-type Consume<Tx extends SqlClient> = <M extends Envelope>(
+type Consume<Tx extends SqlClient> = <M extends AnyEnvelope>(
   consumer: string,
   message: M,
   handler: MessageHandler<Tx, M>,
@@ -62,7 +62,7 @@ function inboxOf<Tx extends SqlClient>(rightWay: Inbox<Tx>, consume: Consume<Tx>
 }
 
 /** The processed record, a conflict ignored (as these mistakes do). */
-const record = (tx: SqlClient, consumer: string, message: Envelope) => tx.$executeRaw`
+const record = (tx: SqlClient, consumer: string, message: AnyEnvelope) => tx.$executeRaw`
   INSERT INTO processed_messages (consumer, message_id, body_hash, processed_at)
   VALUES (${consumer}, ${message.messageId}::uuid, ${bodyHash(message.body)}, now()) ON CONFLICT DO NOTHING`;
 
@@ -71,7 +71,7 @@ const record = (tx: SqlClient, consumer: string, message: Envelope) => tx.$execu
  * record follows in a second transaction. A crash in between leaves the effect without its
  * record, and the redelivery applies it again.
  */
-async function recordInASecondTransaction<Tx extends SqlClient, M extends Envelope>(
+async function recordInASecondTransaction<Tx extends SqlClient, M extends AnyEnvelope>(
   { db, faults }: WrongWay<Tx>,
   consumer: string,
   message: M,
@@ -90,7 +90,7 @@ const RACE_WINDOW_MS = 500;
  * WRONG: "read before insert". A read decides, and the insert that follows ignores a conflict.
  * Two deliveries at the same moment both read "absent" and both apply the change.
  */
-function readThenInsert<Tx extends SqlClient, M extends Envelope>(
+function readThenInsert<Tx extends SqlClient, M extends AnyEnvelope>(
   { db }: WrongWay<Tx>,
   consumer: string,
   message: M,
@@ -112,7 +112,7 @@ function readThenInsert<Tx extends SqlClient, M extends Envelope>(
  * dedupe is trusted to keep copies out. It only covers one job id while the job is kept: a
  * republication under another id, or after the completed job was removed, runs the change again.
  */
-async function noRecord<Tx extends SqlClient, M extends Envelope>(
+async function noRecord<Tx extends SqlClient, M extends AnyEnvelope>(
   { db }: WrongWay<Tx>,
   _consumer: string,
   message: M,

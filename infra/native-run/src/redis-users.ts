@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { queuesOf, type ServiceName } from '@idem/contracts';
+import { queuesOf, type ServiceName } from '@idem/shop';
 import { asRedisUser, clusterReady, connectRedis, deleteRedisUser, redisUserOf, setRedisUser } from '@idem/messaging';
 
 /**

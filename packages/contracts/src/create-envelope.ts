@@ -1,13 +1,11 @@
-import type { EventBody, EventType } from './events.js';
+import type { Catalogue, CatalogueSpec, Envelope, EventBody, EventType } from './catalogue.js';
 import { newMessageId } from './message-id.js';
-import type { Envelope } from './parse-envelope.js';
-import { serviceOf } from './topology.js';
 import { traceparentOf } from './trace-context.js';
 
-/** What a producer says about a new event; the envelope adds identity and time. */
-export interface EventDraft<T extends EventType = EventType> {
+/** What a producer says about a new event of its catalogue; the envelope adds identity and time. */
+export interface EventDraft<S extends CatalogueSpec, T extends EventType<S> = EventType<S>> {
   readonly type: T;
-  readonly body: EventBody<T>;
+  readonly body: EventBody<S, T>;
   readonly aggregateId: string;
   readonly aggregateVersion: number;
   readonly correlationId: string;
@@ -17,18 +15,23 @@ export interface EventDraft<T extends EventType = EventType> {
 }
 
 /**
- * Assigns the message id (a UUID v7 of `now`), the one identity every redelivery of this event will carry, and
- * records the trace context the event was produced in (when tracing is on).
+ * Assigns the message id (a UUID v7 of `now`), the one identity every redelivery of this event
+ * will carry, names its producer as the catalogue does, and records the trace context the event
+ * was produced in (when tracing is on).
  */
-export function createEnvelope<T extends EventType>(draft: EventDraft<T>, now: Date): Envelope<T> {
+export function createEnvelope<S extends CatalogueSpec, T extends EventType<S>>(
+  catalogue: Catalogue<S>,
+  draft: EventDraft<S, T>,
+  now: Date,
+): Envelope<S, T> {
   const { traceparent = traceparentOf(), ...rest } = draft;
   return {
     messageId: newMessageId(now),
-    producer: serviceOf(draft.type),
+    producer: catalogue.contracts[draft.type]!.producer,
     occurredAt: now.toISOString(),
     ...rest,
     ...(traceparent === undefined ? {} : { traceparent }),
-  } as Envelope<T>;
+  } as unknown as Envelope<S, T>;
 }
 
 /** The correlation and causation ids of an event caused by `message`. */

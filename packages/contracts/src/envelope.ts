@@ -20,3 +20,6 @@ export const envelopeSchema = z.object({
 
 /** An envelope whose body has not been checked against its contract yet. */
 export type RawEnvelope = z.infer<typeof envelopeSchema>;
+
+/** Any validated envelope, of any catalogue: what the inbox and the broker carry without reading the body. */
+export type AnyEnvelope = Omit<RawEnvelope, 'body'> & { readonly body: unknown };

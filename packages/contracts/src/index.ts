@@ -1,12 +1,27 @@
-export { envelopeSchema, type RawEnvelope } from './envelope.js';
-export * from './events.js';
-export { exampleBodies } from './examples.js';
-export * from './topology.js';
+export { envelopeSchema, type RawEnvelope, type AnyEnvelope } from './envelope.js';
+export {
+  defineCatalogue,
+  isConsumerName,
+  isEventType,
+  publishersOf,
+  queuesOf,
+  serviceOf,
+  subscribersOf,
+  type Catalogue,
+  type CatalogueSpec,
+  type ConsumerName,
+  type ContractOf,
+  type ContractSpec,
+  type Envelope,
+  type EventBody,
+  type EventType,
+  type MessageOf,
+} from './catalogue.js';
+export type { StandardSchemaV1 } from './standard-schema.js';
 export {
   parseEnvelope,
   boundReason,
   MAX_REASON_LENGTH,
-  type Envelope,
   type ContractError,
   type ContractErrorCode,
   type ParseResult,
@@ -14,4 +29,3 @@ export {
 export { createEnvelope, causedBy, type EventDraft } from './create-envelope.js';
 export { newMessageId } from './message-id.js';
 export { contextOf, inSpan, traceparentOf } from './trace-context.js';
-export { SERVICE_REGISTRY, SERVICE_NAMES, PUBLISHERS, type ServiceName } from './services.js';

@@ -1,12 +1,9 @@
 import type { z } from 'zod';
-import { envelopeSchema, type RawEnvelope } from './envelope.js';
-import { events, isEventType, type EventBody, type EventType } from './events.js';
+import { isEventType, type Catalogue, type CatalogueSpec, type Envelope, type EventType } from './catalogue.js';
+import { envelopeSchema } from './envelope.js';
+import type { StandardSchemaV1 } from './standard-schema.js';
 
-/** An envelope whose body has been validated against its contract. */
-export type Envelope<T extends EventType = EventType> = T extends EventType
-  ? Omit<RawEnvelope, 'type' | 'body'> & { type: T; body: EventBody<T> }
-  : never;
-
+/** Why a message broke its contract: the `code` stored with a dead letter. */
 export type ContractErrorCode =
   | 'payload_too_large'
   | 'malformed_envelope'
@@ -22,9 +19,11 @@ export interface ContractError {
   readonly reason: string;
 }
 
-export type ParseResult<T extends EventType = EventType> =
-  { readonly ok: true; readonly envelope: Envelope<T> } | { readonly ok: false; readonly error: ContractError };
+/** The outcome of {@link parseEnvelope}: the typed envelope, or the contract it broke. */
+export type ParseResult<E = unknown> =
+  { readonly ok: true; readonly envelope: E } | { readonly ok: false; readonly error: ContractError };
 
+/** The longest reason kept or logged, in characters: a poison message cannot fill a log line. */
 export const MAX_REASON_LENGTH = 500;
 
 /** Trims a reason to the bound every stored or logged reason respects. */
@@ -35,41 +34,49 @@ export function boundReason(reason: string): string {
 const VERSIONED_NAME = /^(?<name>[a-z0-9-]+\.[a-z0-9-]+)\.v(?<version>\d+)$/;
 
 /**
- * Validates a message from the wire: first the envelope, then the contract name and version,
- * then the body against that contract. Pass `expected` when the caller subscribes to a
- * contract (a consumer: one, or the versions it accepts), so a misrouted message is refused
- * rather than half-understood.
+ * Validates a message from the wire against `catalogue`: first the envelope, then the contract
+ * name and version, then the body against that contract's schema. Pass `expected` when the caller
+ * subscribes to a contract (a consumer: one, or the versions it accepts), so a misrouted message
+ * is refused rather than half-understood.
  */
-export function parseEnvelope(input: unknown): ParseResult;
-export function parseEnvelope<T extends EventType>(input: unknown, expected: T | readonly T[]): ParseResult<T>;
-export function parseEnvelope(input: unknown, expected?: EventType | readonly EventType[]): ParseResult {
+export async function parseEnvelope<S extends CatalogueSpec, T extends EventType<S> = EventType<S>>(
+  catalogue: Catalogue<S>,
+  input: unknown,
+  expected?: T | readonly T[],
+): Promise<ParseResult<Envelope<S, T>>> {
   const envelope = envelopeSchema.safeParse(input);
-  if (!envelope.success) return failure('malformed_envelope', describeIssues(envelope.error));
+  if (!envelope.success) return failure('malformed_envelope', describeIssues(envelope.error.issues));
 
   const { type } = envelope.data;
-  if (!isEventType(type)) {
+  if (!isEventType(catalogue, type)) {
     const name = VERSIONED_NAME.exec(type)?.groups?.name;
-    const known = name !== undefined && Object.keys(events).some((t) => t.startsWith(`${name}.v`));
+    const known = name !== undefined && Object.keys(catalogue.contracts).some((t) => t.startsWith(`${name}.v`));
     return known
       ? failure('unsupported_version', `type: contract version "${type}" is not supported`)
       : failure('unknown_type', `type: "${type}" is not a known contract`);
   }
-  const accepted = typeof expected === 'string' ? [expected] : expected;
+  const accepted: readonly string[] | undefined = typeof expected === 'string' ? [expected] : expected;
   if (accepted !== undefined && !accepted.includes(type)) {
     return failure('unexpected_type', `type: expected "${accepted.join('" or "')}", received "${type}"`);
   }
 
-  const body = events[type].safeParse(envelope.data.body);
-  if (!body.success) return failure('invalid_body', describeIssues(body.error, ['body']));
-  return { ok: true, envelope: { ...envelope.data, type, body: body.data } as Envelope };
+  const body = await catalogue.contracts[type]!.body['~standard'].validate(envelope.data.body);
+  if (body.issues) return failure('invalid_body', describeIssues(body.issues, ['body']));
+  return { ok: true, envelope: { ...envelope.data, type, body: body.value } as Envelope<S, T> };
 }
 
-function failure(code: ContractErrorCode, reason: string): ParseResult {
+function failure(code: ContractErrorCode, reason: string): { ok: false; error: ContractError } {
   return { ok: false, error: { code, reason: boundReason(reason) } };
 }
 
-function describeIssues(error: z.ZodError, prefix: PropertyKey[] = []): string {
-  return error.issues.map((issue) => `${formatPath([...prefix, ...issue.path])}: ${issue.message}`).join('; ');
+type Issue = z.core.$ZodIssue | StandardSchemaV1.Issue;
+
+function describeIssues(issues: readonly Issue[], prefix: PropertyKey[] = []): string {
+  const keyOf = (segment: PropertyKey | StandardSchemaV1.PathSegment) =>
+    typeof segment === 'object' ? segment.key : segment;
+  return issues
+    .map((issue) => `${formatPath([...prefix, ...(issue.path ?? []).map(keyOf)])}: ${issue.message}`)
+    .join('; ');
 }
 
 function formatPath(path: PropertyKey[]): string {

@@ -5,6 +5,7 @@ export interface UnsafeSqlClient extends SqlClient {
   $queryRawUnsafe<T = unknown>(query: string, ...values: unknown[]): PromiseLike<T>;
 }
 
+/** Which rows of a work-item table one worker claims, and for how long. */
 export interface LeaseClaim {
   /** The work-item table: `id`, `status`, `next_attempt_at`, `lease_owner`, `lease_expires_at`. */
   readonly table: string;

@@ -24,6 +24,7 @@ CREATE TABLE IF NOT EXISTS "_prisma_migrations" (
 /** One key for every idem migrator, so two starting instances never migrate at once. */
 const MIGRATION_LOCK_KEY = 72_707_369;
 
+/** A migration that cannot be applied safely: an applied file changed, one failed, or the folder or URL is wrong. */
 export class MigrationError extends Error {
   constructor(
     readonly code:
@@ -40,6 +41,7 @@ export class MigrationError extends Error {
   }
 }
 
+/** Where the migrations are and which database they go to. */
 export interface MigrateOptions {
   readonly databaseUrl: string;
   /** A Prisma migrations folder: `<timestamp>_<name>/migration.sql` + `migration_lock.toml`. */
@@ -62,6 +64,7 @@ export interface MigrateOptions {
   readonly connectTimeoutMs?: number;
 }
 
+/** One migration as read from the folder. */
 export interface MigrationFile {
   readonly name: string;
   readonly sql: string;

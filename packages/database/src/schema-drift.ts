@@ -1,4 +1,4 @@
-import { getDMMF } from '@prisma/get-dmmf';
+import type { getDMMF } from '@prisma/get-dmmf';
 import pg from 'pg';
 
 /**
@@ -6,9 +6,12 @@ import pg from 'pg';
  * table; its columns' names, types and nullability; its primary key, unique constraints and
  * indexes (with their names, which the inbox relies on to recognise its own conflicts).
  * Returns one line per difference; none means the hand-written migrations match the schema.
+ *
+ * A check for tests and CI: it reads the schema with `@prisma/get-dmmf`, an optional peer
+ * dependency that only a caller of this function installs.
  */
 export async function findSchemaDrift(databaseUrl: string, schema: string): Promise<string[]> {
-  const expected = expectedTables(schema);
+  const expected = expectedTables(await datamodelOf(schema));
   const actual = await readTables(databaseUrl);
   const drift: string[] = [];
 
@@ -47,10 +50,20 @@ interface TableShape {
   readonly indexes: Set<string>;
 }
 
-function expectedTables(schema: string): Map<string, TableShape> {
-  const dmmf = getDMMF({ datamodel: schema });
+type Datamodel = Extract<ReturnType<typeof getDMMF>, { datamodel: unknown }>['datamodel'];
+
+async function datamodelOf(schema: string): Promise<Datamodel> {
+  const { getDMMF: parse } = await import('@prisma/get-dmmf').catch((error: unknown) => {
+    throw new Error('findSchemaDrift needs @prisma/get-dmmf: add it to your development dependencies', {
+      cause: error,
+    });
+  });
+  const dmmf = parse({ datamodel: schema });
   if ('type' in dmmf) throw new Error(`the Prisma schema does not parse: ${dmmf.reason}`, { cause: dmmf.error });
-  const { models, enums, indexes } = dmmf.datamodel;
+  return dmmf.datamodel;
+}
+
+function expectedTables({ models, enums, indexes }: Datamodel): Map<string, TableShape> {
   const enumNames = new Map(enums.map((e) => [e.name, e.dbName ?? e.name]));
   const tables = new Map<string, TableShape>();
 

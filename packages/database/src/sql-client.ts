@@ -8,6 +8,7 @@ export interface SqlClient {
   $queryRaw<T = unknown>(query: TemplateStringsArray, ...values: unknown[]): PromiseLike<T>;
 }
 
+/** How long a transaction may wait for a connection and run. */
 export interface TransactionOptions {
   /** How long to wait for a connection from the pool. @defaultValue 2000 */
   readonly maxWait?: number;
@@ -15,6 +16,7 @@ export interface TransactionOptions {
   readonly timeout?: number;
 }
 
+/** A {@link SqlClient} that can open an interactive transaction (a Prisma client is one). */
 export interface TransactionalClient<Tx extends SqlClient> extends SqlClient {
   $transaction<R>(fn: (tx: Tx) => Promise<R>, options?: TransactionOptions): Promise<R>;
 }

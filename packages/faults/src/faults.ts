@@ -23,8 +23,10 @@ export const FAULT_NAMES = [
   'crash-after-send',
 ] as const;
 
+/** One of {@link FAULT_NAMES}: a place in the code where the order of operations is the guarantee. */
 export type FaultName = (typeof FAULT_NAMES)[number];
 
+/** When a switch fires: which one, for which target, how often and how many times. */
 export interface FaultRule {
   readonly name: FaultName;
   /** A consumer or component name; undefined matches every target. */
@@ -35,10 +37,12 @@ export interface FaultRule {
   readonly count?: number;
 }
 
+/** IDEM_FAULTS (or a rule sent to the switchboard) names an unknown switch or is not a list of rules. */
 export class FaultConfigError extends Error {
   readonly code = 'fault_config_invalid';
 }
 
+/** What the code asks at a failure window: does the switch fire here, now? */
 export interface Faults {
   /** Whether the switch `name` fires now for `target`; each firing uses up one of its count. */
   fires(name: FaultName, target: string): boolean;
@@ -46,8 +50,10 @@ export interface Faults {
   crashIf(name: FaultName, target: string): void;
 }
 
+/** Switches that never fire: production, and every caller that passes none. */
 export const noFaults: Faults = { fires: () => false, crashIf: () => undefined };
 
+/** Fault switches from fixed rules (IDEM_FAULTS): each rule fires at most `count` times, each time with its `probability`. */
 export function createFaults(rules: readonly FaultRule[], random: () => number = Math.random): Faults {
   if (rules.length === 0) return noFaults;
   const fired = new Map<FaultRule, number>();
@@ -110,6 +116,7 @@ export interface FaultSwitchboard extends Faults {
   replace(rules: readonly FaultRule[]): void;
 }
 
+/** Fault switches an operator can change while the process runs (the faults endpoint of a service). */
 export function createFaultSwitchboard(
   initial: readonly FaultRule[] = [],
   random: () => number = Math.random,

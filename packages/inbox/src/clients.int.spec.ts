@@ -5,7 +5,7 @@
  * constraint that is permanent, another body under the same id. Handlers use raw SQL, which
  * both clients speak.
  */
-import type { Envelope } from '@idem/contracts';
+import type { Envelope } from '@idem/shop';
 import { fromNodePostgres, type SqlClient, type TransactionalClient } from '@idem/database';
 import { createFaults, parseFaultRules } from '@idem/faults';
 import { createTestDatabase, orderPlacedMessage, type TestDatabase } from '@idem/testkit';

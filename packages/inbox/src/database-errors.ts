@@ -46,6 +46,7 @@ export function isProcessedMessageConflict(error: unknown): boolean {
   return fromDatabase && sqlStateOf(error) === '23505' && isProcessedMessagesKey(constraintOf(error));
 }
 
+/** Whether a database error is worth retrying, with a code and a bounded reason to store. */
 export interface FailureClassification {
   readonly outcome: 'transient_failure' | 'permanent_failure';
   readonly code: string;

@@ -24,11 +24,13 @@ export interface DeadLetter {
   readonly replayCount: number;
 }
 
+/** What is recorded when a message becomes a dead letter. */
 export type NewDeadLetter = Pick<DeadLetter, 'consumer' | 'messageId' | 'payload' | 'code' | 'reason' | 'attempts'>;
 
 /** Where a page of dead letters ended: the next page starts after it. */
 export type DeadLetterCursor = Pick<DeadLetter, 'deadLetteredAt' | 'consumer' | 'messageId'>;
 
+/** Which dead letters to list: one consumer's, chosen ids, a page after a cursor. */
 export interface DeadLetterFilter {
   readonly consumer?: string;
   /** Only these (chosen in the query, among every dead letter). */
@@ -40,6 +42,7 @@ export interface DeadLetterFilter {
   readonly payloads?: boolean;
 }
 
+/** The dead-letter store: poison messages kept exactly as they came, until replayed. */
 export interface DeadLetters {
   /** Keeps a dead letter; recording the same message again (after a replay) updates it. */
   record(deadLetter: NewDeadLetter): Promise<void>;

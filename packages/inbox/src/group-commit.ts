@@ -1,4 +1,4 @@
-import type { Envelope } from '@idem/contracts';
+import type { AnyEnvelope } from '@idem/contracts';
 import type { SqlClient, TransactionalClient, TransactionOptions } from '@idem/database';
 import type { Faults } from '@idem/faults';
 import { bodyHash } from './body-hash.js';
@@ -22,7 +22,7 @@ export interface GroupCommit<Tx extends SqlClient> {
   readonly shortcut: DuplicateShortcut;
   readonly report: (conflict: ConflictingDuplicate) => void;
   /** One message, the way the inbox consumes it alone. */
-  readonly consume: <M extends Envelope>(
+  readonly consume: <M extends AnyEnvelope>(
     consumer: string,
     message: M,
     handler: MessageHandler<Tx, M>,
@@ -30,7 +30,7 @@ export interface GroupCommit<Tx extends SqlClient> {
 }
 
 /** A message of a batch: where its outcome goes, its id as PostgreSQL writes a uuid (lower case), its body hash. */
-interface Batched<M extends Envelope> {
+interface Batched<M extends AnyEnvelope> {
   readonly message: M;
   readonly index: number;
   readonly id: string;
@@ -41,7 +41,7 @@ interface Batched<M extends Envelope> {
 class OneAtATime extends Error {}
 
 /** One outcome per message, in order, once the batch's transaction committed (see `Inbox.consumeBatch`). */
-export async function consumeBatch<Tx extends SqlClient, M extends Envelope>(
+export async function consumeBatch<Tx extends SqlClient, M extends AnyEnvelope>(
   inbox: GroupCommit<Tx>,
   consumer: string,
   messages: readonly M[],
@@ -81,7 +81,7 @@ export async function consumeBatch<Tx extends SqlClient, M extends Envelope>(
  * one message at a time, so that each still ends on its own (measured: faster than a savepoint
  * per message, docs/performance.md). Outcomes only once the transaction committed.
  */
-async function commitTogether<Tx extends SqlClient, M extends Envelope>(
+async function commitTogether<Tx extends SqlClient, M extends AnyEnvelope>(
   inbox: GroupCommit<Tx>,
   consumer: string,
   batch: readonly Batched<M>[],

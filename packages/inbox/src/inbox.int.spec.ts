@@ -1,4 +1,4 @@
-import type { Envelope } from '@idem/contracts';
+import type { Envelope } from '@idem/shop';
 import { createFaults, parseFaultRules } from '@idem/faults';
 import type { TransactionalClient, TransactionOptions } from '@idem/database';
 import { createTestDatabase, orderPlacedMessage, type PrismaClient, type TestDatabase } from '@idem/testkit';

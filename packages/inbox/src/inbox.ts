@@ -1,4 +1,4 @@
-import type { Envelope } from '@idem/contracts';
+import type { AnyEnvelope } from '@idem/contracts';
 import { boundReason } from '@idem/contracts';
 import type { SqlClient, TransactionalClient, TransactionOptions } from '@idem/database';
 import { noFaults, type Faults } from '@idem/faults';
@@ -21,6 +21,7 @@ import type { DeliveryOutcome, HandlerResult, MessageHandler } from './outcomes.
 
 export type { ConflictingDuplicate, MessageHandler };
 
+/** The service's database, clock and fault switches. */
 export interface InboxOptions<Tx extends SqlClient> {
   /** The service's Prisma client. */
   readonly db: TransactionalClient<Tx>;
@@ -33,6 +34,7 @@ export interface InboxOptions<Tx extends SqlClient> {
   readonly onConflictingDuplicate?: (details: ConflictingDuplicate) => void;
 }
 
+/** Records processed messages and applies each message's effect once, in the same transaction. */
 export interface Inbox<Tx extends SqlClient> {
   /**
    * The idempotent consumer (the article's steps 3–7): in one transaction, record
@@ -40,7 +42,11 @@ export interface Inbox<Tx extends SqlClient> {
    * Returns the delivery's outcome; the caller settles the broker delivery only after this
    * resolves, i.e. after the commit.
    */
-  consume<M extends Envelope>(consumer: string, message: M, handler: MessageHandler<Tx, M>): Promise<DeliveryOutcome>;
+  consume<M extends AnyEnvelope>(
+    consumer: string,
+    message: M,
+    handler: MessageHandler<Tx, M>,
+  ): Promise<DeliveryOutcome>;
   /**
    * Group commit: the same guarantee for several messages of one consumer in **one**
    * transaction and one commit. A duplicate changes nothing but its own outcome; a refusal or a
@@ -49,7 +55,7 @@ export interface Inbox<Tx extends SqlClient> {
    * the transaction or its commit fails, every message gets that failure (none is processed) and
    * the caller must settle none of them.
    */
-  consumeBatch<M extends Envelope>(
+  consumeBatch<M extends AnyEnvelope>(
     consumer: string,
     messages: readonly M[],
     handler: MessageHandler<Tx, M>,
@@ -71,13 +77,14 @@ class ForcedRollback extends Error {
   }
 }
 
+/** The inbox of one service: its processed-message records, in the database its business rows live in. */
 export function createInbox<Tx extends SqlClient>(options: InboxOptions<Tx>): Inbox<Tx> {
   const { db, now = () => new Date(), faults = noFaults, transaction, onConflictingDuplicate } = options;
   const report = (conflict: ConflictingDuplicate) => onConflictingDuplicate?.(conflict);
   const shortcut = new DuplicateShortcut(db);
 
   /** The article's steps 3–7 for one delivery; the caller settles it only after this resolves. */
-  async function consume<M extends Envelope>(
+  async function consume<M extends AnyEnvelope>(
     consumer: string,
     message: M,
     handler: MessageHandler<Tx, M>,

@@ -1,4 +1,4 @@
-import type { Envelope } from '@idem/contracts';
+import type { AnyEnvelope } from '@idem/contracts';
 
 /**
  * Every delivery ends as exactly one outcome. `processed`, `duplicate`, `stale` and
@@ -15,6 +15,7 @@ export type DeliveryOutcome =
   | { readonly outcome: 'transient_failure'; readonly code: string; readonly reason: string; readonly error?: unknown }
   | { readonly outcome: 'permanent_failure'; readonly code: string; readonly reason: string; readonly error?: unknown };
 
+/** The name of a {@link DeliveryOutcome}: the label of the outcome metric. */
 export type OutcomeName = DeliveryOutcome['outcome'];
 
 /** Whether the broker delivery should be completed (true) or retried / dead-lettered. */
@@ -50,4 +51,4 @@ export function permanentFailure(code: string, reason: string): HandlerResult {
 }
 
 /** Business code for one consumer: runs inside the inbox transaction, with that transaction. */
-export type MessageHandler<Tx, M extends Envelope = Envelope> = (message: M, tx: Tx) => Promise<HandlerResult>;
+export type MessageHandler<Tx, M extends AnyEnvelope = AnyEnvelope> = (message: M, tx: Tx) => Promise<HandlerResult>;

@@ -20,14 +20,17 @@ export interface ReplayHorizon {
   readonly replayWindowMs: number;
 }
 
+/** How long after the fact a message can still arrive: broker retention + retry span + replay window. */
 export function replayHorizonMs(horizon: ReplayHorizon): number {
   return horizon.brokerRetentionMs + horizon.maxRetrySpanMs + horizon.replayWindowMs;
 }
 
+/** The inbox retention is shorter than the replay horizon: a late copy would find no record and apply twice. */
 export class RetentionError extends Error {
   readonly code = 'retention_shorter_than_replay_horizon';
 }
 
+/** How long records are kept, and the horizon that retention must cover. */
 export interface InboxRetentionOptions {
   readonly db: SqlClient;
   readonly retentionMs: number;
@@ -50,6 +53,7 @@ export interface Purge {
   readonly added: Readonly<Record<string, PartitionAdded>>;
 }
 
+/** Removes processed records once no copy of their message can arrive any more. */
 export interface InboxRetention {
   /**
    * Removes the processed records older than the retention: the partitions of the coming spans

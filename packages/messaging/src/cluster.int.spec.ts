@@ -1,5 +1,5 @@
 import { randomInt, randomUUID } from 'node:crypto';
-import { exampleBodies, subscriptions, type EventType } from '@idem/contracts';
+import { exampleBodies, subscriptions, type EventType } from '@idem/shop';
 import { createFaults, parseFaultRules } from '@idem/faults';
 import { createInbox } from '@idem/inbox';
 import {
@@ -19,6 +19,7 @@ import { NotDurableError } from './durability.js';
 import { createDeliveryJournal, deliveryEntry, readJournal } from './journal.js';
 import { createPublisher } from './publisher.js';
 import { connectRedis, queueName } from './redis.js';
+import { shop } from '@idem/shop';
 
 /**
  * The messaging layer on a Redis Cluster of the test's own: three masters, each with a replica,
@@ -41,7 +42,7 @@ afterAll(async () => {
 
 describe('on a Redis Cluster', () => {
   it("keeps each queue's keys in a slot of its own, so the queues spread over every master", async () => {
-    const publisher = createPublisher({ redisUrl: cluster.url, prefix });
+    const publisher = createPublisher({ catalogue: shop, redisUrl: cluster.url, prefix });
     try {
       const types = Object.keys(subscriptions) as EventType[];
       await waitFor(
@@ -73,11 +74,12 @@ describe('on a Redis Cluster', () => {
 
   it('delivers through the inbox, which suppresses the copy publish-twice sends, and journals it', async () => {
     const faults = createFaults(parseFaultRules('publish-twice target=publisher count=1'));
-    const publisher = createPublisher({ redisUrl: cluster.url, prefix, faults });
+    const publisher = createPublisher({ catalogue: shop, redisUrl: cluster.url, prefix, faults });
     const redis = connectRedis(cluster.url);
     const journal = createDeliveryJournal({ redis, prefix });
     const reports: DeliveryReport[] = [];
     const consumer = startConsumer({
+      catalogue: shop,
       consumer: CONSUMER,
       redisUrl: cluster.url,
       prefix,
@@ -118,7 +120,7 @@ describe('on a Redis Cluster', () => {
   });
 
   it('confirms a publication on the replica of the master that took it, and refuses it while that replica is stopped', async () => {
-    const publisher = createPublisher({ redisUrl: cluster.url, prefix, durabilityTimeoutMs: 300 });
+    const publisher = createPublisher({ catalogue: shop, redisUrl: cluster.url, prefix, durabilityTimeoutMs: 300 });
     const { replica } = await cluster.roleOf(`${prefix}:{${CONSUMER}}:id`);
     try {
       const placed = () => testMessage('orders.order-placed.v1', { body: exampleBodies['orders.order-placed.v1'] });
@@ -153,7 +155,13 @@ describe('on a Redis Cluster', () => {
     // The failure window, made to happen: the replica lags (stopped, its link cut); the master
     // takes a job and is killed; the replica, continued, is promoted without it.
     const lost = async (durability: 'none' | 'replica') => {
-      const publisher = createPublisher({ redisUrl: cluster.url, prefix, durability, durabilityTimeoutMs: 300 });
+      const publisher = createPublisher({
+        catalogue: shop,
+        redisUrl: cluster.url,
+        prefix,
+        durability,
+        durabilityTimeoutMs: 300,
+      });
       const message = testMessage('orders.order-placed.v1', { body: { orderId: randomUUID() } });
       const jobKey = `${prefix}:{${CONSUMER}}:${message.messageId}`;
       try {

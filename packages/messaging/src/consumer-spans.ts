@@ -1,4 +1,4 @@
-import { contextOf, type Envelope } from '@idem/contracts';
+import { contextOf, type AnyEnvelope } from '@idem/contracts';
 import { isSettled, type DeliveryOutcome } from '@idem/inbox';
 import { context, SpanKind, SpanStatusCode, trace, type Link, type Span } from '@opentelemetry/api';
 import type { Job } from 'bullmq';
@@ -10,7 +10,7 @@ const tracer = trace.getTracer('@idem/messaging');
  * the producer's `send` span, with OpenTelemetry's messaging attributes. The inbox
  * transaction's database spans nest under it.
  */
-export function startProcess(consumer: string, job: Job, envelope: Envelope | undefined): Span {
+export function startProcess(consumer: string, job: Job, envelope: AnyEnvelope | undefined): Span {
   const producer = contextOf(envelope?.traceparent);
   const producerSpan = producer ? trace.getSpanContext(producer) : undefined;
   const links: Link[] = producerSpan ? [{ context: producerSpan }] : [];

@@ -1,4 +1,4 @@
-import type { Envelope } from '@idem/contracts';
+import type { Envelope, Shop } from '@idem/shop';
 import { createFaults, parseFaultRules } from '@idem/faults';
 import { createInbox, permanentFailure } from '@idem/inbox';
 import {
@@ -23,6 +23,7 @@ import { defaultDeliveryPolicy } from './delivery-policy.js';
 import { createPublisher, type Publisher } from './publisher.js';
 import { createDeliveryJournal, deliveryEntry, readJournal } from './journal.js';
 import { replayDeadLetters, ReplayWindowError } from './dead-letters.js';
+import { shop } from '@idem/shop';
 
 const CONSUMER = 'inventory.order-placed.v1';
 const prefix = uniqueName('idem_test_consumer');
@@ -37,6 +38,7 @@ beforeAll(async () => {
   // Completed jobs are removed at once, so a second publication of a message really reaches
   // the consumer instead of being swallowed by BullMQ's jobId dedupe: the inbox must suppress it.
   publisher = createPublisher({
+    catalogue: shop,
     prefix,
     policy: { ...defaultDeliveryPolicy, attempts: 3, backoffDelayMs: 50, keepCompletedMs: 0 },
   });
@@ -61,8 +63,9 @@ afterEach(async () => {
   await queue.drain(true);
 });
 
-function start(overrides: Partial<ConsumerOptions<Tx, typeof CONSUMER>> = {}): Consumer {
+function start(overrides: Partial<ConsumerOptions<Tx, Shop, typeof CONSUMER>> = {}): Consumer {
   const consumer = startConsumer({
+    catalogue: shop,
     consumer: CONSUMER,
     inbox: createInbox({ db: db.prisma }),
     handler: reserveOneUnit(CONSUMER),
@@ -109,7 +112,7 @@ describe('startConsumer', () => {
 
   it('absorbs the publish-twice fault: the second copy passes BullMQ’s dedupe and the inbox suppresses it', async () => {
     start();
-    const twice = createPublisher({ prefix, faults: createFaults(parseFaultRules('publish-twice')) });
+    const twice = createPublisher({ catalogue: shop, prefix, faults: createFaults(parseFaultRules('publish-twice')) });
     try {
       const message = orderPlacedMessage();
       await twice.publish([message]);
@@ -388,7 +391,7 @@ describe('group commit', () => {
     };
     for (const client of [db.connect(), db.connect()])
       start({ inbox: createInbox({ db: client }), handler: slowReserve });
-    const twice = createPublisher({ prefix, faults: createFaults(parseFaultRules('publish-twice')) });
+    const twice = createPublisher({ catalogue: shop, prefix, faults: createFaults(parseFaultRules('publish-twice')) });
     try {
       const copied = messages(12);
       await twice.publish(copied);

@@ -1,9 +1,10 @@
 import {
-  consumers,
   parseEnvelope,
+  type AnyEnvelope,
+  type Catalogue,
+  type CatalogueSpec,
   type ConsumerName,
   type MessageOf,
-  type EventType,
   type ParseResult,
 } from '@idem/contracts';
 import type { SqlClient } from '@idem/database';
@@ -21,17 +22,18 @@ import { createRedis, queueName, resolveBroker, type BrokerOptions, type RedisCl
  * A delivery's message as the consumer reads it: the size is checked before any parsing (a huge
  * payload costs no validation work), then the envelope against the contracts it subscribes to.
  */
-function readDelivery<T extends EventType>(
+async function readDelivery(
+  catalogue: Catalogue,
   data: unknown,
-  contracts: readonly T[],
+  contracts: readonly string[],
   maxPayloadBytes: number,
-): ParseResult<T> {
+): Promise<ParseResult<AnyEnvelope>> {
   const bytes = Buffer.byteLength(JSON.stringify(data ?? null) ?? '');
   if (bytes > maxPayloadBytes) {
     const reason = `${bytes} bytes, more than the ${maxPayloadBytes} accepted`;
     return { ok: false, error: { code: 'payload_too_large', reason } };
   }
-  return parseEnvelope(data, contracts);
+  return parseEnvelope(catalogue, data, contracts);
 }
 
 /** One delivery and how it ended: what logs, metrics and traces are made of. */
@@ -52,10 +54,18 @@ export interface DeliveryReport {
   readonly deadLettered: boolean;
 }
 
-export interface ConsumerOptions<Tx extends SqlClient, C extends ConsumerName> extends BrokerOptions {
+/** The catalogue, the consumer's name, its inbox and its handler, and how deliveries are retried. */
+export interface ConsumerOptions<
+  Tx extends SqlClient,
+  S extends CatalogueSpec,
+  C extends ConsumerName<S>,
+> extends BrokerOptions {
+  /** The system's catalogue: the contracts this consumer takes, and their schemas. */
+  readonly catalogue: Catalogue<S>;
+  /** Its stable name: its queue's, and half of the inbox's dedupe key. */
   readonly consumer: C;
   readonly inbox: Inbox<Tx>;
-  readonly handler: MessageHandler<Tx, MessageOf<NoInfer<C>>>;
+  readonly handler: MessageHandler<Tx, MessageOf<S, NoInfer<C>>>;
   /** Deliveries handled at once by this instance; keep it within the database pool. @defaultValue 8 */
   readonly concurrency?: number;
   /**
@@ -88,6 +98,7 @@ export interface ConsumerOptions<Tx extends SqlClient, C extends ConsumerName> e
   readonly onError?: (error: unknown) => void;
 }
 
+/** A running consumer: its BullMQ worker, and how to stop it. */
 export interface Consumer {
   readonly worker: Worker;
   /** Stops taking deliveries; waits up to `timeoutMs` for in-flight ones, then abandons them to redelivery. */
@@ -95,11 +106,12 @@ export interface Consumer {
 }
 
 /** The consumer's settings with their defaults, and what its deliveries share while it runs. */
-interface Runner<Tx extends SqlClient, C extends ConsumerName> {
-  readonly consumer: C;
+interface Runner<Tx extends SqlClient> {
+  readonly catalogue: Catalogue;
+  readonly consumer: string;
   readonly inbox: Inbox<Tx>;
-  readonly handler: MessageHandler<Tx, MessageOf<C>>;
-  readonly contracts: readonly EventType[];
+  readonly handler: MessageHandler<Tx, AnyEnvelope>;
+  readonly contracts: readonly string[];
   readonly maxPayloadBytes: number;
   readonly faults: Faults;
   readonly onDelivery: (report: DeliveryReport) => void;
@@ -107,7 +119,7 @@ interface Runner<Tx extends SqlClient, C extends ConsumerName> {
   /** Reports waiting for the broker to settle their job (only when `onSettled` is given). */
   readonly unsettled?: WeakMap<Job, DeliveryReport>;
   /** Hands a delivery to the group commit: resolves with its outcome once its transaction ended. */
-  readonly inGroup: (delivery: { envelope: MessageOf<C>; span: Span }) => Promise<DeliveryOutcome>;
+  readonly inGroup: (delivery: { envelope: AnyEnvelope; span: Span }) => Promise<DeliveryOutcome>;
 }
 
 /**
@@ -116,33 +128,19 @@ interface Runner<Tx extends SqlClient, C extends ConsumerName> {
  * complete the job; a transient failure is retried with backoff; a permanent failure, or a
  * transient one on its last attempt, becomes a dead letter and never a processed record.
  */
-export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(options: ConsumerOptions<Tx, C>): Consumer {
+export function startConsumer<Tx extends SqlClient, S extends CatalogueSpec, C extends ConsumerName<S>>(
+  options: ConsumerOptions<Tx, S, C>,
+): Consumer {
   const {
     consumer,
     concurrency = 8,
-    maxBatch = concurrency,
     lockDurationMs = 30_000,
     stalledIntervalMs = 30_000,
     maxStalledCount = 5,
-    maxPayloadBytes = 256 * 1024,
-    faults = noFaults,
-    onDelivery = () => {},
     onSettled,
     onError = () => {},
   } = options;
-  const { inbox, handler } = options;
-  const runner: Runner<Tx, C> = {
-    consumer,
-    inbox,
-    handler,
-    inGroup: createGroupCommit((deliveries) => commitBatch({ inbox, consumer, handler }, deliveries), maxBatch),
-    contracts: consumers[consumer],
-    maxPayloadBytes,
-    faults,
-    onDelivery,
-    onError,
-    ...(onSettled ? { unsettled: new WeakMap<Job, DeliveryReport>() } : {}),
-  };
+  const runner = runnerOf(options);
   const { redisUrl, prefix } = resolveBroker(options);
   const name = queueName(consumer, redisUrl);
   const settings = {
@@ -178,9 +176,35 @@ export function startConsumer<Tx extends SqlClient, C extends ConsumerName>(opti
   };
 }
 
+/** What a consumer's deliveries share: its settings with their defaults, and the contracts it takes. */
+function runnerOf<Tx extends SqlClient, S extends CatalogueSpec, C extends ConsumerName<S>>(
+  options: ConsumerOptions<Tx, S, C>,
+): Runner<Tx> {
+  const { consumer, inbox, concurrency = 8, maxBatch = concurrency, onSettled } = options;
+  // The handler takes the contract this consumer subscribes to; the runner hands it only
+  // envelopes parsed against that contract.
+  const handler = options.handler as unknown as MessageHandler<Tx, AnyEnvelope>;
+  const catalogue = options.catalogue as unknown as Catalogue;
+  const contracts = (catalogue.consumers as Record<string, readonly string[] | undefined>)[consumer];
+  if (!contracts) throw new Error(`${consumer} subscribes to nothing in the catalogue`);
+  return {
+    catalogue,
+    consumer,
+    inbox,
+    handler,
+    inGroup: createGroupCommit((deliveries) => commitBatch({ inbox, consumer, handler }, deliveries), maxBatch),
+    contracts,
+    maxPayloadBytes: options.maxPayloadBytes ?? 256 * 1024,
+    faults: options.faults ?? noFaults,
+    onDelivery: options.onDelivery ?? (() => {}),
+    onError: options.onError ?? (() => {}),
+    ...(onSettled ? { unsettled: new WeakMap<Job, DeliveryReport>() } : {}),
+  };
+}
+
 /** A BullMQ worker on a connection of its own, its events wired to the runner, counting what it started. */
-function workerOf<Tx extends SqlClient, C extends ConsumerName>(
-  runner: Runner<Tx, C>,
+function workerOf<Tx extends SqlClient>(
+  runner: Runner<Tx>,
   { redisUrl, name, settings, onSettled }: WorkerSetup,
 ): RunningWorker {
   const connection = createRedis(redisUrl, 'worker');
@@ -253,8 +277,8 @@ async function close({ worker, connection }: RunningWorker, timeoutMs: number) {
   connection.disconnect();
 }
 
-async function deadLetter<Tx extends SqlClient, C extends ConsumerName>(
-  { inbox, consumer }: Runner<Tx, C>,
+async function deadLetter<Tx extends SqlClient>(
+  { inbox, consumer }: Runner<Tx>,
   job: Job,
   code: string,
   reason: string,
@@ -274,9 +298,9 @@ async function deadLetter<Tx extends SqlClient, C extends ConsumerName>(
  * One batch of deliveries in one inbox transaction. A batch of one is an ordinary `consume`
  * under its delivery's span; a larger one gets a `commit` span linked to each delivery's.
  */
-async function commitBatch<Tx extends SqlClient, C extends ConsumerName>(
-  { inbox, consumer, handler }: Pick<Runner<Tx, C>, 'inbox' | 'consumer' | 'handler'>,
-  deliveries: readonly { envelope: MessageOf<C>; span: Span }[],
+async function commitBatch<Tx extends SqlClient>(
+  { inbox, consumer, handler }: Pick<Runner<Tx>, 'inbox' | 'consumer' | 'handler'>,
+  deliveries: readonly { envelope: AnyEnvelope; span: Span }[],
 ): Promise<DeliveryOutcome[]> {
   if (deliveries.length === 1) {
     const [{ envelope, span }] = deliveries as [(typeof deliveries)[number]];
@@ -295,8 +319,8 @@ async function commitBatch<Tx extends SqlClient, C extends ConsumerName>(
  * attempt), stored before it is counted or logged: one that could not be written is not one,
  * and the job then fails as it is (BullMQ keeps failed jobs for days).
  */
-async function keepDeadLetter<Tx extends SqlClient, C extends ConsumerName>(
-  runner: Runner<Tx, C>,
+async function keepDeadLetter<Tx extends SqlClient>(
+  runner: Runner<Tx>,
   job: Job,
   outcome: DeliveryOutcome,
   attempt: number,
@@ -317,18 +341,15 @@ async function keepDeadLetter<Tx extends SqlClient, C extends ConsumerName>(
  * it only after the inbox transaction ended — complete it when settled, retry it, or fail it as a
  * dead letter.
  */
-async function processDelivery<Tx extends SqlClient, C extends ConsumerName>(
-  runner: Runner<Tx, C>,
-  job: Job,
-): Promise<string> {
+async function processDelivery<Tx extends SqlClient>(runner: Runner<Tx>, job: Job): Promise<string> {
   const { consumer, faults } = runner;
   const started = performance.now();
   const attempt = job.attemptsMade + 1;
-  const parsed = readDelivery(job.data, runner.contracts, runner.maxPayloadBytes);
-  const envelope = parsed.ok ? (parsed.envelope as MessageOf<C>) : undefined;
+  const parsed = await readDelivery(runner.catalogue, job.data, runner.contracts, runner.maxPayloadBytes);
+  const envelope = parsed.ok ? parsed.envelope : undefined;
   const span = startProcess(consumer, job, envelope);
   const outcome: DeliveryOutcome = parsed.ok
-    ? await runner.inGroup({ envelope: parsed.envelope as MessageOf<C>, span })
+    ? await runner.inGroup({ envelope: parsed.envelope, span })
     : { outcome: 'permanent_failure', code: parsed.error.code, reason: parsed.error.reason };
   const deadLettered = await keepDeadLetter(runner, job, outcome, attempt);
   endProcess(span, outcome, deadLettered !== undefined);

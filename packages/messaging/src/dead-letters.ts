@@ -39,6 +39,7 @@ export class DeadLetterWriteError extends Error {
   }
 }
 
+/** Which dead letters to deliver again. */
 export interface ReplayFilter {
   readonly consumer?: string;
   /** Only these (chosen in the query, among every dead letter, not among the first page). */
@@ -46,6 +47,7 @@ export interface ReplayFilter {
   readonly limit?: number;
 }
 
+/** How late a replay may come: a copy replayed later than the inbox keeps records could apply twice. */
 export interface ReplayWindow {
   /** How long after the fact a message may still be replayed (REPLAY_WINDOW_MS). */
   readonly replayWindowMs: number;

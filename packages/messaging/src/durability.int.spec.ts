@@ -3,13 +3,14 @@ import { randomInt, randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createEnvelope, type EventDraft } from '@idem/contracts';
+import { createEnvelope, type EventDraft } from '@idem/shop';
 import { createRelay, enqueue } from '@idem/outbox';
 import { createTestDatabase, exited, uniqueName, waitFor, type TestDatabase } from '@idem/testkit';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NotDurableError } from './durability.js';
 import { createPublisher } from './publisher.js';
+import { shop } from '@idem/shop';
 
 /**
  * "Published" means as durable as asked: a Redis master and a replica of this test's own, on
@@ -81,7 +82,12 @@ const placed = () => createEnvelope(draft(), new Date());
 
 describe('a durable publication', () => {
   it('with a replica, auto waits for it: published once the replica has the jobs, refused while it does not answer', async () => {
-    const publisher = createPublisher({ redisUrl, prefix: uniqueName('idem_test_durable'), durabilityTimeoutMs: 300 });
+    const publisher = createPublisher({
+      catalogue: shop,
+      redisUrl,
+      prefix: uniqueName('idem_test_durable'),
+      durabilityTimeoutMs: 300,
+    });
     try {
       // Asked once the publisher's connection is up (it queues nothing while it is not).
       expect(await waitFor(() => publisher.durability().catch(() => undefined), { what: 'the durability' })).toBe(
@@ -100,6 +106,7 @@ describe('a durable publication', () => {
 
   it('the relay marks a row only once its publication is durable, and publishes it again until then', async () => {
     const publisher = createPublisher({
+      catalogue: shop,
       redisUrl,
       prefix: uniqueName('idem_test_durable'),
       durability: 'replica',
@@ -119,7 +126,7 @@ describe('a durable publication', () => {
       )[0]!.n;
     try {
       replica.kill('SIGSTOP');
-      await db.prisma.$transaction((tx) => enqueue(tx, draft(), new Date()));
+      await db.prisma.$transaction((tx) => enqueue(tx, shop, draft(), new Date()));
       const first = await relay.publishBatch();
       expect(first.error).toBeInstanceOf(NotDurableError);
       expect(await published()).toBe(0n);
@@ -134,8 +141,18 @@ describe('a durable publication', () => {
   });
 
   it("'disk' is refused by a Redis without WAITAOF (before 7.2), and 'none' waits for nothing", async () => {
-    const disk = createPublisher({ redisUrl, prefix: uniqueName('idem_test_durable'), durability: 'disk' });
-    const none = createPublisher({ redisUrl, prefix: uniqueName('idem_test_durable'), durability: 'none' });
+    const disk = createPublisher({
+      catalogue: shop,
+      redisUrl,
+      prefix: uniqueName('idem_test_durable'),
+      durability: 'disk',
+    });
+    const none = createPublisher({
+      catalogue: shop,
+      redisUrl,
+      prefix: uniqueName('idem_test_durable'),
+      durability: 'none',
+    });
     try {
       const client = new Redis(redisUrl);
       const version = /^redis_version:(\d+)\.(\d+)/m.exec(await client.info('server'))!;

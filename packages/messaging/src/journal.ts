@@ -1,4 +1,4 @@
-import type { Envelope } from '@idem/contracts';
+import type { AnyEnvelope } from '@idem/contracts';
 import type { DeliveryReport } from './consumer.js';
 import type { RedisClient } from './redis.js';
 
@@ -31,6 +31,7 @@ export type DeliveryEntry = { readonly kind: 'delivery'; readonly at: string; re
   typeof deliveryFields
 > & { readonly deadLettered: boolean };
 
+/** A call to an outside provider (a charge, an email), as the journal records it. */
 export interface ProviderCallEntry {
   readonly kind: 'provider-call';
   readonly at: string;
@@ -51,6 +52,7 @@ export interface ProviderCallEntry {
 /** The journal's stream: one per system (queue prefix). */
 export const journalKey = (prefix: string) => `${prefix}:journal`;
 
+/** Records each delivery and provider call so that a tool can show what happened to a message. */
 export interface DeliveryJournal {
   record(entry: JournalEntry): void;
   /** Writes what is buffered (tests, shutdown). */
@@ -69,6 +71,7 @@ export interface DeliveryJournalOptions {
   readonly maxBuffered?: number;
 }
 
+/** A journal in a capped Redis stream, written in batches; a development aid (DELIVERY_JOURNAL). */
 export function createDeliveryJournal({
   redis,
   prefix,
@@ -112,7 +115,7 @@ export function createDeliveryJournal({
 
 /** Publications as journal entries. */
 export function publicationEntries(
-  envelopes: readonly Envelope[],
+  envelopes: readonly AnyEnvelope[],
   copies: number,
   process: string,
   at = new Date(),

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { subscribersOf, type ConsumerName, type Envelope } from '@idem/contracts';
+import { subscribersOf, type ConsumerName, type Envelope } from '@idem/shop';
 import { createInbox } from '@idem/inbox';
 import { createRelay, enqueue } from '@idem/outbox';
 import {
@@ -20,6 +20,7 @@ import { reserveOneUnit } from '../test/fixtures.js';
 import { startConsumer, type DeliveryReport } from './consumer.js';
 import { defaultDeliveryPolicy } from './delivery-policy.js';
 import { createPublisher } from './publisher.js';
+import { shop } from '@idem/shop';
 
 const SUBSCRIBERS = subscribersOf('orders.order-placed.v1');
 let db: TestDatabase;
@@ -51,6 +52,7 @@ async function writeOrders(count: number): Promise<Envelope[]> {
       written.push(
         await enqueue(
           tx,
+          shop,
           {
             type: 'orders.order-placed.v1',
             body: {
@@ -84,6 +86,7 @@ describe('outbox relay over BullMQ', () => {
     const reports: DeliveryReport[] = [];
     const consumers = SUBSCRIBERS.map((consumer) =>
       startConsumer({
+        catalogue: shop,
         consumer,
         inbox: createInbox({ db: db.prisma }),
         handler: reserveOneUnit(consumer),
@@ -107,7 +110,11 @@ describe('outbox relay over BullMQ', () => {
       await waitFor(() => count('processed') === 10, { what: 'the first copies' });
 
       // A healthy relay publishes the unmarked rows again: the accepted duplicate.
-      const publisher = createPublisher({ prefix, policy: { ...defaultDeliveryPolicy, keepCompletedMs: 0 } });
+      const publisher = createPublisher({
+        catalogue: shop,
+        prefix,
+        policy: { ...defaultDeliveryPolicy, keepCompletedMs: 0 },
+      });
       const relay = createRelay({ db: db.prisma, publish: (batch) => publisher.publish(batch) });
       expect(await relay.publishBatch()).toEqual({ published: 5 });
       await publisher.close();
@@ -131,7 +138,7 @@ describe('outbox relay over BullMQ', () => {
 
   it('keeps several batches of one relay in flight at once, each row published once', async () => {
     const written = await writeOrders(120);
-    const publisher = createPublisher({ prefix });
+    const publisher = createPublisher({ catalogue: shop, prefix });
     const published: string[] = [];
     let inFlight = 0;
     let mostInFlight = 0;
@@ -163,7 +170,7 @@ describe('outbox relay over BullMQ', () => {
 
   it('lets several relays drain one outbox: every row published, none twice, none lost', async () => {
     const written = await writeOrders(300);
-    const publisher = createPublisher({ prefix });
+    const publisher = createPublisher({ catalogue: shop, prefix });
     const published: string[] = [];
     const relays = [1, 2, 3].map(() =>
       createRelay({

@@ -6,7 +6,7 @@
  * bounded reason and its payload recoverable, counted once, never recorded as processed, and
  * the worker keeps serving.
  */
-import type { Envelope } from '@idem/contracts';
+import type { Envelope } from '@idem/shop';
 import { createInbox, processed, type MessageHandler } from '@idem/inbox';
 import {
   createTestDatabase,
@@ -25,6 +25,7 @@ import { startConsumer, type Consumer, type DeliveryReport } from './consumer.js
 import { DeadLetterWriteError, replayDeadLetters, ReplayTruncatedError } from './dead-letters.js';
 import { createPublisher } from './publisher.js';
 import { defaultDeliveryPolicy, jobOptions } from './delivery-policy.js';
+import { shop } from '@idem/shop';
 
 const CONSUMER = 'inventory.order-placed.v1';
 const SKU = 'sku-ok';
@@ -47,6 +48,7 @@ beforeAll(async () => {
   await db.prisma.stockItem.create({ data: { sku: SKU, available: 1000 } });
   queue = new Queue(CONSUMER, { connection: new Redis(redisUrl, { maxRetriesPerRequest: null }), prefix });
   consumer = startConsumer({
+    catalogue: shop,
     consumer: CONSUMER,
     inbox: createInbox({ db: db.prisma }),
     handler: takeTheOrderedUnit,
@@ -174,7 +176,7 @@ describe('poison messages on a real queue', () => {
     // A replay refuses the truncated one (it is not the message that was delivered) unless
     // forced, and sends every other exactly as it came.
     const replayPrefix = uniqueName('idem_test_poison_replay');
-    const publisher = createPublisher({ redisUrl, prefix: replayPrefix });
+    const publisher = createPublisher({ catalogue: shop, redisUrl, prefix: replayPrefix });
     const replayQueue = new Queue(CONSUMER, {
       connection: new Redis(redisUrl, { maxRetriesPerRequest: null }),
       prefix: replayPrefix,
@@ -212,6 +214,7 @@ describe('a dead letter that cannot be stored', () => {
     const errors: unknown[] = [];
     const seen: DeliveryReport[] = [];
     const failing = startConsumer({
+      catalogue: shop,
       consumer: CONSUMER,
       inbox: createInbox({ db: unstorable.prisma }),
       handler: takeTheOrderedUnit,

@@ -1,4 +1,4 @@
-import { contextOf, subscribersOf, traceparentOf, type Envelope } from '@idem/contracts';
+import { contextOf, traceparentOf, type AnyEnvelope, type Catalogue } from '@idem/contracts';
 import { context, SpanKind, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
 import { noFaults, type Faults } from '@idem/faults';
 import { Queue } from 'bullmq';
@@ -6,21 +6,25 @@ import { defaultDeliveryPolicy, jobOptions, type DeliveryPolicy } from './delive
 import { confirmDurable, resolveDurability, type DURABILITIES, type Durability } from './durability.js';
 import { clusterReady, createRedis, queueName, resolveBroker, type BrokerOptions } from './redis.js';
 
+/** The catalogue, the broker and the delivery policy of a publisher. */
 export interface PublisherOptions extends BrokerOptions {
+  /** The system's catalogue: which consumers subscribe to each event it publishes. */
+  readonly catalogue: Catalogue;
   readonly policy?: DeliveryPolicy;
   /** `publish-twice` (target `publisher`) sends a second copy of each message. @defaultValue none */
   readonly faults?: Faults;
   /** Told of every publication once the broker took it, with how many copies went out (the journal). */
-  readonly onPublished?: (envelopes: readonly Envelope[], copies: number) => void;
+  readonly onPublished?: (envelopes: readonly AnyEnvelope[], copies: number) => void;
   /** What "published" waits for (durability.ts). @defaultValue 'auto' */
   readonly durability?: (typeof DURABILITIES)[number];
   /** How long a publication waits for it before it fails (and is published again). @defaultValue 1000 */
   readonly durabilityTimeoutMs?: number;
 }
 
+/** Puts envelopes on the consumers' queues, under their message id. */
 export interface Publisher {
   /** Fans each envelope out to every subscriber's queue, `jobId = messageId`. */
-  publish(envelopes: readonly Envelope[]): Promise<void>;
+  publish(envelopes: readonly AnyEnvelope[]): Promise<void>;
   /** Delivers a payload again to one consumer's queue under the same id (dead-letter replay). */
   redeliver(consumer: string, messageId: string, payload: unknown): Promise<void>;
   /** How many of a consumer's deliveries wait, run, wait for a retry, or have failed. */
@@ -37,7 +41,7 @@ const tracer = trace.getTracer('@idem/messaging');
  * the envelope when it was written to the outbox). Its own context replaces the envelope's
  * traceparent, so each consumer's span links to this publication.
  */
-function startSend(envelope: Envelope): { span: Span; envelope: Envelope } {
+function startSend(envelope: AnyEnvelope): { span: Span; envelope: AnyEnvelope } {
   const parent = contextOf(envelope.traceparent) ?? context.active();
   const span = tracer.startSpan(
     `send ${envelope.type}`,
@@ -78,7 +82,8 @@ function startSendBatch(spans: Span[]): Span {
   });
 }
 
-export function createPublisher(options: PublisherOptions = {}): Publisher {
+/** A publisher on the broker: each envelope goes to the queue of every consumer the catalogue subscribes to it. */
+export function createPublisher(options: PublisherOptions): Publisher {
   const { redisUrl, prefix } = resolveBroker(options);
   const policy = options.policy ?? defaultDeliveryPolicy;
   const faults = options.faults ?? noFaults;
@@ -106,7 +111,14 @@ export function createPublisher(options: PublisherOptions = {}): Publisher {
   };
 
   return {
-    publish: (envelopes) => publish(queue, envelopes, { policy, faults, durable, onPublished: options.onPublished }),
+    publish: (envelopes) =>
+      publish(queue, envelopes, {
+        catalogue: options.catalogue,
+        policy,
+        faults,
+        durable,
+        onPublished: options.onPublished,
+      }),
     durability: resolved,
     async redeliver(consumer, messageId, payload) {
       const q = await queue(consumer);
@@ -138,13 +150,14 @@ export function createPublisher(options: PublisherOptions = {}): Publisher {
  */
 async function publish(
   queue: (consumer: string) => Promise<Queue>,
-  envelopes: readonly Envelope[],
+  envelopes: readonly AnyEnvelope[],
   {
+    catalogue,
     policy,
     faults,
     durable,
     onPublished,
-  }: Pick<PublisherOptions, 'onPublished'> & {
+  }: Pick<PublisherOptions, 'onPublished' | 'catalogue'> & {
     policy: DeliveryPolicy;
     faults: Faults;
     durable: (written: readonly Queue[]) => Promise<void>;
@@ -152,11 +165,13 @@ async function publish(
 ): Promise<void> {
   if (envelopes.length === 0) return;
   const spans: Span[] = [];
-  const byConsumer = new Map<string, Envelope[]>();
+  const byConsumer = new Map<string, AnyEnvelope[]>();
   for (const produced of envelopes) {
     const { span, envelope } = startSend(produced);
     spans.push(span);
-    for (const consumer of subscribersOf(envelope.type)) {
+    const contract = catalogue.contracts[envelope.type];
+    if (!contract) throw new Error(`${envelope.type} is not in the catalogue: nobody subscribes to it`);
+    for (const consumer of contract.consumers) {
       const batch = byConsumer.get(consumer);
       if (batch) batch.push(envelope);
       else byConsumer.set(consumer, [envelope]);
@@ -167,7 +182,7 @@ async function publish(
     // The fault's copy gets another job id, so it reaches the consumer even while the
     // first job still exists: what a relay crash after BullMQ removed the job looks like.
     const twice = faults.fires('publish-twice', 'publisher');
-    const jobs = (envelope: Envelope) => [
+    const jobs = (envelope: AnyEnvelope) => [
       { name: envelope.type, data: envelope, opts: jobOptions(policy, envelope.messageId) },
       ...(twice
         ? [{ name: envelope.type, data: envelope, opts: jobOptions(policy, `${envelope.messageId}-again`) }]

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { queuesOf } from '@idem/contracts';
+import { queuesOf } from '@idem/shop';
 import { createInbox, processed } from '@idem/inbox';
 import {
   createTestDatabase,
@@ -17,6 +17,7 @@ import { startConsumer } from './consumer.js';
 import { createPublisher } from './publisher.js';
 import { asRedisUser } from './redis.js';
 import { deleteRedisUser, redisUserOf, setRedisUser } from './redis-users.js';
+import { shop } from '@idem/shop';
 
 const prefix = uniqueName('idem_test_acl');
 const password = randomBytes(16).toString('hex');
@@ -44,14 +45,15 @@ afterAll(async () => {
 describe("a service's Redis user", () => {
   it('consumes its own queues and publishes to its subscribers, through the real BullMQ scripts', async () => {
     const consumer = startConsumer({
+      catalogue: shop,
       consumer: 'inventory.order-placed.v1',
       inbox: createInbox({ db: db.prisma }),
       handler: async () => processed,
       redisUrl: asInventory,
       prefix,
     });
-    const orders = createPublisher({ redisUrl, prefix });
-    const inventory = createPublisher({ redisUrl: asInventory, prefix });
+    const orders = createPublisher({ catalogue: shop, redisUrl, prefix });
+    const inventory = createPublisher({ catalogue: shop, redisUrl: asInventory, prefix });
     try {
       const placed = orderPlacedMessage();
       await orders.publish([placed]);
@@ -65,8 +67,8 @@ describe("a service's Redis user", () => {
   });
 
   it('cannot add a job to a queue it does not publish to: no capture without payments', async () => {
-    const inventory = createPublisher({ redisUrl: asInventory, prefix });
-    const payments = createPublisher({ redisUrl, prefix });
+    const inventory = createPublisher({ catalogue: shop, redisUrl: asInventory, prefix });
+    const payments = createPublisher({ catalogue: shop, redisUrl, prefix });
     try {
       const forged = testMessage('payments.payment-captured.v1');
       await expect(inventory.publish([forged])).rejects.toThrow(/NOPERM/);

@@ -12,6 +12,7 @@ export interface BrokerOptions {
   readonly prefix?: string;
 }
 
+/** The broker URL and key prefix: the options given, else REDIS_URL and `idem`. */
 export function resolveBroker(options: BrokerOptions = {}): Required<BrokerOptions> {
   return {
     redisUrl: options.redisUrl ?? process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
@@ -24,6 +25,7 @@ export type RedisClient = Redis | Cluster;
 
 const CLUSTER_SCHEME = 'redis+cluster://';
 
+/** Whether a broker URL names a Redis Cluster (`redis+cluster://`). */
 export const isClusterUrl = (redisUrl: string) => redisUrl.startsWith(CLUSTER_SCHEME);
 
 /** The masters: the one Redis, or each master of a cluster (as the client last learned them). */
@@ -82,7 +84,7 @@ export function connectRedis(redisUrl: string, options: RedisOptions = {}): Redi
 
 /**
  * The BullMQ queue of a consumer. BullMQ keeps all of a queue's keys in one hash slot only when
- * its name or prefix holds a hash tag; in a cluster the name is the tag (`{inventory.order-placed.v1}`),
+ * its name or prefix holds a hash tag; in a cluster the name is the tag (`{billing.book-lent.v1}`),
  * so every queue has a slot of its own and the queues spread over the masters. A prefix with a
  * tag (`{idem}`) would be correct too, but would put every queue on one node.
  */

@@ -19,6 +19,7 @@ import { reserveOneUnit } from '../test/fixtures.js';
 import { startConsumer, type Consumer } from './consumer.js';
 import { defaultDeliveryPolicy } from './delivery-policy.js';
 import { createPublisher, type Publisher } from './publisher.js';
+import { shop } from '@idem/shop';
 
 const CONSUMER = 'inventory.order-placed.v1';
 const exporter = new InMemorySpanExporter();
@@ -34,9 +35,10 @@ beforeAll(async () => {
   propagation.setGlobalPropagator(new W3CTraceContextPropagator());
   db = await createTestDatabase('tracing');
   await db.prisma.stockItem.create({ data: { sku: CONSUMER, available: 10 } });
-  publisher = createPublisher({ prefix, policy: { ...defaultDeliveryPolicy, keepCompletedMs: 0 } });
+  publisher = createPublisher({ catalogue: shop, prefix, policy: { ...defaultDeliveryPolicy, keepCompletedMs: 0 } });
   queue = new Queue(CONSUMER, { connection: new Redis(redisUrl, { maxRetriesPerRequest: null }), prefix });
   consumer = startConsumer({
+    catalogue: shop,
     consumer: CONSUMER,
     inbox: createInbox({ db: db.prisma }),
     handler: reserveOneUnit(CONSUMER),

@@ -5,11 +5,13 @@ import { createInbox } from '@idem/inbox';
 import { PrismaClient } from '@idem/testkit';
 import { startConsumer } from '../src/index.js';
 import { reserveOneUnit } from './fixtures.js';
+import { shop } from '@idem/shop';
 
 const consumer = 'inventory.order-placed.v1';
 const faults = faultsFromEnv();
 const db = new PrismaClient({ adapter: new PrismaPg({ connectionString: process.env.DATABASE_URL! }) });
 const running = startConsumer({
+  catalogue: shop,
   consumer,
   inbox: createInbox({ db, faults }),
   handler: reserveOneUnit(consumer),

@@ -2,7 +2,7 @@
  * Shared by the messaging tests and the child processes they SIGKILL: a business change
  * that is visibly wrong when applied twice.
  */
-import type { Envelope } from '@idem/contracts';
+import type { Envelope } from '@idem/shop';
 import { processed, stale, type MessageHandler } from '@idem/inbox';
 import type { PrismaClient } from '@idem/testkit';
 

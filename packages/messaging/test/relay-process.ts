@@ -4,9 +4,11 @@ import { faultsFromEnv } from '@idem/faults';
 import { createRelay } from '@idem/outbox';
 import { PrismaClient } from '@idem/testkit';
 import { createPublisher, defaultDeliveryPolicy } from '../src/index.js';
+import { shop } from '@idem/shop';
 
 const db = new PrismaClient({ adapter: new PrismaPg({ connectionString: process.env.DATABASE_URL! }) });
 const publisher = createPublisher({
+  catalogue: shop,
   prefix: process.env.IDEM_PREFIX!,
   policy: { ...defaultDeliveryPolicy, keepCompletedMs: 0 },
 });

@@ -1,20 +1,28 @@
-import { createEnvelope, type Envelope, type EventDraft, type EventType } from '@idem/contracts';
+import {
+  createEnvelope,
+  type Catalogue,
+  type CatalogueSpec,
+  type Envelope,
+  type EventDraft,
+  type EventType,
+} from '@idem/contracts';
 import type { SqlClient } from '@idem/database';
 
 /** The channel the relay LISTENs on; a notification is delivered when the writing transaction commits. */
 export const OUTBOX_CHANNEL = 'idem_outbox';
 
 /**
- * Writes an event to the outbox in the caller's transaction, so the event exists if and only
- * if the business change it describes commits. The message id is assigned here, once: every
- * publication and redelivery of this row carries the same id.
+ * Writes an event of `catalogue` to the outbox in the caller's transaction, so the event exists
+ * if and only if the business change it describes commits. The message id is assigned here,
+ * once: every publication and redelivery of this row carries the same id.
  */
-export async function enqueue<T extends EventType>(
+export async function enqueue<S extends CatalogueSpec, T extends EventType<S>>(
   tx: SqlClient,
-  draft: EventDraft<T>,
+  catalogue: Catalogue<S>,
+  draft: EventDraft<S, T>,
   now: Date,
-): Promise<Envelope<T>> {
-  const envelope = createEnvelope(draft, now);
+): Promise<Envelope<S, T>> {
+  const envelope = createEnvelope(catalogue, draft, now);
   // One statement: the insert and the wake-up for a listening relay.
   await tx.$executeRaw`
     WITH inserted AS (

@@ -1,5 +1,6 @@
 import type { SqlClient } from '@idem/database';
 
+/** How far the relay is behind: the number and age of unpublished rows. */
 export interface OutboxBacklog {
   /** Rows not yet published, parked ones aside. */
   readonly pending: number;
@@ -24,6 +25,7 @@ export async function outboxBacklog(db: SqlClient, now: Date = new Date()): Prom
   };
 }
 
+/** An outbox row the relay parked after the broker kept refusing it: it waits for an operator. */
 export interface ParkedRow {
   readonly messageId: string;
   readonly type: string;

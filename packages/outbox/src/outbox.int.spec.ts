@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import type { Envelope, EventDraft } from '@idem/contracts';
+import type { AnyEnvelope } from '@idem/contracts';
+import type { EventDraft } from '@idem/shop';
 import { fromNodePostgres } from '@idem/database';
 import { createTestDatabase, waitFor, type TestDatabase } from '@idem/testkit';
 import pg from 'pg';
@@ -7,6 +8,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { enqueue } from './enqueue.js';
 import { listParked, outboxBacklog, purgePublished, retryParked } from './maintenance.js';
 import { createPooledRelay, createRelay, RELAY_POOL_NAME } from './relay.js';
+import { shop } from '@idem/shop';
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -33,13 +35,13 @@ describe('enqueue', () => {
   it('writes the event only if the caller’s transaction commits', async () => {
     await expect(
       db.prisma.$transaction(async (tx) => {
-        await enqueue(tx, cancelled(), new Date());
+        await enqueue(tx, shop, cancelled(), new Date());
         throw new Error('business change failed');
       }),
     ).rejects.toThrow('business change failed');
     expect(await db.prisma.outboxMessage.count()).toBe(0);
 
-    const envelope = await db.prisma.$transaction((tx) => enqueue(tx, cancelled(), new Date()));
+    const envelope = await db.prisma.$transaction((tx) => enqueue(tx, shop, cancelled(), new Date()));
     const row = await db.prisma.outboxMessage.findUniqueOrThrow({ where: { messageId: envelope.messageId } });
     expect(row.envelope).toEqual(envelope);
     expect(envelope).toMatchObject({ producer: 'orders', type: 'orders.order-cancelled.v1' });
@@ -49,7 +51,7 @@ describe('enqueue', () => {
 describe('relay', () => {
   it('on a pool of its own, holds only its own connections while the broker hangs: the service keeps its pool', async () => {
     await db.prisma.$transaction(async (tx) => {
-      for (let i = 0; i < 12; i++) await enqueue(tx, cancelled(), new Date());
+      for (let i = 0; i < 12; i++) await enqueue(tx, shop, cancelled(), new Date());
     });
     let release!: () => void;
     const broker = new Promise<void>((resolve) => (release = resolve));
@@ -92,10 +94,10 @@ describe('relay', () => {
 
   it('publishes pending rows with their original message ids, then marks them published', async () => {
     const written = await db.prisma.$transaction(async (tx) => [
-      await enqueue(tx, cancelled(), new Date()),
-      await enqueue(tx, cancelled(), new Date()),
+      await enqueue(tx, shop, cancelled(), new Date()),
+      await enqueue(tx, shop, cancelled(), new Date()),
     ]);
-    const published: Envelope[] = [];
+    const published: AnyEnvelope[] = [];
     const relay = createRelay({ db: db.prisma, publish: async (batch) => void published.push(...batch) });
 
     expect(await relay.publishBatch()).toEqual({ published: 2 });
@@ -110,16 +112,16 @@ describe('relay', () => {
     try {
       await expect(
         pgDb.$transaction(async (tx) => {
-          await enqueue(tx, cancelled(), new Date());
+          await enqueue(tx, shop, cancelled(), new Date());
           throw new Error('the business change failed');
         }),
       ).rejects.toThrow('the business change failed');
       const written = await pgDb.$transaction(async (tx) => [
-        await enqueue(tx, cancelled(), new Date()),
-        await enqueue(tx, cancelled(), new Date()),
+        await enqueue(tx, shop, cancelled(), new Date()),
+        await enqueue(tx, shop, cancelled(), new Date()),
       ]);
       expect(await outboxBacklog(pgDb)).toMatchObject({ pending: 2, parked: 0 });
-      const published: Envelope[] = [];
+      const published: AnyEnvelope[] = [];
       const relay = createRelay({ db: pgDb, publish: async (batch) => void published.push(...batch) });
       expect(await relay.publishBatch()).toEqual({ published: 2 });
       expect(published.map((e) => e.messageId)).toEqual(written.map((e) => e.messageId));
@@ -131,7 +133,7 @@ describe('relay', () => {
   });
 
   it('keeps attempts and the last error while the broker is down, backs off, and publishes once it is back', async () => {
-    await db.prisma.$transaction((tx) => enqueue(tx, cancelled(), new Date()));
+    await db.prisma.$transaction((tx) => enqueue(tx, shop, cancelled(), new Date()));
     let brokerUp = false;
     let calls = 0;
     const relay = createRelay({
@@ -169,7 +171,7 @@ describe('relay', () => {
   it('lets one row the broker refuses hold back no other, and parks it after its last attempt, never deleting it', async () => {
     const written = await db.prisma.$transaction(async (tx) => {
       const envelopes = [];
-      for (let i = 0; i < 10; i++) envelopes.push(await enqueue(tx, cancelled(), new Date()));
+      for (let i = 0; i < 10; i++) envelopes.push(await enqueue(tx, shop, cancelled(), new Date()));
       return envelopes;
     });
     const refused = written[3]!.messageId;
@@ -201,7 +203,7 @@ describe('relay', () => {
     });
 
     // New rows keep flowing while it retries with backoff, then it is parked at its third failure.
-    const later = await db.prisma.$transaction((tx) => enqueue(tx, cancelled(), new Date()));
+    const later = await db.prisma.$transaction((tx) => enqueue(tx, shop, cancelled(), new Date()));
     for (let attempt = 2; attempt <= 3; attempt++) {
       clock += 60_000;
       await relay.publishBatch();
@@ -229,7 +231,7 @@ describe('relay', () => {
     relay.start();
     try {
       await new Promise((resolve) => setTimeout(resolve, 300)); // the relay is now asleep for a minute
-      const envelope = await db.prisma.$transaction((tx) => enqueue(tx, cancelled(), new Date()));
+      const envelope = await db.prisma.$transaction((tx) => enqueue(tx, shop, cancelled(), new Date()));
       await waitFor(() => published.includes(envelope.messageId), { timeoutMs: 5000, what: 'the notified relay' });
     } finally {
       await relay.stop();
@@ -241,8 +243,8 @@ describe('outbox maintenance', () => {
   it('reports the backlog and the age of the oldest unpublished row', async () => {
     const now = new Date();
     await db.prisma.$transaction(async (tx) => {
-      await enqueue(tx, cancelled(), new Date(now.getTime() - 5000));
-      await enqueue(tx, cancelled(), now);
+      await enqueue(tx, shop, cancelled(), new Date(now.getTime() - 5000));
+      await enqueue(tx, shop, cancelled(), now);
     });
     expect(await outboxBacklog(db.prisma, now)).toEqual({ pending: 2, oldestPendingAgeMs: 5000, parked: 0 });
     await db.prisma.outboxMessage.updateMany({ data: { publishedAt: now } });
@@ -253,8 +255,8 @@ describe('outbox maintenance', () => {
     const now = new Date();
     const old = new Date(now.getTime() - 10_000);
     await db.prisma.$transaction(async (tx) => {
-      for (let i = 0; i < 5; i++) await enqueue(tx, cancelled(), old);
-      await enqueue(tx, cancelled(), now);
+      for (let i = 0; i < 5; i++) await enqueue(tx, shop, cancelled(), old);
+      await enqueue(tx, shop, cancelled(), now);
     });
     await db.prisma.outboxMessage.updateMany({ where: { createdAt: old }, data: { publishedAt: old } });
     expect(await purgePublished(db.prisma, { retentionMs: 5000, batchSize: 2, now })).toBe(5);

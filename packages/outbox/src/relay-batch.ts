@@ -2,7 +2,7 @@
  * One batch of the relay: claim due rows, publish them, mark them published — in one transaction,
  * whose row locks keep every other relay off these rows until it ends.
  */
-import type { Envelope } from '@idem/contracts';
+import type { AnyEnvelope } from '@idem/contracts';
 import { boundReason } from '@idem/contracts';
 import type { SqlClient, TransactionalClient } from '@idem/database';
 import type { Faults } from '@idem/faults';
@@ -19,7 +19,7 @@ export interface RelayBatch {
 /** What a batch needs of the relay's settings (see `RelayOptions`). */
 export interface BatchSettings<Tx extends SqlClient> {
   readonly db: TransactionalClient<Tx>;
-  readonly publish: (envelopes: Envelope[]) => Promise<void>;
+  readonly publish: (envelopes: AnyEnvelope[]) => Promise<void>;
   readonly batchSize: number;
   readonly publishTimeoutMs: number;
   readonly backoffInitialMs: number;
@@ -32,7 +32,7 @@ export interface BatchSettings<Tx extends SqlClient> {
 
 interface OutboxRow {
   message_id: string;
-  envelope: Envelope;
+  envelope: AnyEnvelope;
 }
 
 /** Publication timeouts one claimed batch may spend, one-by-one retries included (its locks are held meanwhile). */

@@ -1,4 +1,4 @@
-import type { Envelope } from '@idem/contracts';
+import type { AnyEnvelope } from '@idem/contracts';
 import { fromNodePostgres, listen, type PgTransaction, type SqlClient, type TransactionalClient } from '@idem/database';
 import { noFaults, type Faults } from '@idem/faults';
 import { claimAndPublish, type BatchSettings, type RelayBatch } from './relay-batch.js';
@@ -8,11 +8,12 @@ import { WakeUps } from './wake-ups.js';
 
 export type { RelayBatch };
 
+/** The outbox's database, how it publishes, and how it claims and retries rows. */
 export interface RelayOptions<Tx extends SqlClient> {
   /** The service's Prisma client (owner of the outbox_messages table). */
   readonly db: TransactionalClient<Tx>;
   /** Publishes one batch to the broker; resolves only when the broker has accepted all of it. */
-  readonly publish: (envelopes: Envelope[]) => Promise<void>;
+  readonly publish: (envelopes: AnyEnvelope[]) => Promise<void>;
   /** When given, the relay LISTENs for new rows and wakes at once; it polls either way. */
   readonly databaseUrl?: string;
   /** Rows claimed and published per transaction. @defaultValue 100 */
@@ -49,6 +50,7 @@ export interface RelayOptions<Tx extends SqlClient> {
   readonly onBatch?: (batch: RelayBatch) => void;
 }
 
+/** Publishes committed outbox rows to the broker, then marks them published. */
 export interface Relay {
   /** Claims one batch of due rows, publishes it, then marks it published. */
   publishBatch(): Promise<RelayBatch>;

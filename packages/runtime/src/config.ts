@@ -114,6 +114,12 @@ export function baseConfigSchema(service: string, defaultPort: number) {
     RATE_LIMIT_FAILED_AUTHENTICATIONS_PER_ADDRESS: z.coerce.number().int().positive().default(20),
     /** The window every rate limit counts in. */
     RATE_LIMIT_WINDOW_MS: z.coerce.number().int().positive().default(60_000),
+    /**
+     * Record every delivery, publication and provider call in the delivery journal (a capped Redis
+     * stream the teaching console reads): a development aid, off unless asked for — the native run
+     * and compose turn it on; it costs Redis writes per delivery.
+     */
+    DELIVERY_JOURNAL: z.stringbool().default(false),
     /** How often retention cleanups run. */
     MAINTENANCE_INTERVAL_MS: z.coerce.number().int().positive().default(60_000),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

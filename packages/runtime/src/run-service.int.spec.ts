@@ -1,9 +1,18 @@
 import { Writable } from 'node:stream';
-import { fromNodePostgres } from '@idem/database';
+import { fromNodePostgres, migrate } from '@idem/database';
 import { faultsFromEnv, noFaults } from '@idem/faults';
-import { createInbox, RetentionError } from '@idem/inbox';
+import { createInbox, inboxTables, RetentionError } from '@idem/inbox';
+import { outboxTables } from '@idem/outbox';
 import { pino } from 'pino';
-import { createTestDatabase, deleteQueues, redisUrl, uniqueName } from '@idem/testkit';
+import {
+  createPostgresServer,
+  createTestDatabase,
+  deleteQueues,
+  migrationsFolder,
+  redisUrl,
+  uniqueName,
+  waitFor,
+} from '@idem/testkit';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { baseConfigSchema, parseConfig } from './config.js';
@@ -13,6 +22,7 @@ import { faultSwitches } from './parts/fault-switches.js';
 import { inboxRetention } from './parts/inbox.js';
 import { outbox } from './parts/outbox.js';
 import { runService, type ServicePart } from './run-service.js';
+import { shop } from '@idem/shop';
 
 const prefix = uniqueName('idem_test_runtime');
 afterAll(() => deleteQueues(prefix));
@@ -40,6 +50,7 @@ describe('runService', () => {
     try {
       const starting = runService({
         name: 'runtime',
+        catalogue: shop,
         config,
         log: createLogger('runtime', 'silent'),
         db: fromNodePostgres(pool),
@@ -76,6 +87,7 @@ describe('the audit trail', () => {
     const db = fromNodePostgres(pool);
     const service = await runService({
       name: 'runtime',
+      catalogue: shop,
       config,
       log,
       db,
@@ -161,6 +173,7 @@ describe('the fault switches token (FAULTS_TOKEN)', () => {
     const db = fromNodePostgres(pool);
     const service = await runService({
       name: 'runtime',
+      catalogue: shop,
       config,
       log: createLogger('runtime', 'silent'),
       db,
@@ -179,4 +192,40 @@ describe('the fault switches token (FAULTS_TOKEN)', () => {
       await database.drop();
     }
   });
+});
+
+describe('a service whose database is away when it starts', () => {
+  it('starts anyway, answers /health 503 while the database is away, and 200 once it is back', async () => {
+    const server = await createPostgresServer({ port: 15_731 });
+    await server.start();
+    const databaseUrl = `${server.url}/runtime_starts`;
+    await migrate({ databaseUrl, migrationsDir: migrationsFolder(), include: [inboxTables, outboxTables] });
+    await server.stop('fast');
+    const config = parseConfig(baseConfigSchema('runtime', 0), {
+      DATABASE_URL: databaseUrl,
+      REDIS_URL: redisUrl,
+      IDEM_QUEUE_PREFIX: prefix,
+    });
+    const pool = new pg.Pool({ connectionString: databaseUrl, connectionTimeoutMillis: 500 });
+    pool.on('error', () => {});
+    const db = fromNodePostgres(pool);
+    const service = await runService({
+      name: 'runtime',
+      catalogue: shop,
+      config,
+      log: createLogger('runtime', 'silent'),
+      db,
+      faults: noFaults,
+      parts: [outbox(), inboxRetention(), deadLetters(createInbox({ db }))],
+    });
+    const health = async () => (await fetch(`http://127.0.0.1:${service.http.port}/health`)).status;
+    try {
+      expect(await health()).toBe(503);
+      await server.start();
+      await waitFor(async () => (await health()) === 200, { what: 'the database back', timeoutMs: 30_000 });
+    } finally {
+      await service.stop();
+      await server.destroy();
+    }
+  }, 90_000);
 });

@@ -1,3 +1,4 @@
+import type { Catalogue } from '@idem/contracts';
 import type { SqlClient, TransactionalClient } from '@idem/database';
 import type { Faults } from '@idem/faults';
 import {
@@ -33,6 +34,7 @@ export type Role = BaseConfig['IDEM_ROLES'] extends Set<infer R> ? R : never;
 /** What every part of a service shares: built once per process by {@link runService}. */
 export interface ServiceContext<Tx extends SqlClient = SqlClient> {
   readonly name: string;
+  readonly catalogue: Catalogue;
   readonly config: BaseConfig;
   readonly log: Logger;
   readonly db: TransactionalClient<Tx>;
@@ -69,6 +71,8 @@ export interface ServicePart<Tx extends SqlClient = SqlClient> {
 
 export interface ServiceDefinition<Tx extends SqlClient> {
   readonly name: string;
+  /** The system's catalogue of events: what the service's consumers take and its relay publishes. */
+  readonly catalogue: Catalogue;
   readonly config: BaseConfig;
   readonly log: Logger;
   readonly db: TransactionalClient<Tx> & { $disconnect(): Promise<unknown> };
@@ -89,6 +93,7 @@ export interface RunningService {
  * that gives up at once when Redis is slow: the journal is lossy by design.
  */
 function journalFor(config: BaseConfig): DeliveryJournal {
+  if (!config.DELIVERY_JOURNAL) return NO_JOURNAL;
   // Connected from the start, so the first deliveries are journaled too; a write waits for a
   // reconnection at most once, then is dropped.
   const redis = connectRedis(config.REDIS_URL, { maxRetriesPerRequest: 0 });
@@ -103,6 +108,9 @@ function journalFor(config: BaseConfig): DeliveryJournal {
     },
   };
 }
+
+/** The journal of a process that keeps none (DELIVERY_JOURNAL off): what it is told goes nowhere. */
+const NO_JOURNAL: DeliveryJournal = { record: () => {}, flush: async () => {}, close: async () => {} };
 
 /** This process, as the journal and the console name it. */
 export const processName = (service: string) => `${service}/${process.pid}`;
@@ -158,6 +166,7 @@ export async function runService<Tx extends SqlClient>(service: ServiceDefinitio
 /** What every part of the process shares: the publisher, the delivery journal, metrics, Redis. */
 function sharedContext<Tx extends SqlClient>({
   name,
+  catalogue,
   config,
   log,
   db,
@@ -168,6 +177,7 @@ function sharedContext<Tx extends SqlClient>({
   const journal = journalFor(config);
   const me = processName(name);
   const publisher = createPublisher({
+    catalogue,
     redisUrl: config.REDIS_URL,
     prefix: config.IDEM_QUEUE_PREFIX,
     faults,
@@ -180,6 +190,7 @@ function sharedContext<Tx extends SqlClient>({
   redisGauges(metrics, redis);
   return {
     name,
+    catalogue,
     config,
     log,
     db,

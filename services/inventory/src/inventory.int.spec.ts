@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Envelope } from '@idem/contracts';
+import type { Envelope } from '@idem/shop';
 import { createInbox } from '@idem/inbox';
 import { createPublisher, defaultDeliveryPolicy, type Publisher } from '@idem/messaging';
 import { deleteQueues, held, orderPlacedMessage, redisUrl, serviceDatabase, uniqueName, waitFor } from '@idem/testkit';
@@ -13,8 +13,8 @@ import { handlePaymentCaptured } from './consumers/payment-captured.js';
 import { handlePaymentFailed } from './consumers/payment-failed.js';
 import { connectDatabase } from './db.js';
 import { expireReservations } from './application/reservations.js';
-import { seedDemoStock } from './application/stock.js';
 import { startInventory } from './service.js';
+import { shop } from '@idem/shop';
 
 const ADMIN_TOKEN = 'test-admin-token-0123456789';
 const database = serviceDatabase('inventory', {
@@ -278,7 +278,7 @@ describe('inventory service', () => {
       }),
     );
     // Completed jobs are removed at once, so a republication really reaches the consumer.
-    publisher = createPublisher({ prefix, policy: { ...defaultDeliveryPolicy, keepCompletedMs: 0 } });
+    publisher = createPublisher({ catalogue: shop, prefix, policy: { ...defaultDeliveryPolicy, keepCompletedMs: 0 } });
   });
   afterAll(async () => {
     await service.stop();
@@ -327,7 +327,7 @@ describe('inventory service', () => {
     const labelValues = [...text.matchAll(/="([^"]*)"/g)].map((m) => m[1]!);
     expect(labelValues.filter((v) => /[0-9a-f]{8}-[0-9a-f]{4}-/.test(v) || v.includes('@'))).toEqual([]);
 
-    // The producer label is the one the topology names for the contract, never the envelope's free text.
+    // The producer label is the one the catalogue names for the contract, never the envelope's free text.
     const processed = { ...placedDuplicate, outcome: 'processed' };
     const processedCount = async () =>
       Number(
@@ -431,13 +431,6 @@ describe('inventory service', () => {
     expect(await stock('mouse')).toEqual({ available: 10, reserved: 0 });
   });
 
-  it('seeds the demo stock without overwriting what an operator set', async () => {
-    await db.stockItem.create({ data: { sku: 'keyboard', available: 2, updatedAt: now() } });
-    await seedDemoStock(db, now());
-    expect(await stock('keyboard')).toEqual({ available: 2, reserved: 0 });
-    expect(await stock('sold-out')).toEqual({ available: 0, reserved: 0 });
-  });
-
   it("runs with a hash-tagged queue prefix, as Redis Cluster needs: every key it writes is in the tag's one slot", async () => {
     // Redis Cluster hashes only the part of a key inside its first {…}: with IDEM_QUEUE_PREFIX
     // = {idem}, each queue's keys (and the journal) share a slot, which BullMQ's scripts need.
@@ -446,7 +439,7 @@ describe('inventory service', () => {
     const instance = await startInventory(
       loadConfig({ DATABASE_URL: database.url, IDEM_QUEUE_PREFIX: tagged, PORT: '0', LOG_LEVEL: 'silent' }),
     );
-    const taggedPublisher = createPublisher({ prefix: tagged });
+    const taggedPublisher = createPublisher({ catalogue: shop, prefix: tagged });
     const redis = new Redis(redisUrl);
     try {
       await taggedPublisher.publish([placed([{ sku: 'mouse', quantity: 1 }])]);

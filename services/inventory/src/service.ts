@@ -1,5 +1,6 @@
 import { faultsFromEnv, type Faults } from '@idem/faults';
 import { createInbox } from '@idem/inbox';
+import { shop } from '@idem/shop';
 import {
   api,
   consumer,
@@ -13,7 +14,6 @@ import {
   worker,
   type RunningService,
 } from '@idem/runtime';
-import { seedDemoStock } from './application/stock.js';
 import type { InventoryConfig } from './config.js';
 import { handleOrderCancelled } from './consumers/order-cancelled.js';
 import { handleOrderPlaced } from './consumers/order-placed.js';
@@ -30,9 +30,9 @@ export async function startInventory(
 ): Promise<RunningService & { db: PrismaClient }> {
   const log = createLogger('inventory', config.LOG_LEVEL);
   const db = connectDatabase(config.DATABASE_URL, config.DATABASE_POOL_MAX);
-  await seedDemoStock(db, now());
   const inbox = createInbox({ db, faults, now });
   const running = await runService({
+    catalogue: shop,
     name: 'inventory',
     config,
     log,
@@ -51,10 +51,10 @@ export async function startInventory(
         }),
       ),
       consumers(inbox, [
-        consumer('inventory.order-placed.v1', handleOrderPlaced({ now })),
-        consumer('inventory.order-cancelled.v1', handleOrderCancelled({ now })),
-        consumer('inventory.payment-failed.v1', handlePaymentFailed({ now })),
-        consumer('inventory.payment-captured.v1', handlePaymentCaptured({ now })),
+        consumer(shop, 'inventory.order-placed.v1', handleOrderPlaced({ now })),
+        consumer(shop, 'inventory.order-cancelled.v1', handleOrderCancelled({ now })),
+        consumer(shop, 'inventory.payment-failed.v1', handlePaymentFailed({ now })),
+        consumer(shop, 'inventory.payment-captured.v1', handlePaymentCaptured({ now })),
       ]),
       api('stock API', (app, { operators }) => stockRoutes(app, { db, operators, now })),
       deadLetters(inbox),

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Envelope } from '@idem/contracts';
+import type { Envelope } from '@idem/shop';
 import { createInbox } from '@idem/inbox';
 import { createLogger } from '@idem/runtime';
 import { startSmtpSink, type SmtpSink } from '@idem/smtp-sink';

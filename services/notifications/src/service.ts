@@ -1,5 +1,6 @@
 import { faultsFromEnv, type Faults } from '@idem/faults';
 import { createInbox } from '@idem/inbox';
+import { shop } from '@idem/shop';
 import {
   api,
   consumer,
@@ -30,6 +31,7 @@ export async function startNotifications(
   const db = connectDatabase(config.DATABASE_URL, config.DATABASE_POOL_MAX);
   const inbox = createInbox({ db, faults, now });
   const running = await runService({
+    catalogue: shop,
     name: 'notifications',
     config,
     log,
@@ -54,9 +56,9 @@ export async function startNotifications(
         }),
       ),
       consumers(inbox, [
-        consumer('notifications.order-placed.v1', handleOrderPlaced({ now })),
-        consumer('notifications.payment-captured.v1', handlePaymentCaptured({ now })),
-        consumer('notifications.payment-refunded.v1', handlePaymentRefunded({ now })),
+        consumer(shop, 'notifications.order-placed.v1', handleOrderPlaced({ now })),
+        consumer(shop, 'notifications.payment-captured.v1', handlePaymentCaptured({ now })),
+        consumer(shop, 'notifications.payment-refunded.v1', handlePaymentRefunded({ now })),
       ]),
       gauges(({ metrics }) =>
         metrics.gauge(

@@ -1,5 +1,6 @@
 import { faultsFromEnv, type Faults } from '@idem/faults';
 import { createInbox } from '@idem/inbox';
+import { shop } from '@idem/shop';
 import {
   api,
   consumer,
@@ -15,7 +16,6 @@ import {
   type RunningService,
 } from '@idem/runtime';
 import { REFUSED_CAPTURES_HELP, refusedCaptures } from './application/captures.js';
-import { seedDemoCatalog } from './application/catalog.js';
 import { orderApiSettings, type OrdersConfig } from './config.js';
 import { handlePaymentCaptured } from './consumers/payment-captured.js';
 import { handlePaymentFailed } from './consumers/payment-failed.js';
@@ -35,9 +35,9 @@ export async function startOrders(
 ): Promise<RunningService & { db: PrismaClient }> {
   const log = createLogger('orders', config.LOG_LEVEL);
   const db = connectDatabase(config.DATABASE_URL, config.DATABASE_POOL_MAX);
-  await seedDemoCatalog(db, now());
   const inbox = createInbox({ db, faults, now });
   const running = await runService({
+    catalogue: shop,
     name: 'orders',
     config,
     log,
@@ -50,12 +50,12 @@ export async function startOrders(
         createIdempotencyKeyCleanup({ db, now, intervalMs: config.MAINTENANCE_INTERVAL_MS, log }),
       ),
       consumers(inbox, [
-        consumer('orders.stock-reserved.v1', handleStockReserved({ now })),
-        consumer('orders.stock-rejected.v1', handleStockRejected({ now })),
-        consumer('orders.payment-captured.v1', handlePaymentCaptured({ now })),
-        consumer('orders.payment-failed.v1', handlePaymentFailed({ now })),
-        consumer('orders.payment-refunded.v1', handlePaymentRefunded({ now })),
-        consumer('orders.reservation-expired.v1', handleReservationExpired({ now })),
+        consumer(shop, 'orders.stock-reserved.v1', handleStockReserved({ now })),
+        consumer(shop, 'orders.stock-rejected.v1', handleStockRejected({ now })),
+        consumer(shop, 'orders.payment-captured.v1', handlePaymentCaptured({ now })),
+        consumer(shop, 'orders.payment-failed.v1', handlePaymentFailed({ now })),
+        consumer(shop, 'orders.payment-refunded.v1', handlePaymentRefunded({ now })),
+        consumer(shop, 'orders.reservation-expired.v1', handleReservationExpired({ now })),
       ]),
       api('orders API', (app, { redis, operators }) =>
         orderRoutes(app, { db, now, operators, redis, ...orderApiSettings(config) }),

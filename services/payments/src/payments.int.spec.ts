@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
-import type { Envelope } from '@idem/contracts';
+import type { Envelope } from '@idem/shop';
 import { createInbox } from '@idem/inbox';
 import { createLogger } from '@idem/runtime';
 import { createStripeSimulator } from '@idem/stripe-sim';

@@ -1,5 +1,6 @@
 import { faultsFromEnv, type Faults } from '@idem/faults';
 import { createInbox } from '@idem/inbox';
+import { shop } from '@idem/shop';
 import {
   api,
   consumer,
@@ -40,6 +41,7 @@ export async function startPayments(
     'payment provider',
   );
   const running = await runService({
+    catalogue: shop,
     name: 'payments',
     config,
     log,
@@ -64,8 +66,8 @@ export async function startPayments(
         }),
       ),
       consumers(inbox, [
-        consumer('payments.stock-reserved.v1', handleStockReserved({ now })),
-        consumer('payments.order-cancelled.v1', handleOrderCancelled({ now })),
+        consumer(shop, 'payments.stock-reserved.v1', handleStockReserved({ now })),
+        consumer(shop, 'payments.order-cancelled.v1', handleOrderCancelled({ now })),
       ]),
       gauges(({ metrics }) =>
         metrics.gauge('idem_payment_attempts', 'Payment attempts by status.', ['status'], async () =>

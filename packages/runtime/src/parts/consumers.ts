@@ -1,4 +1,4 @@
-import { serviceOf, type ConsumerName, type MessageOf } from '@idem/contracts';
+import type { Catalogue, CatalogueSpec, ConsumerName, MessageOf } from '@idem/contracts';
 import type { SqlClient } from '@idem/database';
 import type { Inbox, MessageHandler } from '@idem/inbox';
 import {
@@ -13,19 +13,23 @@ import type { Metrics } from '@idem/observability';
 import { logDelivery } from '../logger.js';
 import type { ServicePart } from '../run-service.js';
 
-type RunnerOptions<Tx extends SqlClient> = Omit<ConsumerOptions<Tx, ConsumerName>, 'consumer' | 'handler'>;
+type RunnerOptions<Tx extends SqlClient> = Omit<
+  ConsumerOptions<Tx, CatalogueSpec, string>,
+  'consumer' | 'handler' | 'catalogue'
+>;
 
-/** One subscription of a service: a consumer name and its handler, typed together. */
+/** One subscription of a service: a consumer name of its catalogue and its handler, typed together. */
 export interface ConsumerSpec<Tx extends SqlClient> {
-  readonly consumer: ConsumerName;
+  readonly consumer: string;
   readonly start: (options: RunnerOptions<Tx>) => Consumer;
 }
 
-export function consumer<Tx extends SqlClient, C extends ConsumerName>(
+export function consumer<Tx extends SqlClient, S extends CatalogueSpec, C extends ConsumerName<S>>(
+  catalogue: Catalogue<S>,
   name: C,
-  handler: MessageHandler<Tx, MessageOf<NoInfer<C>>>,
+  handler: MessageHandler<Tx, MessageOf<S, NoInfer<C>>>,
 ): ConsumerSpec<Tx> {
-  return { consumer: name, start: (options) => startConsumer({ ...options, consumer: name, handler }) };
+  return { consumer: name, start: (options) => startConsumer({ ...options, catalogue, consumer: name, handler }) };
 }
 
 /**
@@ -35,7 +39,7 @@ export function consumer<Tx extends SqlClient, C extends ConsumerName>(
 export function consumers<Tx extends SqlClient>(inbox: Inbox<Tx>, specs: readonly ConsumerSpec<Tx>[]): ServicePart<Tx> {
   return {
     name: `consumers (${specs.length})`,
-    start({ config, roles, faults, log, metrics, journal, publisher, process }) {
+    start({ catalogue, config, roles, faults, log, metrics, journal, publisher, process }) {
       if (!roles.has('consumers')) return {};
       const running: Consumer[] = specs.map((spec) =>
         spec.start({
@@ -48,7 +52,7 @@ export function consumers<Tx extends SqlClient>(inbox: Inbox<Tx>, specs: readonl
           stalledIntervalMs: config.CONSUMER_STALLED_INTERVAL_MS,
           onDelivery: (report) => {
             logDelivery(log, report);
-            countDelivery(metrics, report);
+            countDelivery(metrics, report, catalogue);
           },
           onSettled: (report) => journal.record(deliveryEntry(report, process)),
           onError: (error) => {
@@ -80,13 +84,13 @@ export function consumers<Tx extends SqlClient>(inbox: Inbox<Tx>, specs: readonl
   };
 }
 
-function countDelivery(metrics: Metrics, report: DeliveryReport): void {
+function countDelivery(metrics: Metrics, report: DeliveryReport, catalogue: Catalogue): void {
   const contract = report.contract ?? 'unknown';
   metrics.deliveries.inc({
     consumer: report.consumer,
     contract,
-    // The producer the topology names for the contract: a label never comes from a message's free text.
-    producer: report.contract ? serviceOf(report.contract) : 'unknown',
+    // The producer the catalogue names for the contract: a label never comes from a message's free text.
+    producer: (report.contract && catalogue.contracts[report.contract]?.producer) || 'unknown',
     outcome: report.outcome.outcome,
   });
   metrics.processingSeconds.observe({ consumer: report.consumer, contract }, report.durationMs / 1000);

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { causedBy } from '@idem/contracts';
 import { advanceAggregateVersion } from '@idem/inbox';
 import { enqueue } from '@idem/outbox';
+import { shop } from '@idem/shop';
 import type { PrismaClient, Tx } from '../db.js';
 import {
   EXPIRY_VERSION,
@@ -58,7 +59,7 @@ export async function reserveStock(
     await tx.reservation.create({
       data: { orderId, status: 'rejected', lines: requested, createdAt: at, correlationId },
     });
-    await enqueue(tx, { ...answer, type: 'inventory.stock-rejected.v1', body: { orderId, shortages } }, at);
+    await enqueue(tx, shop, { ...answer, type: 'inventory.stock-rejected.v1', body: { orderId, shortages } }, at);
     return 'rejected';
   }
   await takeStock(tx, requested, at);
@@ -68,6 +69,7 @@ export async function reserveStock(
   const payment = { amountCents: order.totalCents, currency: order.currency, method: order.paymentMethod };
   await enqueue(
     tx,
+    shop,
     { ...answer, type: 'inventory.stock-reserved.v1', body: { orderId, lines: requested, payment } },
     at,
   );
@@ -125,6 +127,7 @@ export async function expireReservations(
     for (const reservation of due) {
       await enqueue(
         tx,
+        shop,
         {
           type: 'inventory.reservation-expired.v1',
           aggregateId: reservation.order_id,

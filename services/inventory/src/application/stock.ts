@@ -76,13 +76,3 @@ export const setAvailable = (db: PrismaClient, sku: string, available: number, n
     create: { sku, available, updatedAt: now },
     update: { available, updatedAt: now },
   });
-
-/** Stock the demo and the quick start rely on; inserted on first start, never overwritten. */
-export const DEMO_STOCK = { keyboard: 1000, mouse: 1000, monitor: 1000, cable: 1000, 'sold-out': 0 } as const;
-
-export async function seedDemoStock(db: PrismaClient, now: Date): Promise<void> {
-  await db.stockItem.createMany({
-    data: Object.entries(DEMO_STOCK).map(([sku, available]) => ({ sku, available, updatedAt: now })),
-    skipDuplicates: true,
-  });
-}

@@ -1,5 +1,5 @@
 import { processed, stale, type MessageHandler } from '@idem/inbox';
-import type { MessageOf } from '@idem/contracts';
+import type { MessageOf } from '@idem/shop';
 import { reserveStock } from '../application/reservations.js';
 import type { Tx } from '../db.js';
 

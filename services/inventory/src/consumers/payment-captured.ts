@@ -1,5 +1,5 @@
 import { processed, stale, type MessageHandler } from '@idem/inbox';
-import type { MessageOf } from '@idem/contracts';
+import type { MessageOf } from '@idem/shop';
 import type { Tx } from '../db.js';
 import { commitReservation } from '../application/stock.js';
 

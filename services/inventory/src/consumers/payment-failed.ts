@@ -1,5 +1,5 @@
 import { processed, type MessageHandler } from '@idem/inbox';
-import type { MessageOf } from '@idem/contracts';
+import type { MessageOf } from '@idem/shop';
 import type { Tx } from '../db.js';
 import { releaseReservation } from '../application/stock.js';
 

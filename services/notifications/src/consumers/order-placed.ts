@@ -1,5 +1,5 @@
 import { processed, type MessageHandler } from '@idem/inbox';
-import type { MessageOf } from '@idem/contracts';
+import type { MessageOf } from '@idem/shop';
 import { acceptOrder } from '../application/work-items.js';
 import type { Tx } from '../db.js';
 

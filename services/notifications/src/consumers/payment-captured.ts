@@ -1,5 +1,5 @@
 import { processed, transientFailure, type MessageHandler } from '@idem/inbox';
-import type { MessageOf } from '@idem/contracts';
+import type { MessageOf } from '@idem/shop';
 import { emailAboutOrder } from '../application/work-items.js';
 import type { Tx } from '../db.js';
 import { receiptEmail } from '../domain/emails.js';

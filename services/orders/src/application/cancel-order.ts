@@ -1,4 +1,5 @@
 import { enqueue } from '@idem/outbox';
+import { shop } from '@idem/shop';
 import type { PrismaClient, Tx } from '../db.js';
 import { isCancelled } from '../domain/order-status.js';
 import { HTTP_TRANSACTION } from './idempotency-keys.js';
@@ -57,6 +58,7 @@ export async function announceCancellation(
 ): Promise<void> {
   await enqueue(
     tx,
+    shop,
     {
       type: 'orders.order-cancelled.v1',
       aggregateId: order.orderId,

@@ -1,4 +1,4 @@
-import type { MessageOf } from '@idem/contracts';
+import type { MessageOf } from '@idem/shop';
 import type { PrismaClient, Tx } from '../db.js';
 import { onCapture } from '../domain/order-status.js';
 import { announceCancellation } from './cancel-order.js';

@@ -41,25 +41,6 @@ export async function setCatalogItem(
   return toView(await db.catalogItem.upsert({ where: { sku }, create: { sku, ...data }, update: data }));
 }
 
-/**
- * The catalog the demo and the quick start rely on (inventory seeds stock for the same SKUs);
- * inserted on first start, never overwritten, so an operator's prices survive a restart.
- */
-export const DEMO_CATALOG = [
-  { sku: 'keyboard', name: 'Mechanical keyboard', unitPriceCents: 4999, currency: 'eur' },
-  { sku: 'mouse', name: 'Wireless mouse', unitPriceCents: 1999, currency: 'eur' },
-  { sku: 'monitor', name: '27" monitor', unitPriceCents: 19999, currency: 'eur' },
-  { sku: 'cable', name: 'USB-C cable', unitPriceCents: 999, currency: 'eur' },
-  { sku: 'sold-out', name: 'Limited edition (never in stock)', unitPriceCents: 999, currency: 'eur' },
-] as const;
-
-export async function seedDemoCatalog(db: PrismaClient, now: Date): Promise<void> {
-  await db.catalogItem.createMany({
-    data: DEMO_CATALOG.map((item) => ({ ...item, updatedAt: now })),
-    skipDuplicates: true,
-  });
-}
-
 function toView(item: CatalogEntry & { name: string; updatedAt: Date }): CatalogItemView {
   return {
     sku: item.sku,

@@ -1,6 +1,6 @@
-import type { ConsumerName } from '@idem/contracts';
+import type { ConsumerName } from '@idem/shop';
 import { permanentFailure, processed, stale, type MessageHandler } from '@idem/inbox';
-import type { MessageOf } from '@idem/contracts';
+import type { MessageOf } from '@idem/shop';
 import type { Tx } from '../db.js';
 import type { OrderTrigger } from '../domain/order-status.js';
 import { applyTransition, type OrderView } from './orders.js';

@@ -1,4 +1,5 @@
 import { enqueue } from '@idem/outbox';
+import { shop } from '@idem/shop';
 import type { PrismaClient, Tx } from '../db.js';
 import { priceOrder, type LineRefusal } from '../domain/pricing.js';
 import { catalogEntriesOf } from './catalog.js';
@@ -79,6 +80,7 @@ async function priceAndCreate(tx: Tx, order: NewOrder, correlationId: string, at
   const { orderId, customerEmail, currency, paymentMethod, lines, totalCents } = created;
   await enqueue(
     tx,
+    shop,
     {
       type: 'orders.order-placed.v1',
       aggregateId: orderId,

@@ -1,4 +1,4 @@
-import type { MessageOf } from '@idem/contracts';
+import type { MessageOf } from '@idem/shop';
 import { permanentFailure, processed, stale, type MessageHandler } from '@idem/inbox';
 import { takeCapture } from '../application/captures.js';
 import type { Tx } from '../db.js';

@@ -1,4 +1,4 @@
-import type { MessageOf } from '@idem/contracts';
+import type { MessageOf } from '@idem/shop';
 import { announceCancellation } from '../application/cancel-order.js';
 import { transitionOn } from '../application/order-transitions.js';
 

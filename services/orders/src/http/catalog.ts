@@ -1,5 +1,5 @@
 import { HttpError, requireOperator, route, type Operator } from '@idem/http';
-import { skuSchema } from '@idem/contracts';
+import { skuSchema } from '@idem/shop';
 import type { Express } from 'express';
 import { z } from 'zod';
 import { findCatalogItem, listCatalog, setCatalogItem } from '../application/catalog.js';

@@ -11,7 +11,7 @@ import {
   type CustomerTokens,
   type Operator,
 } from '@idem/http';
-import { skuSchema } from '@idem/contracts';
+import { skuSchema } from '@idem/shop';
 import type { Express, Response } from 'express';
 import type { RedisClient } from '@idem/messaging';
 import { z } from 'zod';

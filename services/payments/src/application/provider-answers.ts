@@ -1,6 +1,7 @@
 import { boundReason } from '@idem/contracts';
 import { notify } from '@idem/database';
 import { enqueue } from '@idem/outbox';
+import { shop } from '@idem/shop';
 import type { Logger } from '@idem/runtime';
 import type { PrismaClient, Tx } from '../db.js';
 import {
@@ -118,6 +119,7 @@ async function recordCaptured(
   const { orderId, amountCents, currency } = attempt;
   await enqueue(
     tx,
+    shop,
     {
       ...chargeEvent(attempt),
       type: 'payments.payment-captured.v1',
@@ -144,6 +146,7 @@ async function recordFailed(
   });
   await enqueue(
     tx,
+    shop,
     {
       ...chargeEvent(attempt),
       type: 'payments.payment-failed.v1',
@@ -170,6 +173,7 @@ export async function recordRefund(recorder: Recorder, attempt: PaymentAttempt, 
     const { orderId, amountCents, currency } = attempt;
     await enqueue(
       tx,
+      shop,
       {
         aggregateId: orderId,
         aggregateVersion: PAYMENT_VERSION.refunded,

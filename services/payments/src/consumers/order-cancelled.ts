@@ -1,5 +1,5 @@
 import { processed, type MessageHandler } from '@idem/inbox';
-import type { MessageOf } from '@idem/contracts';
+import type { MessageOf } from '@idem/shop';
 import { cancelPayment } from '../application/payment-attempts.js';
 import type { Tx } from '../db.js';
 

@@ -1,5 +1,5 @@
-import type { EventType } from './events.js';
-import { subscriptions } from './topology.js';
+import { publishersOf } from '@idem/contracts';
+import { shop } from './catalogue.js';
 
 /**
  * The services, in one place: each one's HTTP port (native run; compose and Kubernetes use the
@@ -17,7 +17,5 @@ export const SERVICE_REGISTRY = {
 export type ServiceName = keyof typeof SERVICE_REGISTRY;
 export const SERVICE_NAMES = Object.keys(SERVICE_REGISTRY) as ServiceName[];
 
-/** The services that publish events (those with an outbox and a relay), from the topology. */
-export const PUBLISHERS = SERVICE_NAMES.filter((service) =>
-  (Object.keys(subscriptions) as EventType[]).some((type) => type.startsWith(`${service}.`)),
-);
+/** The services that publish events (those with an outbox and a relay), from the catalogue. */
+export const PUBLISHERS = SERVICE_NAMES.filter((service) => publishersOf(shop).includes(service));

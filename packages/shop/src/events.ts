@@ -90,23 +90,3 @@ export const paymentRefundedV1 = z.object({
   amountCents: cents,
   currency,
 });
-
-/** Every integration event, by its versioned contract name. */
-export const events = {
-  'orders.order-placed.v1': orderPlacedV1,
-  'orders.order-cancelled.v1': orderCancelledV1,
-  'orders.order-cancelled.v2': orderCancelledV2,
-  'inventory.stock-reserved.v1': stockReservedV1,
-  'inventory.stock-rejected.v1': stockRejectedV1,
-  'inventory.reservation-expired.v1': reservationExpiredV1,
-  'payments.payment-captured.v1': paymentCapturedV1,
-  'payments.payment-failed.v1': paymentFailedV1,
-  'payments.payment-refunded.v1': paymentRefundedV1,
-} as const;
-
-export type EventType = keyof typeof events;
-export type EventBody<T extends EventType> = z.infer<(typeof events)[T]>;
-
-export function isEventType(type: string): type is EventType {
-  return Object.hasOwn(events, type);
-}

@@ -1,4 +1,4 @@
-import type { EventBody, EventType } from './events.js';
+import type { EventBody, EventType } from './catalogue.js';
 
 const orderId = '0b7c6a52-3f0e-4b53-9d0c-6f1a2e9d4c11';
 
