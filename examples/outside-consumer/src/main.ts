@@ -1,19 +1,22 @@
-// A service outside the idem repository that consumes `orders.order-placed.v1` with the
-// published packages: the inbox records each message in the transaction that reserves stock,
-// and the consumer runner settles a BullMQ delivery only after that commit. The demo then
-// delivers the same message twice, as a broker does after a crash or a replay.
-import { randomUUID } from 'node:crypto';
-import { createEnvelope } from '@idem/contracts';
+// A service outside the idem repository that consumes an event of another service with the
+// published packages and Prisma: billing charges a loan's fee. The inbox records each message in
+// the transaction that charges it, and the consumer runner settles a BullMQ delivery only after
+// that commit. The demo then delivers the same message again, as a broker does after a crash or
+// a replay (`duplicate`), and a copy with the same id and another body, as a buggy producer
+// would send (`conflicting_duplicate`): one fee either way.
 import { migrate } from '@idem/database';
 import { createInbox, inboxTables, processed } from '@idem/inbox';
 import { createPublisher, startConsumer, type DeliveryReport } from '@idem/messaging';
+import type { MessageOf } from '@idem/contracts';
 import { PrismaPg } from '@prisma/adapter-pg';
+import { library, type Library } from './catalogue.js';
 import { PrismaClient } from './generated/prisma/client.js';
 
-const databaseUrl = process.env.DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/outside';
+const CONSUMER = 'billing.book-lent.v1';
+const databaseUrl = process.env.DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/billing';
 const broker = {
   redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
-  prefix: process.env.QUEUE_PREFIX ?? 'outside',
+  prefix: process.env.QUEUE_PREFIX ?? 'library',
 };
 
 // This project's migrations, and the inbox's tables applied before them.
@@ -21,52 +24,44 @@ await migrate({ databaseUrl, migrationsDir: 'prisma/migrations', include: [inbox
 const db = new PrismaClient({ adapter: new PrismaPg({ connectionString: databaseUrl }) });
 
 const settled: DeliveryReport[] = [];
+let first: MessageOf<Library, typeof CONSUMER> | undefined;
 const consumer = startConsumer({
+  catalogue: library,
   ...broker,
-  consumer: 'inventory.order-placed.v1',
+  consumer: CONSUMER,
   inbox: createInbox({ db }),
-  // Runs inside the inbox's transaction: the reservation and the processed record commit together.
+  // Runs inside the inbox's transaction: the fee and the processed record commit together.
   handler: async (message, tx) => {
-    const units = message.body.lines.reduce((sum, line) => sum + line.quantity, 0);
-    await tx.reservation.create({ data: { orderId: message.body.orderId, units, reservedAt: new Date() } });
+    first ??= message;
+    const { loanId, memberId, feeCents } = message.body;
+    await tx.fee.create({ data: { loanId, memberId, cents: feeCents, chargedAt: new Date() } });
     return processed;
   },
   onSettled: (report) => settled.push(report),
 });
 
-const orderId = randomUUID();
-const message = createEnvelope(
-  {
-    type: 'orders.order-placed.v1',
-    body: {
-      orderId,
-      customerEmail: 'ada@example.com',
-      currency: 'eur',
-      paymentMethod: 'pm_card_visa',
-      lines: [{ sku: 'sku-1', quantity: 2, unitPriceCents: 500 }],
-      totalCents: 1000,
-    },
-    aggregateId: orderId,
-    aggregateVersion: 1,
-    correlationId: randomUUID(),
-    causationId: null,
-  },
-  new Date(),
-);
-const publisher = createPublisher(broker);
-await publisher.publish([message]);
+// The producer published the loan's event (examples/outside-producer); it arrives here once...
 await until(() => settled.length === 1);
-// The same message id again: the inbox answers `duplicate` and nothing changes.
-await publisher.redeliver('inventory.order-placed.v1', message.messageId, message);
+// ... then again, under the same message id; then a copy with the same id and another body.
+const publisher = createPublisher({ catalogue: library, ...broker });
+const delivered = first!;
+await publisher.redeliver(CONSUMER, delivered.messageId, delivered);
 await until(() => settled.length === 2);
+const conflicting = { ...delivered, body: { ...delivered.body, feeCents: delivered.body.feeCents * 10 } };
+await publisher.redeliver(CONSUMER, delivered.messageId, conflicting);
+await until(() => settled.length === 3);
 
-const reservations = await db.reservation.count({ where: { orderId } });
-console.log(JSON.stringify({ outcomes: settled.map((report) => report.outcome.outcome), reservations }));
+const fees = await db.fee.count({ where: { loanId: delivered.body.loanId } });
+console.log(JSON.stringify({ outcomes: settled.map((report) => report.outcome.outcome), fees }));
 
 await consumer.close();
 await publisher.close();
 await db.$disconnect();
 
 async function until(condition: () => boolean): Promise<void> {
-  while (!condition()) await new Promise((resolve) => setTimeout(resolve, 20));
+  const deadline = Date.now() + 30_000;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('no delivery settled within 30 s: did the producer run?');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
 }

@@ -1,0 +1,63 @@
+// The same consumer shape with plain node-postgres and no Prisma: reminders schedules one reminder
+// per loan. `fromNodePostgres` gives the inbox a transaction on a pg pool; the handler writes with
+// the same transaction (`tx.$executeRaw`, or `tx.client` for any pg query).
+import { fromNodePostgres, migrate } from '@idem/database';
+import { createInbox, inboxTables, processed } from '@idem/inbox';
+import { createPublisher, startConsumer, type DeliveryReport } from '@idem/messaging';
+import type { MessageOf } from '@idem/contracts';
+import pg from 'pg';
+import { library, type Library } from './catalogue.js';
+
+const CONSUMER = 'reminders.book-lent.v1';
+const databaseUrl = process.env.DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/billing';
+const broker = {
+  redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
+  prefix: process.env.QUEUE_PREFIX ?? 'library',
+};
+
+await migrate({ databaseUrl, migrationsDir: 'prisma/migrations', include: [inboxTables] });
+const db = fromNodePostgres(new pg.Pool({ connectionString: databaseUrl }));
+
+const settled: DeliveryReport[] = [];
+let first: MessageOf<Library, typeof CONSUMER> | undefined;
+const consumer = startConsumer({
+  catalogue: library,
+  ...broker,
+  consumer: CONSUMER,
+  inbox: createInbox({ db }),
+  handler: async (message, tx) => {
+    first ??= message;
+    const { loanId, memberId } = message.body;
+    const due = new Date(Date.now() + 14 * 24 * 3_600_000);
+    await tx.$executeRaw`INSERT INTO reminders (loan_id, member_id, due_at) VALUES (${loanId}::uuid, ${memberId}, ${due})`;
+    return processed;
+  },
+  onSettled: (report) => settled.push(report),
+});
+
+await until(() => settled.length === 1);
+const publisher = createPublisher({ catalogue: library, ...broker });
+const delivered = first!;
+await publisher.redeliver(CONSUMER, delivered.messageId, delivered);
+await until(() => settled.length === 2);
+await publisher.redeliver(CONSUMER, delivered.messageId, {
+  ...delivered,
+  body: { ...delivered.body, memberId: 'mallory' },
+});
+await until(() => settled.length === 3);
+
+const [{ reminders }] = await db.$queryRaw<{ reminders: number }[]>`
+  SELECT count(*)::int AS reminders FROM reminders WHERE loan_id = ${delivered.body.loanId}::uuid`;
+console.log(JSON.stringify({ outcomes: settled.map((report) => report.outcome.outcome), reminders }));
+
+await consumer.close();
+await publisher.close();
+await db.pool.end();
+
+async function until(condition: () => boolean): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('no delivery settled within 30 s: did the producer run?');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
