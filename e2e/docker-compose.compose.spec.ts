@@ -102,7 +102,7 @@ function containers(): Container[] {
 }
 
 /** The one-shot services: each has done its work when it has exited (with 0, which the tests check). */
-const ONE_SHOT = new Set(['secrets', 'migrate']);
+const ONE_SHOT = new Set(['secrets', 'migrate', 'seed']);
 
 /** Until every container is healthy (or, for a one-shot service, exited). */
 async function allHealthy(timeoutMs = 240_000): Promise<Container[]> {
@@ -261,7 +261,7 @@ afterAll(() => {
 }, 300_000);
 
 describe('docker compose up on a real engine', () => {
-  it('starts every container healthy; the secrets and migrate jobs exit 0', () => {
+  it('starts every container healthy; the secrets, migrate and seed jobs exit 0', () => {
     const all = containers();
     const services = new Set(all.map((c) => c.service));
     for (const service of [

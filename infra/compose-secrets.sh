@@ -97,5 +97,6 @@ done
 share console redis-url admin-token faults-token jwt-secret stripe-api-key \
   $(for s in $services; do echo "console-$s-database-url"; done)
 share stripe-sim simulator-api-key
+share seed admin-token
 share grafana grafana-admin-password
 echo "idem: the secrets are in $dir${shared:+, each container's in $shared/<container>}"

@@ -14,8 +14,8 @@ import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isDeepStrictEqual as isEqual } from 'node:util';
-import { consumers, type ConsumerName } from '@idem/contracts';
-import { createHttpApp, listen } from '@idem/http';
+import { consumers, type ConsumerName } from '@idem/shop';
+import { createHttpApp, DEVELOPMENT_JWT_SECRET, listen } from '@idem/http';
 import { SERVICES, type ServiceName } from '@idem/native-run';
 import { SHUTDOWN_TIMEOUT_MS } from '@idem/runtime';
 import { SIMULATOR_API_KEY } from '@idem/stripe-sim';
@@ -450,6 +450,27 @@ describe('deploy/kubernetes', () => {
     expect(new Set(devSecrets)).toEqual(new Set([...referenced].map((r) => r.split('.')[0])));
   });
 
+  it('runs production with no development aid: no fault switches, no journal, no demo data, no development key', () => {
+    for (const overlay of ['production', 'production-redis-cluster'] as const)
+      expect(developmentAidsIn(rendered[overlay]), overlay).toEqual([]);
+  });
+
+  it('would notice a development aid in production', () => {
+    const objects = structuredClone(rendered.production);
+    const config = objects.find((o) => o.kind === 'ConfigMap' && o.metadata.name === 'idem-config')!;
+    config.data = { ...config.data, IDEM_FAULTS_ENABLED: '1', DELIVERY_JOURNAL: 'true' };
+    const api = objects.find((o) => o.kind === 'Deployment' && o.metadata.name === 'orders-api')!;
+    const container = api.spec!.template!.spec.containers[0]!;
+    container.env = [...(container.env ?? []), { name: 'JWT_SECRET', value: DEVELOPMENT_JWT_SECRET }];
+    container.command = ['node', 'dist/seed.js'];
+    expect(developmentAidsIn(objects)).toEqual([
+      'ConfigMap/idem-config: IDEM_FAULTS_ENABLED=1 turns the fault switches on',
+      'ConfigMap/idem-config: DELIVERY_JOURNAL=true keeps the delivery journal',
+      'Deployment/orders-api/orders: seeds demo data (node dist/seed.js)',
+      'Deployment/orders-api/orders: JWT_SECRET is a development key, public in this repository',
+    ]);
+  });
+
   describe('fails on what would break a deployment', () => {
     const mutated = (change: (objects: K8sObject[]) => void, overlay: (typeof OVERLAYS)[number] = 'dev') => {
       const objects = structuredClone(rendered[overlay]);
@@ -537,3 +558,35 @@ describe('deploy/kubernetes', () => {
     });
   });
 });
+
+/**
+ * What of a development system a rendering would run: fault switches or the delivery journal
+ * turned on (in a ConfigMap or a container's environment), a container that seeds the demo shop,
+ * or a key that is public in this repository (the development signing key, the simulator's
+ * placeholder).
+ */
+function developmentAidsIn(objects: readonly K8sObject[]): string[] {
+  const problems: string[] = [];
+  const PUBLIC_KEYS = new Set([DEVELOPMENT_JWT_SECRET, SIMULATOR_API_KEY]);
+  const settings = (where: string, values: Record<string, string | undefined>) => {
+    for (const [name, value] of Object.entries(values)) {
+      if (name === 'IDEM_FAULTS_ENABLED' && /^(1|true)$/i.test(value ?? ''))
+        problems.push(`${where}: IDEM_FAULTS_ENABLED=${value} turns the fault switches on`);
+      if (name === 'DELIVERY_JOURNAL' && /^(1|true|on)$/i.test(value ?? ''))
+        problems.push(`${where}: DELIVERY_JOURNAL=${value} keeps the delivery journal`);
+      if (value !== undefined && PUBLIC_KEYS.has(value))
+        problems.push(`${where}: ${name} is a development key, public in this repository`);
+    }
+  };
+  for (const object of objects) {
+    if (object.kind === 'ConfigMap') settings(`ConfigMap/${object.metadata.name}`, object.data ?? {});
+    const pod = object.spec?.template?.spec;
+    for (const container of [...(pod?.containers ?? []), ...(pod?.initContainers ?? [])]) {
+      const where = `${object.kind}/${object.metadata.name}/${container.name}`;
+      const commandLine = [...(container.command ?? []), ...(container.args ?? [])].join(' ');
+      if (/\bseed\.js\b/.test(commandLine)) problems.push(`${where}: seeds demo data (${commandLine})`);
+      settings(where, Object.fromEntries((container.env ?? []).map((e) => [e.name, e.value])));
+    }
+  }
+  return problems;
+}

@@ -29,6 +29,7 @@ export interface ComposeService {
   depends_on?: Record<string, { condition: string }>;
   entrypoint?: string[];
   healthcheck?: unknown;
+  restart?: string;
 }
 
 /** `${VAR:-default}`, `${VAR-default}`, `${VAR:?error}`, `${VAR}` with the given variables, and `$$` as `$`, as compose does. */

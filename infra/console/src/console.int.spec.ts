@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { request } from 'node:http';
 import { fileURLToPath } from 'node:url';
-import { SERVICE_NAMES, type ServiceName } from '@idem/contracts';
+import { SERVICE_NAMES, type ServiceName } from '@idem/shop';
 import { createHttpApp, listen, type RunningServer } from '@idem/http';
 import { createMigratedDatabase, redisUrl, uniqueName } from '@idem/testkit';
 import { Redis } from 'ioredis';

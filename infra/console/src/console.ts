@@ -1,7 +1,7 @@
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import type { Server } from 'node:http';
 import { runChecks, SERVICES, type CheckerOptions } from '@idem/checker';
-import { subscriptions } from '@idem/contracts';
+import { subscriptions } from '@idem/shop';
 import { FAULT_NAMES, type FaultRule } from '@idem/faults';
 import { localToolGuard, localToolHeaders, operatorOnlyBeyondLoopback } from '@idem/http';
 import { connectRedis } from '@idem/messaging';

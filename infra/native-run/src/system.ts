@@ -2,7 +2,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { SERVICE_NAMES, SERVICE_REGISTRY, type ServiceName } from '@idem/contracts';
+import { seedDemoShop } from '@idem/console';
+import { SERVICE_NAMES, SERVICE_REGISTRY, type ServiceName } from '@idem/shop';
 import { DEVELOPMENT_JWT_SECRET, isLoopbackAddress } from '@idem/http';
 import { asRole, databaseRolesOf, provisionDatabase } from './databases.js';
 import { provisionRedisUsers } from './redis-users.js';
@@ -54,12 +55,18 @@ export interface SystemOptions {
    * the network, and then needs a JWT_SECRET of its own). @defaultValue IDEM_BIND_ADDRESS or 127.0.0.1
    */
   readonly bindAddress?: string;
+  /**
+   * Put the demo shop's catalogue and stock in once the system is up (demo-data.ts), through the
+   * operator API, where a SKU has none yet: a development system asks for it; no service seeds
+   * anything on its own. @defaultValue true
+   */
+  readonly demoData?: boolean;
 }
 
 export interface RunningSystem {
   readonly urls: Record<ServiceName | 'stripe' | 'smtp' | 'mail' | 'console', string>;
-  /** The operator token the services were started with (ADMIN_TOKEN), if any. */
-  readonly adminToken: string | undefined;
+  /** The operator token the services were started with: ADMIN_TOKEN, or one made for the system. */
+  readonly adminToken: string;
   /**
    * Each service's database as the server's superuser reaches it (for tools and tests: the
    * checker, the console, a test that plants a row). The services themselves connect as their
@@ -178,6 +185,8 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
   // Customer tokens are checked by orders and minted by the console (and by any client: tokens.ts).
   const jwtSecret = customerTokensOf(env).secret;
   const bindAddress = options.bindAddress ?? env.IDEM_BIND_ADDRESS ?? '127.0.0.1';
+  // Every system has an operator: ADMIN_TOKEN, or one of its own (the demo data goes in through it).
+  const adminToken = env.ADMIN_TOKEN || randomBytes(24).toString('base64url');
   const refusal = bindRefusal(bindAddress, jwtSecret, env.ADMIN_TOKEN);
   if (refusal) throw new Error(refusal);
   // Every process binds it: the services, the simulators, the console.
@@ -186,7 +195,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
   const stripeKey: Record<string, string> = isLoopbackAddress(bindAddress)
     ? {}
     : { STRIPE_API_KEY: `${SIMULATOR_KEY_PREFIX}_${randomBytes(16).toString('hex')}` };
-  const operator: Record<string, string> = env.ADMIN_TOKEN ? { ADMIN_TOKEN: env.ADMIN_TOKEN } : {};
+  const operator = { ADMIN_TOKEN: adminToken };
 
   const parts: Record<string, { entry: string; instrumented?: true; env: Record<string, string>; health: string }> = {
     'stripe-sim': {
@@ -212,6 +221,8 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
           env: {
             ...everywhere,
             OTEL_SERVICE_NAME: service,
+            // A development system: the console follows every delivery in the journal.
+            DELIVERY_JOURNAL: 'true',
             DATABASE_URL: asRole(databaseUrls[service], databaseRolesOf(service).runtime),
             REDIS_URL: redisUrl,
             PORT: String(port[service]),
@@ -220,6 +231,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
             SMTP_URL: urls.smtp,
             ...(service === 'orders' ? { JWT_SECRET: jwtSecret } : {}),
             ...(service === 'payments' ? stripeKey : {}),
+            ...operator,
             ...options.env,
             ...options.serviceEnv?.[service],
           },
@@ -246,7 +258,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
         // The lessons make databases and queues of their own on the same servers.
         CONSOLE_LESSONS: '1',
         TEST_POSTGRES_URL: postgresUrl,
-        ...(options.env?.ADMIN_TOKEN ? { ADMIN_TOKEN: options.env.ADMIN_TOKEN } : {}),
+        ...operator,
         // The services' broker lock: a delivery whose journal entry has not arrived by then died.
         ...(env.CONSUMER_LOCK_MS ? { CONSUMER_LOCK_MS: env.CONSUMER_LOCK_MS } : {}),
         JWT_SECRET: jwtSecret,
@@ -334,6 +346,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
         .filter((name) => !['stripe-sim', 'smtp-sink'].includes(name))
         .map((name) => start(name)),
     );
+    if (options.demoData !== false) await seedDemoShop({ orders: urls.orders, inventory: urls.inventory, adminToken });
   } catch (error) {
     stopping = true;
     await stopAll(processes);
@@ -343,7 +356,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
 
   return {
     urls,
-    adminToken: env.ADMIN_TOKEN,
+    adminToken,
     databaseUrls,
     queuePrefix,
     processes,
