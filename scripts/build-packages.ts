@@ -18,7 +18,13 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 /** The installable packages, each after the ones it depends on. */
 export const PUBLISHED_PACKAGES = ['contracts', 'faults', 'database', 'inbox', 'outbox', 'messaging'] as const;
 
-function compilerOptions(dir: string): ts.CompilerOptions {
+type PublishedPackage = (typeof PUBLISHED_PACKAGES)[number];
+
+/** Where a package is built: its dist/, or `<into>/<name>` when a build goes elsewhere. */
+const outOf = (name: PublishedPackage, into?: string) =>
+  into ? join(into, name) : join(root, 'packages', name, 'dist');
+
+function compilerOptions(dir: string, into: string | undefined, outDir: string): ts.CompilerOptions {
   const { config, error } = ts.readConfigFile(join(root, 'tsconfig.json'), ts.sys.readFile);
   if (error) throw new Error(ts.flattenDiagnosticMessageText(error.messageText, '\n'));
   const { options } = ts.parseJsonConfigFileContent(config, ts.sys, root);
@@ -28,7 +34,11 @@ function compilerOptions(dir: string): ts.CompilerOptions {
     declaration: true,
     customConditions: [],
     rootDir: join(dir, 'src'),
-    outDir: join(dir, 'dist'),
+    outDir,
+    // Another @idem package is its built declarations, as an installer gets them.
+    paths: Object.fromEntries(
+      PUBLISHED_PACKAGES.map((name) => [`@idem/${name}`, [join(outOf(name, into), 'index.d.ts')]]),
+    ),
   };
 }
 
@@ -38,17 +48,22 @@ function sourcesOf(dir: string): string[] {
     .map((file) => join(dir, 'src', file));
 }
 
-export function buildPackage(name: (typeof PUBLISHED_PACKAGES)[number]): void {
+/**
+ * Builds one package, after the ones it depends on: the ES modules and declarations it ships, into
+ * its dist/, or into `<into>/<name>` (a check that must not touch dist/).
+ */
+export function buildPackage(name: PublishedPackage, into?: string): void {
   const dir = join(root, 'packages', name);
-  rmSync(join(dir, 'dist'), { recursive: true, force: true });
-  const program = ts.createProgram(sourcesOf(dir), compilerOptions(dir));
+  const out = outOf(name, into);
+  rmSync(out, { recursive: true, force: true });
+  const program = ts.createProgram(sourcesOf(dir), compilerOptions(dir, into, out));
   const { diagnostics } = program.emit();
   const errors = [...ts.getPreEmitDiagnostics(program), ...diagnostics];
   if (errors.length > 0) {
     const host = { getCanonicalFileName: (f: string) => f, getCurrentDirectory: () => root, getNewLine: () => '\n' };
     throw new Error(`@idem/${name} did not build:\n${ts.formatDiagnostics(errors, host)}`);
   }
-  copyFileSync(join(root, 'LICENSE'), join(dir, 'LICENSE'));
+  if (!into) copyFileSync(join(root, 'LICENSE'), join(dir, 'LICENSE'));
 }
 
 // Builds when run; importing PUBLISHED_PACKAGES builds nothing.

@@ -75,7 +75,7 @@ function stalePointers(where: string, text: string): string[] {
   const sections = [...text.matchAll(/\b(README|docs\/[\w-]+\.md) "([^"]+)"/g)]
     .filter(([, page, section]) => !sectionsOf(page === 'README' ? 'README.md' : page!).has(section!))
     .map(([, page, section]) => `${where}: ${page} has no section "${section}"`);
-  const docs = [...text.matchAll(/(?<![\w/.-])((?:\.\.\/)*(?:docs\/[\w-]+|[A-Z][A-Z_]+)\.md)\b/g)]
+  const docs = [...text.matchAll(/(?<![\w/.'-])((?:\.\.\/)*(?:docs\/[\w-]+|[A-Z][A-Z_]+)\.md)\b/g)]
     .filter(([, page]) => !existsSync(join(root, page!.replace(/^(\.\.\/)+/, ''))))
     .map(([, page]) => `${where}: ${page} is not in the repository`);
   return [...sections, ...docs];
