@@ -6,10 +6,12 @@
  * against the packages' declarations, then run them against the real PostgreSQL and Redis: the
  * producer writes a loan and its event in one transaction and its relay publishes it; a consumer on
  * Prisma and one on plain node-postgres each take it once, then the same message again
- * (`duplicate`) and a copy with another body (`conflicting_duplicate`): one effect each.
+ * (`duplicate`) and a copy with another body (`conflicting_duplicate`): one effect each. Last,
+ * docs/lifting-out.md is followed as written: inventory, taken out into a repository of its own
+ * on the same tarballs, installs, typechecks and passes its own tests there.
  */
 import { execFileSync } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -22,7 +24,11 @@ import { buildPackage, PUBLISHED_PACKAGES } from '../../scripts/build-packages.j
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const work = mkdtempSync(join(tmpdir(), 'idem-outside-'));
 const tarballs = join(work, 'tarballs');
-const projects = { producer: join(work, 'outside-producer'), consumer: join(work, 'outside-consumer') };
+const projects = {
+  producer: join(work, 'outside-producer'),
+  consumer: join(work, 'outside-consumer'),
+  liftedOut: join(work, 'inventory-service'),
+};
 const databases = {
   producer: `${postgresServerUrl}/${uniqueName('idem_test_library')}`,
   consumer: `${postgresServerUrl}/${uniqueName('idem_test_billing')}`,
@@ -35,8 +41,21 @@ function packedManifest(name: string): { exports: unknown; dependencies?: Record
   return JSON.parse(execFileSync('tar', ['-xzOf', tarball, 'package/package.json'], { encoding: 'utf8' }));
 }
 
+/**
+ * The steps of docs/lifting-out.md, in order: its `sh replay` blocks, to run, and its code blocks
+ * that name a file, to write.
+ */
+function liftingOutSteps(): ({ run: string } | { file: string; text: string })[] {
+  const guide = readFileSync(join(root, 'docs/lifting-out.md'), 'utf8');
+  return [...guide.matchAll(/^```([^\n]*)\n([\s\S]*?)^```$/gm)].flatMap(([, info, body]) => {
+    if (info === 'sh replay') return [{ run: body! }];
+    const file = / file=(\S+)/.exec(info!)?.[1];
+    return file ? [{ file, text: body! }] : [];
+  });
+}
+
 /** An example, copied outside the workspace, its @idem packages the tarballs just packed. */
-function installExample(name: keyof typeof projects) {
+function installExample(name: 'producer' | 'consumer') {
   const project = projects[name];
   cpSync(join(root, `examples/outside-${name}`), project, {
     recursive: true,
@@ -55,7 +74,7 @@ function installExample(name: keyof typeof projects) {
 }
 
 /** Runs an example's script; its last line of output, as JSON. */
-function run<T>(name: keyof typeof projects, script: string, database: string): T {
+function run<T>(name: 'producer' | 'consumer', script: string, database: string): T {
   const output = pnpm(projects[name], ['--silent', script], {
     ...process.env,
     DATABASE_URL: database,
@@ -181,4 +200,26 @@ describe('the packages, installed outside the workspace', () => {
       await client.end();
     }
   });
+
+  it(
+    'carry a service lifted out of this repository as docs/lifting-out.md says: it installs, typechecks and passes its own tests',
+    { timeout: 600_000 },
+    () => {
+      const steps = liftingOutSteps();
+      expect(steps.filter((step) => 'run' in step).length).toBeGreaterThanOrEqual(2);
+      mkdirSync(projects.liftedOut);
+      for (const step of steps) {
+        if ('file' in step) writeFileSync(join(projects.liftedOut, step.file), step.text);
+        else
+          execFileSync('bash', ['-euo', 'pipefail', '-c', step.run], {
+            cwd: projects.liftedOut,
+            // CI=false: a new repository has no lockfile yet, and pnpm would refuse to write one in CI.
+            env: { ...process.env, IDEM: root, PACKS: tarballs, CI: 'false' },
+            stdio: 'pipe',
+          });
+      }
+      expect(existsSync(join(projects.liftedOut, 'services/inventory/src/generated/prisma/client.ts'))).toBe(true);
+      expect(existsSync(join(projects.liftedOut, 'services/orders'))).toBe(false);
+    },
+  );
 });
