@@ -98,7 +98,7 @@ describe('docs/extending.md', () => {
     ])
       expect(printed).toContain(spec);
     expect(printed).not.toMatch(/\bfailed\b/);
-    const registry = readFileSync(join(copy, 'packages/contracts/src/services.ts'), 'utf8');
+    const registry = readFileSync(join(copy, 'packages/shop/src/services.ts'), 'utf8');
     expect(registry).toContain('shipping: { port: 3005 }');
     expect(readFileSync(join(copy, 'docs/openapi/shipping.json'), 'utf8')).toContain('/shipments');
   });

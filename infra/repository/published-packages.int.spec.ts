@@ -45,9 +45,11 @@ function packedManifest(name: string): { exports: unknown; dependencies?: Record
  * The steps of docs/lifting-out.md, in order: its `sh replay` blocks, to run, and its code blocks
  * that name a file, to write.
  */
-function liftingOutSteps(): ({ run: string } | { file: string; text: string })[] {
+type GuideStep = { run: string } | { file: string; text: string };
+
+function liftingOutSteps(): GuideStep[] {
   const guide = readFileSync(join(root, 'docs/lifting-out.md'), 'utf8');
-  return [...guide.matchAll(/^```([^\n]*)\n([\s\S]*?)^```$/gm)].flatMap(([, info, body]) => {
+  return [...guide.matchAll(/^```([^\n]*)\n([\s\S]*?)^```$/gm)].flatMap(([, info, body]): GuideStep[] => {
     if (info === 'sh replay') return [{ run: body! }];
     const file = / file=(\S+)/.exec(info!)?.[1];
     return file ? [{ file, text: body! }] : [];
