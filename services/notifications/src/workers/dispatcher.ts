@@ -3,7 +3,7 @@ import { inSpan } from '@idem/contracts';
 import { claimLeased } from '@idem/database';
 import { noFaults, type Faults } from '@idem/faults';
 import { pollingWorker, awaitAll, type BackgroundWorker, type Logger } from '@idem/runtime';
-import nodemailer from 'nodemailer';
+import nodemailer, { type Transporter } from 'nodemailer';
 import type { PrismaClient } from '../db.js';
 import { recordFailedSend, recordSent, WORK_ITEMS_CHANNEL } from '../application/work-items.js';
 import type { EmailWorkItem } from '../generated/prisma/client.js';
@@ -58,7 +58,7 @@ export function longestRoundMs({
 /** The dispatcher's settings with their defaults, its lease owner name and SMTP transport: what its steps share. */
 type Dispatcher = Required<Omit<DispatcherOptions, 'smtpUrl' | 'databaseUrl'>> & {
   readonly owner: string;
-  readonly transport: nodemailer.Transporter;
+  readonly transport: Transporter;
   /** The mail server, for the SMTP client span (never the recipient: customer data stays out of traces). */
   readonly server: Record<string, string | number>;
 };
@@ -166,7 +166,9 @@ async function dispatch(dispatcher: Dispatcher, item: EmailWorkItem): Promise<vo
     );
   } catch (error) {
     const responseCode = (error as { responseCode?: number }).responseCode ?? 0;
-    const reason = (error as Error).message ?? String(error);
+    // nodemailer's code says what kind of failure it was (ETIMEDOUT, ECONNECTION, EAUTH…).
+    const { code, message } = error as { code?: unknown; message?: string };
+    const reason = [typeof code === 'string' ? code : undefined, message ?? String(error)].filter(Boolean).join(': ');
     const status = await recordFailedSend(db, item, { ...dispatcher, responseCode, reason }, now());
     const parked = status === 'parked';
     log[parked ? 'error' : 'warn'](
