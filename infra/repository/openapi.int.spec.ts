@@ -117,6 +117,30 @@ describe.each(Object.keys(START) as Service[])('%s /openapi.json', (service) => 
     expect(routes.length).toBeGreaterThan(8);
   });
 
+  it('describes the JSON body of every success answer (the tests check each answer against it)', async () => {
+    const document = await documentOf(service);
+    const NOT_JSON = ['get /metrics', 'get /problems/{type}'];
+    const undescribed = Object.entries(document.paths).flatMap(([path, methods]) =>
+      Object.entries(methods as Record<string, { responses: Record<string, { content?: object }> }>).flatMap(
+        ([method, operation]) =>
+          Object.entries(operation.responses)
+            .filter(([status, response]) => /^2/.test(status) && !response.content)
+            .filter(() => !NOT_JSON.includes(`${method} ${path}`))
+            .map(([status]) => `${method.toUpperCase()} ${path} ${status}`),
+      ),
+    );
+    expect(undescribed).toEqual([]);
+  });
+
+  it('answers a problem whose `type` resolves, on the service, to what it means', async () => {
+    const refused = await fetch(`${base(service)}/health/live`, { method: 'PUT' });
+    const problem = (await refused.json()) as { type: string; title: string };
+    const page = await fetch(new URL(problem.type, base(service)));
+    expect(page.status).toBe(200);
+    expect(await page.text()).toContain(problem.title);
+    expect((await fetch(`${base(service)}/problems/no-such-problem`)).status).toBe(404);
+  });
+
   it('has a route behind every operation: none answers "no route"', async () => {
     for (const operation of operationsOf(await documentOf(service))) {
       const [method, path] = operation.split(' ') as [string, string];

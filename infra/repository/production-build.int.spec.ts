@@ -123,7 +123,16 @@ function startBundle(service: Service, servicePort: number, env: Record<string, 
     const code = await exited(child);
     expect(code, `${service}'s bundle exited ${code} on SIGTERM; output: ${output}`).toBe(0);
   };
-  return { url, healthy, stop };
+  /** The JSON lines it printed so far (its log). */
+  const lines = () =>
+    output.split('\n').flatMap((line) => {
+      try {
+        return [JSON.parse(line) as Record<string, unknown>];
+      } catch {
+        return [];
+      }
+    });
+  return { url, healthy, stop, lines };
 }
 
 describe('the migrate image', () => {
@@ -197,10 +206,23 @@ describe('the production bundle', () => {
     const token = await mintCustomerToken({ secret: JWT_SECRET, ...DEFAULT_TOKEN_CLAIMS }, 'ada', {
       email: 'ada@example.com',
     });
-    const orders = startBundle('orders', port + 1, { ...tracing, OTEL_SERVICE_NAME: 'orders', JWT_SECRET });
+    const ADMIN_TOKEN = 'production-build-operator-0123456789';
+    const orders = startBundle('orders', port + 1, {
+      ...tracing,
+      OTEL_SERVICE_NAME: 'orders',
+      JWT_SECRET,
+      ADMIN_TOKEN,
+    });
     const inventory = startBundle('inventory', port + 2, { ...tracing, OTEL_SERVICE_NAME: 'inventory' });
     try {
       await Promise.all([orders.healthy(), inventory.healthy()]);
+      // No service seeds a catalog: the operator prices what is sold.
+      const priced = await fetch(`${orders.url}/catalog/keyboard`, {
+        method: 'PUT',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${ADMIN_TOKEN}` },
+        body: JSON.stringify({ name: 'Keyboard', unitPriceCents: 4999, currency: 'eur' }),
+      });
+      expect(priced.status).toBe(200);
       const res = await fetch(`${orders.url}/orders`, {
         method: 'POST',
         headers: {
@@ -255,6 +277,37 @@ describe('the production bundle', () => {
           what: 'a PostgreSQL span under the consumer span (the inbox transaction)',
         },
       );
+
+      // A log line leads to its trace: the delivery's line carries its consumer span's ids...
+      const delivery = inventory.lines().find((line) => line.msg === 'delivery processed');
+      expect(delivery).toMatchObject({
+        consumer: 'inventory.order-placed.v1',
+        trace_id: processed.traceId,
+        span_id: processed.spanId,
+      });
+      // ...and the access log has one line per request, in the request's trace, with no token,
+      // email or address in it.
+      const access = orders.lines().filter((line) => line.request !== undefined);
+      expect(access.map((line) => line.request)).toEqual([
+        {
+          method: 'PUT',
+          route: '/catalog/:sku',
+          status: 200,
+          durationMs: expect.any(Number),
+          correlationId: expect.any(String),
+        },
+        {
+          method: 'POST',
+          route: '/orders',
+          status: 201,
+          durationMs: expect.any(Number),
+          correlationId: expect.any(String),
+        },
+      ]);
+      expect(access[1]).toMatchObject({ trace_id: server.traceId });
+      const logged = JSON.stringify(access);
+      for (const secret of [token, ADMIN_TOKEN, 'ada@example.com', '127.0.0.1', '::1'])
+        expect(logged).not.toContain(secret);
     } finally {
       await orders.stop();
       await inventory.stop();

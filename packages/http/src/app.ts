@@ -1,9 +1,11 @@
 import { createServer, type Server } from 'node:http';
 import express, { type Express, type RequestHandler } from 'express';
+import { accessLog, type AccessLogEntry } from './access-log.js';
 import { auditTo, type AuditSink } from './audit.js';
 import { HttpError } from './errors.js';
-import { route } from './openapi.js';
-import { notFoundHandler, problemHandler } from './problem.js';
+import { answer, route } from './openapi.js';
+import { z } from 'zod';
+import { notFoundHandler, problemHandler, problemOfType, problemPage } from './problem.js';
 
 /** A dependency the service cannot work without, checked by GET /health. */
 export type HealthCheck = () => PromiseLike<unknown>;
@@ -25,7 +27,15 @@ export interface HttpAppOptions {
   readonly trustProxy?: number | readonly string[];
   /** Runs before every route but the probes (the runtime's limit on failed authentications). */
   readonly guard?: RequestHandler;
+  /** Told of every request once it is answered: the access log (access-log.ts). @defaultValue nothing */
+  readonly onRequest?: (entry: AccessLogEntry) => void;
 }
+
+/** What the readiness probe answers: each dependency by name, never why one fails. */
+const HEALTH = z.object({
+  status: z.enum(['ok', 'unavailable']),
+  checks: z.record(z.string(), z.enum(['ok', 'failing'])),
+});
 
 const requireJson: RequestHandler = (req, _res, next) => {
   const hasBody = req.headers['content-length'] !== undefined && req.headers['content-length'] !== '0';
@@ -51,19 +61,38 @@ export function createHttpApp({
   audit,
   trustProxy,
   guard,
+  onRequest,
 }: HttpAppOptions): Express {
   const app = express();
   app.disable('x-powered-by');
+  if (onRequest) app.use(accessLog(onRequest));
   if (trustProxy !== undefined) app.set('trust proxy', typeof trustProxy === 'number' ? trustProxy : [...trustProxy]);
   if (audit) auditTo(app, audit);
   app.use(requireJson, express.json({ limit: bodyLimit, type: 'application/json' }));
+  probes(app, health, onUnhealthy);
+  problemPages(app);
+  if (guard) app.use(guard);
+  routes(app);
+  app.use(notFoundHandler, problemHandler(onUnexpectedError, translateError));
+  return app;
+}
+
+/**
+ * The two probes: `GET /health` checks the dependencies (readiness), `GET /health/live` only that
+ * the process answers (liveness).
+ */
+function probes(
+  app: Express,
+  health: Record<string, HealthCheck>,
+  onUnhealthy: (check: string, error: unknown) => void,
+) {
   route(
     app,
     {
       method: 'get',
       path: '/health/live',
       summary: 'Liveness: the process answers (looks at no dependency)',
-      responses: { 200: 'Alive' },
+      responses: { 200: answer('Alive', z.object({ status: z.literal('ok') })) },
     },
     (_input, _req, res) => void res.json({ status: 'ok' }),
   );
@@ -73,7 +102,10 @@ export function createHttpApp({
       method: 'get',
       path: '/health',
       summary: 'Readiness: each dependency checked, by name only',
-      responses: { 200: 'Every check ok', 503: 'A check fails (which one, never why)' },
+      responses: {
+        200: answer('Every check ok', HEALTH),
+        503: answer('A check fails (which one, never why)', HEALTH),
+      },
     },
     async (_input, _req, res) => {
       const results = await Promise.all(
@@ -93,10 +125,25 @@ export function createHttpApp({
         .json({ status: healthy ? 'ok' : 'unavailable', checks: Object.fromEntries(results) });
     },
   );
-  if (guard) app.use(guard);
-  routes(app);
-  app.use(notFoundHandler, problemHandler(onUnexpectedError, translateError));
-  return app;
+}
+
+/** `GET /problems/:type`: what each problem's `type` URI resolves to. */
+function problemPages(app: Express) {
+  route(
+    app,
+    {
+      method: 'get',
+      path: '/problems/:type',
+      summary: "What a problem's `type` means and what to do about it (an HTML page)",
+      params: z.object({ type: z.string().max(100) }),
+      responses: { 200: 'The explanation, as text/html', 404: 'No such problem type' },
+    },
+    ({ params: { type } }, _req, res) => {
+      const code = problemOfType(type);
+      if (!code) throw new HttpError('not_found', `no problem type ${type}`);
+      res.type('html').send(problemPage(code));
+    },
+  );
 }
 
 export interface RunningServer {

@@ -1,5 +1,5 @@
 export { HttpError, STATUS_OF, type ErrorCode, type FieldError } from './errors.js';
-export { sendProblem, problemHandler, notFoundHandler } from './problem.js';
+export { sendProblem, problemHandler, notFoundHandler, MEANINGS, problemType } from './problem.js';
 export { validate } from './validate.js';
 export {
   requireOperator,
@@ -10,6 +10,7 @@ export {
   type Operator,
 } from './operators.js';
 export { auditTo, auditResult, correlationIdOf, type AuditEvent, type AuditSink } from './audit.js';
+export type { AccessLogEntry } from './access-log.js';
 export {
   createHttpApp,
   listen,
@@ -31,5 +32,14 @@ export {
   type CustomerTokens,
 } from './callers.js';
 export { rateLimit, limitFailures, limitFailedAuthentications, type RateLimit } from './rate-limit.js';
-export { route, openApiDocument, serveOpenApi, type Audience, type Input, type Operation } from './openapi.js';
+export {
+  answer,
+  route,
+  openApiDocument,
+  serveOpenApi,
+  type Answer,
+  type Audience,
+  type Input,
+  type Operation,
+} from './openapi.js';
 export { localToolGuard, localToolHeaders, hostList, operatorOnlyBeyondLoopback } from './local-tools.js';

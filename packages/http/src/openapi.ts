@@ -22,10 +22,45 @@ export interface Operation<P extends z.ZodType, Q extends z.ZodType, B extends z
   readonly body?: B;
   /** Request headers it reads, by name. */
   readonly headers?: Record<string, { readonly description: string; readonly schema: z.ZodType }>;
-  /** Its answers besides the problem details every operation may give: status → description. */
-  readonly responses: Record<number, string>;
+  /**
+   * Its answers besides the problem details every operation may give: status → description, or
+   * {@link answer} for one with a JSON body (every 2xx JSON answer has one).
+   */
+  readonly responses: Record<number, string | Answer>;
   /** Middleware before it: authentication, rate limits. */
   readonly use?: readonly RequestHandler[];
+}
+
+/** An answer with a JSON body: what the OpenAPI document says of it, and what it is checked against. */
+export interface Answer {
+  readonly description: string;
+  readonly body: z.ZodType;
+}
+
+/** An answer whose body `body` describes. */
+export const answer = (description: string, body: z.ZodType): Answer => ({ description, body });
+
+/**
+ * Under the tests (vitest sets VITEST) every JSON answer is checked against its documented body
+ * before it leaves, so the OpenAPI document cannot drift from what the code answers. Production
+ * pays nothing for it.
+ */
+const CHECK_ANSWERS = process.env.VITEST === 'true' || process.env.IDEM_CHECK_ANSWERS === '1';
+
+function checkedAnswers(operation: AnyOperation, res: Response): void {
+  const json = res.json.bind(res);
+  res.json = (body: unknown) => {
+    const documented = operation.responses[res.statusCode];
+    if (typeof documented === 'object') {
+      // What the client receives: the body as JSON text, read back (a Date is a string by then).
+      const checked = documented.body.safeParse(JSON.parse(JSON.stringify(body ?? null)));
+      if (!checked.success)
+        throw new Error(
+          `${operation.method.toUpperCase()} ${operation.path} answered ${res.statusCode} with a body its OpenAPI document does not describe: ${z.prettifyError(checked.error)}`,
+        );
+    }
+    return json(body);
+  };
 }
 
 export interface Input<P extends z.ZodType, Q extends z.ZodType, B extends z.ZodType> {
@@ -59,6 +94,7 @@ export function route<P extends z.ZodType = None, Q extends z.ZodType = None, B 
       ? [auditing(app, `${operation.method.toUpperCase()} ${operation.path}`, audience === 'operator')]
       : [];
   app[operation.method](operation.path, ...audit, ...(operation.use ?? []), async (req: Request, res: Response) => {
+    if (CHECK_ANSWERS) checkedAnswers(operation as unknown as AnyOperation, res);
     const input = {
       params: operation.params ? validate(operation.params, req.params, 'path') : {},
       query: operation.query ? validate(operation.query, req.query, 'query') : {},
@@ -105,7 +141,11 @@ const PROBLEM_SCHEMA = {
   type: 'object',
   required: ['type', 'title', 'status', 'code', 'detail'],
   properties: {
-    type: { type: 'string', format: 'uri' },
+    type: {
+      type: 'string',
+      format: 'uri-reference',
+      description: 'Relative to the service: GET it for what the problem means',
+    },
     title: { type: 'string' },
     status: { type: 'integer' },
     code: { type: 'string', enum: Object.keys(STATUS_OF) },
@@ -147,7 +187,15 @@ function operationObject(operation: AnyOperation) {
       : {}),
     responses: {
       ...Object.fromEntries(
-        Object.entries(operation.responses).map(([status, description]) => [status, { description }]),
+        Object.entries(operation.responses).map(([status, documented]) => [
+          status,
+          typeof documented === 'string'
+            ? { description: documented }
+            : {
+                description: documented.description,
+                content: { 'application/json': { schema: jsonSchema(documented.body, 'output') } },
+              },
+        ]),
       ),
       ...(parameters.length > 0 || operation.body ? { 400: problem('Invalid input: `errors` names each field') } : {}),
       ...(guarded ? { 401: problem('No valid token'), 403: problem('Not allowed for this caller') } : {}),
@@ -176,9 +224,9 @@ function parametersOf(schema: z.ZodType | undefined, where: 'path' | 'query') {
   }));
 }
 
-/** The JSON Schema (draft 2020-12, OpenAPI 3.1's) of what a schema accepts. */
-const jsonSchema = (schema: z.ZodType) => {
-  const { $schema: _dialect, ...rest } = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as Record<
+/** The JSON Schema (draft 2020-12, OpenAPI 3.1's) of what a schema accepts (`input`) or describes (`output`). */
+const jsonSchema = (schema: z.ZodType, io: 'input' | 'output' = 'input') => {
+  const { $schema: _dialect, ...rest } = z.toJSONSchema(schema, { io, unrepresentable: 'any' }) as Record<
     string,
     unknown
   >;

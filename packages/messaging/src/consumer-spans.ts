@@ -46,9 +46,8 @@ export function endProcess(span: Span, outcome: DeliveryOutcome, deadLettered: b
   span.end();
 }
 
-/** Runs `work` with `span` active, so the spans it makes (the inbox's SQL) nest under it. */
-export const under = <T>(span: Span, work: () => Promise<T>): Promise<T> =>
-  context.with(trace.setSpan(context.active(), span), work);
+/** Runs `work` with `span` active, so the spans it makes (the inbox's SQL) nest under it and its log lines carry it. */
+export const under = <T>(span: Span, work: () => T): T => context.with(trace.setSpan(context.active(), span), work);
 
 /** A group commit's span: one transaction for several deliveries, linked to each delivery's span. */
 export const startCommit = (consumer: string, deliveries: readonly Span[]): Span =>

@@ -366,7 +366,8 @@ async function processDelivery<Tx extends SqlClient>(runner: Runner<Tx>, job: Jo
     outcome,
     deadLettered: deadLettered !== undefined,
   };
-  runner.onDelivery(report);
+  // Told in the delivery's span, so that its log line carries the span's trace id.
+  under(span, () => runner.onDelivery(report));
   runner.unsettled?.set(job, report);
 
   if (isSettled(outcome)) {

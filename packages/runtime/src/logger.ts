@@ -1,14 +1,26 @@
-import { pino, type Logger } from 'pino';
 import { deliveryFields, type DeliveryReport } from '@idem/messaging';
+import { isSpanContextValid, trace } from '@opentelemetry/api';
+import { pino, type Logger } from 'pino';
 
 export type { Logger };
 
-/** JSON lines on stdout; secrets are redacted wherever they might appear. */
+/**
+ * The span a line is written in, under OpenTelemetry's names for log correlation: a line leads to
+ * its trace in Jaeger (search by trace id), and a span to its lines. None outside a span.
+ */
+export function traceFields(): { trace_id?: string; span_id?: string; trace_flags?: string } {
+  const span = trace.getActiveSpan()?.spanContext();
+  if (!span || !isSpanContextValid(span)) return {};
+  return { trace_id: span.traceId, span_id: span.spanId, trace_flags: `0${span.traceFlags.toString(16)}` };
+}
+
+/** JSON lines on stdout, each with the trace it was written in; secrets are redacted wherever they might appear. */
 export function createLogger(service: string, level: string): Logger {
   return pino({
     name: service,
     level,
     base: { service },
+    mixin: traceFields,
     redact: [
       '*.password',
       '*.token',

@@ -246,6 +246,12 @@ function httpApp<Tx extends SqlClient>(context: ServiceContext<Tx>, started: rea
       log.info({ audit: event }, `operator action: ${event.action} ${event.outcome}`);
       metrics.operatorActions.inc({ action: event.action, outcome: event.outcome });
     },
+    // The access log: a line per request, in its trace (a probe's or a scrape's only at debug).
+    onRequest: (request) =>
+      log[QUIET_ROUTES.has(request.route) ? 'debug' : 'info'](
+        { request },
+        `${request.method} ${request.route} ${request.status}`,
+      ),
     onUnexpectedError: (error) => log.error({ err: error }, 'unexpected error answering a request'),
     onUnhealthy: (check, error) => log.warn({ err: error, check }, 'health check failing'),
     translateError: (error) => {
@@ -260,6 +266,9 @@ function httpApp<Tx extends SqlClient>(context: ServiceContext<Tx>, started: rea
     },
   });
 }
+
+/** Routes asked every few seconds by probes and scrapers: their access lines are debug-level. */
+const QUIET_ROUTES = new Set(['/health', '/health/live', '/metrics']);
 
 /**
  * Redis holds every queued delivery and evicts nothing (noeviction): when it is full, publishing

@@ -1,5 +1,5 @@
 import type { SqlClient } from '@idem/database';
-import { auditResult, HttpError, requireOperator, route } from '@idem/http';
+import { answer, auditResult, HttpError, requireOperator, route } from '@idem/http';
 import type { DeadLetterCursor, Inbox } from '@idem/inbox';
 import { replayDeadLetters, ReplayTruncatedError, ReplayWindowError, type Publisher } from '@idem/messaging';
 import { z } from 'zod';
@@ -42,7 +42,28 @@ function listRoute(app: Express, deadLetters: DeadLetterStore, admin: RequestHan
         limit: z.coerce.number().int().min(1).max(1000).default(100),
         after: z.string().max(1000).optional(),
       }),
-      responses: { 200: '`deadLetters` and the cursor of the `next` page (null on the last)' },
+      responses: {
+        200: answer(
+          '`deadLetters` and the cursor of the `next` page (null on the last)',
+          z.object({
+            deadLetters: z.array(
+              z.object({
+                consumer: z.string(),
+                messageId: z.string(),
+                payloadBytes: z.number().int(),
+                truncated: z.boolean(),
+                code: z.string(),
+                reason: z.string(),
+                attempts: z.number().int(),
+                deadLetteredAt: z.iso.datetime(),
+                replayedAt: z.iso.datetime().nullable(),
+                replayCount: z.number().int(),
+              }),
+            ),
+            next: z.string().nullable(),
+          }),
+        ),
+      },
     },
     async ({ query: { consumer, limit, after } }, _req, res) => {
       const page = await deadLetters.list({
@@ -71,7 +92,15 @@ function payloadRoute(app: Express, deadLetters: DeadLetterStore, admin: Request
       use: [admin],
       query: z.object({ consumer: z.string().max(200), messageId: z.string().max(200) }),
       responses: {
-        200: 'The payload exactly as delivered; for one kept `truncated`, the start of its JSON text',
+        200: answer(
+          'The payload exactly as delivered; for one kept `truncated`, the start of its JSON text',
+          z.object({
+            consumer: z.string(),
+            messageId: z.string(),
+            payload: z.unknown(),
+            truncated: z.object({ bytes: z.number().int() }).optional(),
+          }),
+        ),
         404: 'No such dead letter waiting for replay',
       },
     },
@@ -100,7 +129,7 @@ function replayRoute(
       method: 'post',
       path: '/dead-letters/replay',
       summary:
-        'Publish dead letters again to their consumer, at most `limit` (100) a call, oldest first: `more` says whether matching ones remain (older than the replay window only with a reason)',
+        'Publish dead letters again to their consumer, `limit` a call (100 unless told, at most 1,000), oldest first: `more` says whether matching ones remain (older than the replay window only with a reason)',
       audience: 'operator',
       use: [admin],
       body: z.object({
@@ -111,7 +140,13 @@ function replayRoute(
         force: z.object({ reason: z.string().min(10).max(500) }).optional(),
       }),
       responses: {
-        200: 'The `replayed` dead letters, and whether `more` match (call again for the next page)',
+        200: answer(
+          'The `replayed` dead letters, and whether `more` match (call again for the next page)',
+          z.object({
+            replayed: z.array(z.object({ consumer: z.string(), messageId: z.string() })),
+            more: z.boolean(),
+          }),
+        ),
         409: 'Some are older than the replay window, or kept truncated (replay those only with `force`)',
       },
     },

@@ -1,9 +1,25 @@
 import { FAULT_NAMES, isSwitchboard } from '@idem/faults';
-import { requireOperator, route } from '@idem/http';
+import { answer, requireOperator, route } from '@idem/http';
 import { z } from 'zod';
 import type { ServicePart } from '../run-service.js';
 
 const startedAt = new Date().toISOString();
+
+const rule = z.object({
+  name: z.enum(FAULT_NAMES),
+  target: z.string().min(1).max(200).optional(),
+  probability: z.number().min(0).max(1).default(1),
+  count: z.number().int().min(1).max(1_000_000).optional(),
+});
+
+/** What both routes answer: the process, its switches and the rules now set. */
+const switchboardState = z.object({
+  process: z.string(),
+  pid: z.number().int(),
+  startedAt: z.iso.datetime(),
+  switches: z.array(z.enum(FAULT_NAMES)),
+  rules: z.array(rule),
+});
 
 /**
  * The process's fault switches, for an operator (the teaching console): only in a process
@@ -34,7 +50,7 @@ export function faultSwitches(): ServicePart {
             summary: "This process's fault switches (only with IDEM_FAULTS_ENABLED=1)",
             audience: 'operator',
             use: [admin],
-            responses: { 200: 'The switches and the rules set' },
+            responses: { 200: answer('The switches and the rules set', switchboardState) },
           },
           (_input, _req, res) => void res.json(state()),
         );
@@ -46,19 +62,8 @@ export function faultSwitches(): ServicePart {
             summary: 'Replace the fault rules',
             audience: 'operator',
             use: [admin],
-            body: z.object({
-              rules: z
-                .array(
-                  z.object({
-                    name: z.enum(FAULT_NAMES),
-                    target: z.string().min(1).max(200).optional(),
-                    probability: z.number().min(0).max(1).default(1),
-                    count: z.number().int().min(1).max(1_000_000).optional(),
-                  }),
-                )
-                .max(50),
-            }),
-            responses: { 200: 'The switches and the rules now set' },
+            body: z.object({ rules: z.array(rule).max(50) }),
+            responses: { 200: answer('The switches and the rules now set', switchboardState) },
           },
           ({ body: { rules } }, _req, res) => {
             faults.replace(rules);

@@ -1,4 +1,4 @@
-import { auditResult, requireOperator, route } from '@idem/http';
+import { answer, auditResult, requireOperator, route } from '@idem/http';
 import { createPooledRelay, listParked, outboxBacklog, purgePublished, retryParked } from '@idem/outbox';
 import type { SqlClient } from '@idem/database';
 import type { Express, RequestHandler } from 'express';
@@ -94,7 +94,22 @@ function parkedRoutes(app: Express, db: SqlClient, admin: RequestHandler) {
       summary: 'Outbox rows the relay parked, with their last error',
       audience: 'operator',
       use: [admin],
-      responses: { 200: 'The `parked` rows' },
+      responses: {
+        200: answer(
+          'The `parked` rows, oldest first',
+          z.object({
+            parked: z.array(
+              z.object({
+                messageId: z.uuid(),
+                type: z.string(),
+                attempts: z.number().int(),
+                lastError: z.string().nullable(),
+                createdAt: z.iso.datetime(),
+              }),
+            ),
+          }),
+        ),
+      },
     },
     async (_input, _req, res) => void res.json({ parked: await listParked(db) }),
   );
@@ -107,7 +122,7 @@ function parkedRoutes(app: Express, db: SqlClient, admin: RequestHandler) {
       audience: 'operator',
       use: [admin],
       body: z.object({ messageIds: z.array(z.uuid()).max(1000).optional() }),
-      responses: { 200: 'How many were `retried`' },
+      responses: { 200: answer('How many were `retried`', z.object({ retried: z.number().int() })) },
     },
     async ({ body: { messageIds } }, _req, res) =>
       void res.json(auditResult(res, { retried: await retryParked(db, messageIds) })),

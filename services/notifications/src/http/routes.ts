@@ -1,8 +1,27 @@
-import { requireOperator, route, type Operator } from '@idem/http';
+import { answer, requireOperator, route, type Operator } from '@idem/http';
 import type { Express } from 'express';
 import { z } from 'zod';
 import { emailWorkItemsOf } from '../application/work-items.js';
 import type { PrismaClient } from '../db.js';
+
+const emails = z.object({
+  emails: z.array(
+    z.object({
+      emailWorkItemId: z.uuid(),
+      businessKey: z.string(),
+      kind: z.string(),
+      orderId: z.uuid(),
+      to: z.string(),
+      subject: z.string(),
+      messageId: z.string(),
+      status: z.string(),
+      attempts: z.number().int(),
+      lastError: z.string().nullable(),
+      sentAt: z.iso.datetime().nullable(),
+      createdAt: z.iso.datetime(),
+    }),
+  ),
+});
 
 /** E-mails carry customers' addresses and are not tied to a customer here: an operator read. */
 export function emailRoutes(
@@ -18,7 +37,7 @@ export function emailRoutes(
       audience: 'operator',
       use: [requireOperator(operators)],
       query: z.object({ orderId: z.uuid() }),
-      responses: { 200: '`emails`, oldest first' },
+      responses: { 200: answer('`emails`, oldest first', emails) },
     },
     async ({ query: { orderId } }, _req, res) => {
       const items = await emailWorkItemsOf(db, orderId);

@@ -1,4 +1,4 @@
-import { HttpError, requireOperator, route, type Operator } from '@idem/http';
+import { answer, HttpError, requireOperator, route, type Operator } from '@idem/http';
 import { skuSchema } from '@idem/shop';
 import type { Express } from 'express';
 import { z } from 'zod';
@@ -7,6 +7,14 @@ import type { PrismaClient } from '../db.js';
 import { CURRENCIES, MAX_TOTAL_CENTS } from '../domain/pricing.js';
 
 const skuParam = z.object({ sku: skuSchema });
+const catalogItem = z.object({
+  sku: z.string(),
+  name: z.string(),
+  unitPriceCents: z.number().int(),
+  currency: z.enum(CURRENCIES),
+  withdrawn: z.boolean(),
+  updatedAt: z.iso.datetime(),
+});
 
 /**
  * The catalog: what each SKU costs. Anyone may read it (a shop shows its prices); only the
@@ -22,7 +30,7 @@ export function catalogRoutes(
       method: 'get',
       path: '/catalog',
       summary: 'What each SKU costs: the prices every order is placed at (withdrawn SKUs left out)',
-      responses: { 200: '`items`, in SKU order' },
+      responses: { 200: answer('`items`, in SKU order', z.object({ items: z.array(catalogItem) })) },
     },
     async (_input, _req, res) => void res.json({ items: await listCatalog(db, { withdrawn: false }) }),
   );
@@ -34,7 +42,7 @@ export function catalogRoutes(
       path: '/catalog/:sku',
       summary: 'One SKU: its name, unit price and currency, and whether it is withdrawn from sale',
       params: skuParam,
-      responses: { 200: 'The catalog entry', 404: 'No such SKU' },
+      responses: { 200: answer('The catalog entry', catalogItem), 404: 'No such SKU' },
     },
     async ({ params: { sku } }, _req, res) => {
       const item = await findCatalogItem(db, sku);
@@ -60,7 +68,7 @@ export function catalogRoutes(
         currency: z.string().toLowerCase().pipe(z.enum(CURRENCIES)),
         withdrawn: z.boolean().default(false),
       }),
-      responses: { 200: 'The catalog entry' },
+      responses: { 200: answer('The catalog entry', catalogItem) },
     },
     async ({ params: { sku }, body }, _req, res) => void res.json(await setCatalogItem(db, sku, body, now())),
   );

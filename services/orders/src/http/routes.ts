@@ -1,5 +1,6 @@
 import {
   addressOf,
+  answer,
   authenticate,
   callerOf,
   correlationIdOf,
@@ -19,6 +20,7 @@ import { cancelOrder } from '../application/cancel-order.js';
 import { findOrder, listOrders, type OrderView, type Owner } from '../application/orders.js';
 import { placeOrder, type PlaceOrderResult } from '../application/place-order.js';
 import type { PrismaClient } from '../db.js';
+import { ORDER_STATUSES } from '../domain/order-status.js';
 
 /**
  * A field a client may believe it sets, which the server decides instead: refused with the
@@ -26,6 +28,32 @@ import type { PrismaClient } from '../db.js';
  */
 const decidedByTheServer = (reason: string) => z.never({ error: reason }).optional().describe(`Never sent: ${reason}`);
 const FROM_THE_CATALOG = "prices come from the catalog (GET /catalog): send each line's sku and quantity only";
+
+/** An order as every route answers it (application/orders.ts `OrderView`). */
+const order = z.object({
+  orderId: z.uuid(),
+  status: z.enum(ORDER_STATUSES),
+  version: z.number().int(),
+  customerId: z.string(),
+  customerEmail: z.string(),
+  currency: z.string(),
+  paymentMethod: z.string(),
+  totalCents: z.number().int(),
+  lines: z.array(z.object({ sku: z.string(), quantity: z.number().int(), unitPriceCents: z.number().int() })),
+  createdAt: z.iso.datetime(),
+  updatedAt: z.iso.datetime(),
+  history: z
+    .array(
+      z.object({
+        version: z.number().int(),
+        status: z.string(),
+        causationId: z.uuid().nullable(),
+        reason: z.string().optional(),
+        occurredAt: z.iso.datetime(),
+      }),
+    )
+    .optional(),
+});
 
 const newOrderSchema = z.strictObject({
   // A Stripe PaymentMethod id: what can never be one is refused here, not by the provider minutes later.
@@ -128,7 +156,7 @@ function placeOrderRoute(app: Express, { db, now, idempotencyKeyRetentionMs, red
       },
       body: newOrderSchema,
       responses: {
-        201: 'The order, PENDING, at the prices it was placed at',
+        201: answer('The order, PENDING, at the prices it was placed at', order),
         403: 'The token carries no email claim: there is nowhere to send the receipt',
         409: 'A request with this Idempotency-Key is still in progress',
         422: 'A line the catalog cannot sell (unknown or withdrawn SKU, another currency, too large a total), named in `errors`; or this Idempotency-Key was used with another body',
@@ -164,7 +192,7 @@ function readOrderRoutes(app: Express, { db }: OrderRoutesOptions) {
       summary: "An order with its lines and status history (another customer's answers 404)",
       audience: 'customer-or-operator',
       params: orderIdParam,
-      responses: { 200: 'The order', 404: 'No such order of this caller' },
+      responses: { 200: answer('The order, with its status history', order), 404: 'No such order of this caller' },
     },
     async ({ params: { id } }, _req, res) => {
       const order = await findOrder(db, id, ownerOf(callerOf(res)));
@@ -184,7 +212,12 @@ function readOrderRoutes(app: Express, { db }: OrderRoutesOptions) {
         limit: z.coerce.number().int().min(1).max(100).default(20),
         cursor: z.string().max(200).optional(),
       }),
-      responses: { 200: '`orders` and the `nextCursor` of the next page (null on the last)' },
+      responses: {
+        200: answer(
+          '`orders` and the `nextCursor` of the next page (null on the last)',
+          z.object({ orders: z.array(order), nextCursor: z.string().nullable() }),
+        ),
+      },
     },
     async ({ query: { limit, cursor } }, _req, res) => {
       const orders = await listOrders(db, {
@@ -224,7 +257,7 @@ function cancelOrderRoute(app: Express, { db, now, redis, rateLimits }: OrderRou
       headers: { 'X-Correlation-Id': correlationIdHeader },
       body: z.object({ reason: z.string().max(500).default('cancelled by the customer') }),
       responses: {
-        200: 'The order, CANCELLED',
+        200: answer('The order, CANCELLED', order),
         404: 'No such order of this caller',
         409: 'Too late to cancel',
         429: 'Too many cancels from this caller (Retry-After)',

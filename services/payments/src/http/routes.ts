@@ -1,8 +1,29 @@
-import { HttpError, requireOperator, route, type Operator } from '@idem/http';
-import type { Express } from 'express';
+import { answer, HttpError, requireOperator, route, type Operator } from '@idem/http';
+import type { Express, RequestHandler } from 'express';
 import { z } from 'zod';
 import { paymentAttemptsOf, retryAttempt } from '../application/payment-attempts.js';
 import type { PrismaClient } from '../db.js';
+
+const payments = z.object({
+  payments: z.array(
+    z.object({
+      paymentAttemptId: z.uuid(),
+      orderId: z.uuid(),
+      status: z.string(),
+      amountCents: z.number().int(),
+      currency: z.string(),
+      paymentMethod: z.string(),
+      paymentIntentId: z.string().nullable(),
+      refundId: z.string().nullable(),
+      failureCode: z.string().nullable(),
+      failureReason: z.string().nullable(),
+      providerCalls: z.number().int(),
+      lastError: z.string().nullable(),
+      createdAt: z.iso.datetime(),
+      updatedAt: z.iso.datetime(),
+    }),
+  ),
+});
 
 /** Payments know orders, not customers: both routes are the operator's. */
 export function paymentRoutes(
@@ -19,7 +40,7 @@ export function paymentRoutes(
       audience: 'operator',
       use: [admin],
       query: z.object({ orderId: z.uuid() }),
-      responses: { 200: '`payments`, oldest first' },
+      responses: { 200: answer('`payments`, oldest first', payments) },
     },
     async ({ query: { orderId } }, _req, res) => {
       const attempts = await paymentAttemptsOf(db, orderId);
@@ -44,6 +65,14 @@ export function paymentRoutes(
     },
   );
 
+  retryRoute(app, { db, now, admin });
+}
+
+/** An operator gives a parked attempt back to the worker, with its persisted key. */
+function retryRoute(
+  app: Express,
+  { db, now, admin }: { db: PrismaClient; now: () => Date; admin: RequestHandler },
+): void {
   route(
     app,
     {
@@ -53,7 +82,13 @@ export function paymentRoutes(
       audience: 'operator',
       use: [admin],
       params: z.object({ paymentAttemptId: z.uuid() }),
-      responses: { 202: 'The attempt is pending again', 404: 'No parked attempt with that id' },
+      responses: {
+        202: answer(
+          'The attempt is pending again',
+          z.object({ paymentAttemptId: z.uuid(), status: z.literal('pending') }),
+        ),
+        404: 'No parked attempt with that id',
+      },
     },
     async ({ params: { paymentAttemptId } }, _req, res) => {
       if (!(await retryAttempt(db, paymentAttemptId, now())))
