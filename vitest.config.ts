@@ -44,7 +44,7 @@ export default defineConfig({
       // run after the other tiers, one file at a time, so two never share the 2 cores and
       // PostgreSQL's connection limit.
       tier('e2e', ['e2e/**/*.e2e.spec.ts'], {
-        globalSetup: needsServers,
+        globalSetup: [...needsServers, './e2e/global-setup.ts'],
         fileParallelism: false,
         sequence: { groupOrder: 1 },
       }),

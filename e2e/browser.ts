@@ -4,11 +4,20 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser } from 'playwright-core';
 
-/** Debian's Chromium, driven by playwright-core (no browser download). */
-export const CHROMIUM = '/usr/bin/chromium';
+/** Chromium, driven by playwright-core (no browser download): Debian's, or the one CHROMIUM_PATH names. */
+export const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
+
+/** What to do when there is no Chromium to drive; undefined when there is one. */
+export function chromiumMissing(): string | undefined {
+  if (existsSync(CHROMIUM)) return undefined;
+  return process.env.CHROMIUM_PATH
+    ? `no Chromium at CHROMIUM_PATH=${CHROMIUM}: point it at a Chromium or Chrome binary`
+    : `no Chromium at ${CHROMIUM}: apt-get install -y chromium (Debian, Ubuntu), or set CHROMIUM_PATH to a Chromium or Chrome binary`;
+}
 
 export function launchChromium(): Promise<Browser> {
-  if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: apt-get install -y chromium`);
+  const missing = chromiumMissing();
+  if (missing) throw new Error(missing);
   return chromium.launch({
     executablePath: CHROMIUM,
     args: [

@@ -72,13 +72,51 @@ const sectionsOf = (page: string) =>
  * (`README "<section>"`, `docs/<page>.md "<section>"`) or a page that is not there.
  */
 function stalePointers(where: string, text: string): string[] {
-  const sections = [...text.matchAll(/\b(README|docs\/[\w-]+\.md) "([^"]+)"/g)]
+  // A pointer may be split over two lines of a comment or a paragraph: read the text as one line.
+  const joined = text.replace(/\s*\n\s*(?:\*(?!\/)|\/\/|#)?\s*/g, ' ');
+  const sections = [...joined.matchAll(/\b(README|docs\/[\w-]+\.md) "([^"]+)"/g)]
     .filter(([, page, section]) => !sectionsOf(page === 'README' ? 'README.md' : page!).has(section!))
     .map(([, page, section]) => `${where}: ${page} has no section "${section}"`);
   const docs = [...text.matchAll(/(?<![\w/.'-])((?:\.\.\/)*(?:docs\/[\w-]+|[A-Z][A-Z_]+)\.md)\b/g)]
     .filter(([, page]) => !existsSync(join(root, page!.replace(/^(\.\.\/)+/, ''))))
     .map(([, page]) => `${where}: ${page} is not in the repository`);
   return [...sections, ...docs];
+}
+
+/**
+ * The keys and indexes of partitioned tables, from the table sets' and migrations' SQL: the
+ * database reports a violation on the partition's copy (`processed_messages_p…_pkey`), never on
+ * these, so a page that names one as what a conflict is "on" is out of date.
+ */
+function partitionedKeys(): Set<string> {
+  const sources = ['packages', 'services']
+    .flatMap(sourceFiles)
+    .filter((file) => file.endsWith('/tables.ts') || file.endsWith('.sql'));
+  const names = new Set<string>();
+  for (const file of sources) {
+    const sql = readFileSync(join(root, file), 'utf8');
+    for (const [, body] of sql.matchAll(/CREATE TABLE "?\w+"? \(([\s\S]*?)\n\) PARTITION BY/g))
+      for (const [, name] of body!.matchAll(/CONSTRAINT "?(\w+)"?/g)) names.add(name!);
+  }
+  return names;
+}
+
+/** Where a page names a partitioned table's key as if a violation were reported on it. */
+function namesPartitionedKey(where: string, text: string, keys: Set<string>): string[] {
+  return [...text.matchAll(/`(\w+_(?:pkey|key|fkey|idx))`/g)]
+    .filter(([, name]) => keys.has(name!))
+    .map(([, name]) => `${where}: \`${name}\` is a partitioned table's key; violations name each partition's own`);
+}
+
+/** Lines of `text` that state how long a test run takes (the benchmark's own duration aside). */
+function tierDurations(where: string, text: string): string[] {
+  return text
+    .split('\n')
+    .flatMap((line, index) =>
+      /(~\s?\d+(–\d+)?\s?(min|minutes)\b|\d+–\d+\s?minutes)/.test(line) && !line.includes('pnpm bench')
+        ? [`${where}:${index + 1}: a duration of a test run — say it in CONTRIBUTING.md "Test tiers" only`]
+        : [],
+    );
 }
 
 /** The phrases the glossary's "not this way" column gives in backticks, each with its term. */
@@ -132,6 +170,26 @@ describe('the documentation', () => {
     expect(problems).toEqual([]);
   });
 
+  it("names the keys a conflict is reported on, not a partitioned table's (the partition's own)", () => {
+    const keys = partitionedKeys();
+    expect(keys).toContain('processed_messages_pkey');
+    const problems = [...pages, ...packageReadmes()].flatMap((page) =>
+      namesPartitionedKey(page, readFileSync(join(root, page), 'utf8'), keys),
+    );
+    expect(problems).toEqual([]);
+    expect(namesPartitionedKey('x.md', 'SQLSTATE 23505 on `processed_messages_pkey`', keys)).toHaveLength(1);
+  });
+
+  it("says how long a test tier takes in one place, CONTRIBUTING's table, so two pages cannot disagree", () => {
+    const problems = [...pages, ...packageReadmes()]
+      .filter((page) => page !== 'CONTRIBUTING.md')
+      .flatMap((page) => tierDurations(page, readFileSync(join(root, page), 'utf8')));
+    expect(problems).toEqual([]);
+    expect(tierDurations('x.md', 'The compose test takes ~8–10 minutes.\n`pnpm bench` # ~8 min')).toEqual([
+      'x.md:1: a duration of a test run — say it in CONTRIBUTING.md "Test tiers" only',
+    ]);
+  });
+
   it('uses one word per idea: none of the phrases the glossary says not to write, in docs or code', () => {
     const words = wordsNotToUse();
     expect(words.map((word) => word.phrase)).toEqual(expect.arrayContaining(['settleAll', 'needs_attention']));
@@ -158,6 +216,10 @@ describe('the documentation', () => {
       'x.ts: README has no section "Nowhere"',
       'x.ts: docs/nowhere.md is not in the repository',
       'x.ts: DESIGN.md is not in the repository',
+    ]);
+    // A pointer split over two lines of a comment is still read.
+    expect(stalePointers('x.ts', '/**\n * see README\n * "Nowhere at all"\n */')).toEqual([
+      'x.ts: README has no section "Nowhere at all"',
     ]);
     expect(stalePointers('x.ts', '// docs/operations.md "Nowhere"')).toEqual([
       'x.ts: docs/operations.md has no section "Nowhere"',

@@ -1,6 +1,6 @@
 /**
- * `pnpm new service <name>`: a service with the anatomy every idem service has (README
- * "Extending it"), its registry entry, and its entries in every file that lists services.
+ * `pnpm new service <name>`: a service with the anatomy every idem service has (docs/extending.md
+ * "The anatomy of a service"), its registry entry, and its entries in every file that lists services.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';

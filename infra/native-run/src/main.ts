@@ -3,7 +3,7 @@ import { unreachablePrerequisites } from './prerequisites.js';
 import { startSystem, systemFromEnv } from './system.js';
 import { operatorTokenFile, operatorTokenFor } from './tokens.js';
 
-const { postgresUrl, portOffset, name } = systemFromEnv();
+const { postgresUrl, portOffset, name, replicas } = systemFromEnv();
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const missing = await unreachablePrerequisites({
   postgres: { url: postgresUrl, variable: 'POSTGRES_URL' },
@@ -20,6 +20,7 @@ const system = await startSystem({
   redisUrl,
   portOffset,
   name,
+  replicas,
   restartOnExit: true,
   console: true,
   env: { ADMIN_TOKEN: adminToken },

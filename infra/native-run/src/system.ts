@@ -165,7 +165,10 @@ export function systemFromEnv(env: NodeJS.ProcessEnv = process.env) {
   const portOffset = Number(env.IDEM_PORT_OFFSET ?? 0);
   const name = env.IDEM_SYSTEM || (portOffset ? `port${portOffset}` : undefined);
   const postgresUrl = env.POSTGRES_URL ?? 'postgresql://postgres@127.0.0.1:5432';
-  return { portOffset, name, postgresUrl, ...describeSystem({ postgresUrl, portOffset, name }) };
+  const replicas = Number(env.IDEM_REPLICAS ?? 1);
+  if (!Number.isInteger(replicas) || replicas < 1 || replicas > 8)
+    throw new Error(`IDEM_REPLICAS=${env.IDEM_REPLICAS}: give a whole number of instances per service, 1 to 8`);
+  return { portOffset, name, postgresUrl, replicas, ...describeSystem({ postgresUrl, portOffset, name }) };
 }
 
 export async function startSystem(options: SystemOptions = {}): Promise<RunningSystem> {
