@@ -10,6 +10,8 @@ export default defineConfig({
   test: {
     name: 'compose',
     include: ['e2e/**/*.compose.spec.ts'],
+    // The classroom story drives the console in Chromium.
+    globalSetup: ['./e2e/global-setup.ts'],
     fileParallelism: false,
     testTimeout: 300_000,
     hookTimeout: 1_500_000,

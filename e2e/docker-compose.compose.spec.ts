@@ -21,6 +21,7 @@ import { asOperator, getJson, placeOrder, runStories, SERVICES, waitForStatus } 
 import { waitFor } from '@idem/testkit';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { launchChromium, screenshotPath } from './browser.js';
 import { placeTracedOrder, traceGapsSettled, type TracedSpan } from './support.js';
 
 const repository = fileURLToPath(new URL('..', import.meta.url));
@@ -393,6 +394,48 @@ describe('docker compose up on a real engine', () => {
     );
     const services = (await getJson<{ data: string[] }>(`${local(PORTS.JAEGER_HOST_PORT)}/api/services`)).data;
     expect(services).toEqual(expect.arrayContaining([...SERVICES, 'console']));
+  }, 180_000);
+
+  it('teaches in a browser, as a student uses it: log in, switch publish-twice on, place an order, see every consumer suppress its copy, switch it off', async () => {
+    const browser = await launchChromium();
+    try {
+      const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+      const console_ = local(PORTS.CONSOLE_HOST_PORT);
+      // The published port reaches the console from the engine's network: it asks for the token.
+      await page.goto(console_);
+      await page.getByLabel('Operator token').fill(secrets.adminToken);
+      await page.getByRole('button', { name: 'Log in' }).click();
+      await page.waitForURL(`${console_}/`);
+
+      const orders = page.locator('tr[data-process="orders"]');
+      await page.goto(`${console_}/faults`);
+      await orders.locator('select[name="name"]').selectOption('publish-twice');
+      await orders.locator('input[name="target"]').fill('publisher');
+      await orders.getByRole('button', { name: 'switch on' }).click();
+      await expect
+        .poll(() => orders.locator('[data-rule]').allTextContents())
+        .toContainEqual(expect.stringContaining('publish-twice'));
+
+      await page.goto(console_);
+      await page.locator('input[name="scenario"][value="paid"]').check();
+      await page.getByRole('button', { name: 'Place order' }).click();
+      await page.waitForURL(/\/orders\/[0-9a-f-]{36}$/);
+      for (const consumer of ['inventory.order-placed.v1', 'notifications.order-placed.v1']) {
+        const outcomes = () => page.locator(`[data-consumer="${consumer}"] [data-outcome]`).allTextContents();
+        await expect
+          .poll(async () => (await outcomes()).sort(), { timeout: 60_000 })
+          .toEqual(['duplicate', 'processed']);
+      }
+      await expect.poll(() => page.locator('#status').textContent(), { timeout: 60_000 }).toBe('PAID');
+      expect(await page.locator('[data-effect="reservation"]').count()).toBe(1);
+      await page.screenshot({ path: await screenshotPath('compose-publish-twice'), fullPage: true });
+
+      await page.goto(`${console_}/faults`);
+      await orders.getByRole('button', { name: 'switch all off' }).click();
+      await expect.poll(() => orders.locator('[data-rule]').count()).toBe(0);
+    } finally {
+      await browser.close();
+    }
   }, 180_000);
 
   it('keeps orders and stock across down and up; the migrations run again as a no-op', async () => {
