@@ -251,6 +251,18 @@ describe('the live view', () => {
     }
   });
 
+  it('sends the timeline as it is now, first: a browser that connects again may hold an older page', async () => {
+    await withConsole({ livePollMs: 60_000 }, async (base) => {
+      const live = open(base);
+      const reader = (await live.response).body!.getReader();
+      let text = '';
+      while (!text.includes('event: change\ndata: ')) text += new TextDecoder().decode((await reader.read()).value);
+      const first = JSON.parse(/^data: (.*)$/m.exec(text.split('event: change\n')[1]!)![1]!) as string;
+      expect(first).toBe(await (await fetch(`${base}/orders/${orderId}?fragment=1`)).text());
+      live.close();
+    });
+  });
+
   it('holds at most maxLiveViews streams at once, each for at most liveViewMs', async () => {
     await withConsole({ maxLiveViews: 1, liveViewMs: 400, livePollMs: 50 }, async (base) => {
       const first = open(base);

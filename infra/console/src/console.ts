@@ -145,11 +145,15 @@ export function createConsole(options: ConsoleOptions) {
     if (!first) return void res.status(404).end();
     liveViews++;
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store', connection: 'keep-alive' });
-    res.write(': live\n\n');
+    // What is true now, at once: a browser that connects again (after a restart of the console, a
+    // dropped connection) may hold a page older than this.
     let shown = timelineFragment(first);
+    const send = (fragment: string) => res.write(`event: change\ndata: ${JSON.stringify(fragment)}\n\n`);
+    send(shown);
     let journal = first.journal;
     let closed = false;
-    req.on('close', () => (closed = true));
+    // The answer's close, not the request's: a request may count as closed once it has been read.
+    res.on('close', () => (closed = true));
     const endsAt = Date.now() + (options.liveViewMs ?? 600_000);
     try {
       for (let tick = 1; !closed && Date.now() < endsAt; tick++) {
@@ -162,7 +166,7 @@ export function createConsole(options: ConsoleOptions) {
           const fragment = timeline ? timelineFragment(timeline) : shown;
           if (fragment === shown) continue;
           shown = fragment;
-          res.write(`event: change\ndata: ${JSON.stringify(fragment)}\n\n`);
+          send(fragment);
         } catch {
           // Redis or a database is away for a moment: try again on the next tick.
         }
