@@ -22,6 +22,7 @@ import { waitFor } from '@idem/testkit';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { launchChromium, screenshotPath } from './browser.js';
+import type { Browser } from 'playwright-core';
 import { placeTracedOrder, traceGapsSettled, type TracedSpan } from './support.js';
 
 const repository = fileURLToPath(new URL('..', import.meta.url));
@@ -222,6 +223,20 @@ async function placeOrders(count: number, sku = 'cable') {
   );
 }
 
+/**
+ * A student at the console, logged in: the published port reaches it from the engine's network,
+ * so it asks for the operator token.
+ */
+async function studentAtTheConsole(browser: Browser) {
+  const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+  const console_ = local(PORTS.CONSOLE_HOST_PORT);
+  await page.goto(console_);
+  await page.getByLabel('Operator token').fill(secrets.adminToken);
+  await page.getByRole('button', { name: 'Log in' }).click();
+  await page.waitForURL(`${console_}/`);
+  return { page, console_ };
+}
+
 async function allPaid(orders: { orderId: string; customer?: string }[]) {
   const ended = await Promise.all(
     orders.map((o) => waitForStatus(urls, o.orderId, new Set(['PAID']), 120_000, o.customer)),
@@ -399,13 +414,7 @@ describe('docker compose up on a real engine', () => {
   it('teaches in a browser, as a student uses it: log in, switch publish-twice on, place an order, see every consumer suppress its copy, switch it off', async () => {
     const browser = await launchChromium();
     try {
-      const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
-      const console_ = local(PORTS.CONSOLE_HOST_PORT);
-      // The published port reaches the console from the engine's network: it asks for the token.
-      await page.goto(console_);
-      await page.getByLabel('Operator token').fill(secrets.adminToken);
-      await page.getByRole('button', { name: 'Log in' }).click();
-      await page.waitForURL(`${console_}/`);
+      const { page, console_ } = await studentAtTheConsole(browser);
 
       const orders = page.locator('tr[data-process="orders"]');
       await page.goto(`${console_}/faults`);
@@ -438,10 +447,38 @@ describe('docker compose up on a real engine', () => {
     }
   }, 180_000);
 
+  it('runs a lesson from the console: the mistake made on purpose, then the right way, each with its verdict', async () => {
+    const browser = await launchChromium();
+    try {
+      const { page, console_ } = await studentAtTheConsole(browser);
+      // The lesson, from the console: a mistake made on purpose, in a process the crash switch kills
+      // for real (the lesson's consumer, a bundle of the console's image), then the right way.
+      await page.goto(`${console_}/lessons`);
+      expect(await page.locator('tr[data-lesson]').count()).toBe(4);
+      await page
+        .locator('tr[data-lesson="separate-dedupe-transaction"]')
+        .getByRole('button', { name: 'run it both ways' })
+        .click({ timeout: 180_000 }); // the answer comes once both runs ended
+      await page.locator('pre[data-way="right"]').waitFor();
+      expect(await page.locator('pre[data-way="wrong"]').textContent()).toContain('applied 2× → DOUBLED');
+      expect(await page.locator('pre[data-way="right"]').textContent()).toContain('applied 1× → EXACTLY ONCE');
+      await page.screenshot({ path: await screenshotPath('compose-lesson'), fullPage: true });
+    } finally {
+      await browser.close();
+    }
+  }, 300_000);
+
   it('keeps orders and stock across down and up; the migrations run again as a no-op', async () => {
     const [order] = await placeOrders(1, 'keyboard');
     await allPaid([order!]);
-    const stock = await getJson(`${urls.inventory}/stock/keyboard`);
+    // PAID is orders' word; inventory commits the reservation when it takes the capture, a moment later.
+    const stock = await waitFor(
+      async () => {
+        const now = await getJson<{ reserved: number }>(`${urls.inventory}/stock/keyboard`);
+        return now.reserved === 0 && now;
+      },
+      { what: "inventory's reservations committed" },
+    );
     compose(['down'], 300_000);
     compose(['up', '-d'], 600_000);
     await allHealthy();

@@ -34,6 +34,7 @@ value() { cat "$dir/$1"; }
 
 secret postgres-password
 secret console-db-password
+secret lessons-db-password
 secret redis-password
 secret grafana-admin-password
 secret admin-token
@@ -41,6 +42,8 @@ secret faults-token
 secret jwt-secret
 keep simulator-api-key "sk_test_idem_simulator_$(random)"
 keep redis-url "redis://:$(value redis-password)@redis:6379"
+# The console's lessons make and drop databases of their own on the server, as `lessons`.
+keep lessons-postgres-url "postgresql://lessons:$(value lessons-db-password)@postgres:5432"
 for service in $services; do
   # <service> owns its database and runs its migrations; <service>_runtime is what it runs as.
   secret "$service-db-password"
@@ -79,7 +82,7 @@ share() {
     mv -f "$shared/$container/.$name.new" "$shared/$container/$name"
   done
 }
-share postgres postgres-password console-db-password \
+share postgres postgres-password console-db-password lessons-db-password \
   $(for s in $services; do echo "$s-db-password $s-runtime-db-password"; done)
 share redis redis-password redis-users.acl
 share migrate $(for s in $services; do echo "$s-owner-database-url"; done)
@@ -94,7 +97,7 @@ for service in $services; do
   share "$service-api" "$service-database-url" "$service-redis-url" admin-token $api
   share "$service" "$service-database-url" "$service-redis-url" faults-token $own
 done
-share console redis-url admin-token faults-token jwt-secret stripe-api-key \
+share console redis-url admin-token faults-token jwt-secret stripe-api-key lessons-postgres-url \
   $(for s in $services; do echo "console-$s-database-url"; done)
 share stripe-sim simulator-api-key
 share seed admin-token

@@ -9,7 +9,7 @@
  */
 import { SERVICE_NAMES } from '@idem/shop';
 import { build, type Plugin } from 'esbuild';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, readFileSync, writeFileSync } from 'node:fs';
 import { isBuiltin } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -22,10 +22,25 @@ const NODE_MAJOR = readFileSync(join(root, '.nvmrc'), 'utf8').trim();
 const INSTRUMENTATION = 'packages/observability/src/instrumentation.ts';
 const service = { main: 'src/main.ts', migrate: 'src/migrate.ts', instrumentation: `../../${INSTRUMENTATION}` };
 
+/**
+ * Files a package's bundles read at run time, copied beside them (source → destination, relative
+ * to the root and the package): the lessons make their databases with the test kit's migrations,
+ * which it finds at `../prisma` from the bundle.
+ */
+export const ASSETS: Record<string, Record<string, string>> = {
+  'infra/console': { 'packages/testkit/prisma/migrations': 'prisma/migrations' },
+};
+
 /** Per package: the bundles it gets in its dist/ (name → source, relative to the package). */
 export const ENTRYPOINTS: Record<string, Record<string, string>> = {
   ...Object.fromEntries(SERVICE_NAMES.map((name) => [`services/${name}`, service])),
-  'infra/console': { main: 'src/main.ts', seed: 'src/seed.ts', instrumentation: `../../${INSTRUMENTATION}` },
+  // The console runs the lessons: their consumer process is a bundle of its own beside main.js.
+  'infra/console': {
+    main: 'src/main.ts',
+    seed: 'src/seed.ts',
+    instrumentation: `../../${INSTRUMENTATION}`,
+    'lesson-consumer': '../lessons/src/consumer-process.ts',
+  },
   'infra/stripe-sim': { main: 'src/main.ts' },
   'infra/smtp-sink': { main: 'src/main.ts' },
 };
@@ -66,6 +81,8 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
         ]),
     );
     writeFileSync(join(root, dir, 'dist/npm-imports.json'), `${JSON.stringify(npmImports, null, 2)}\n`);
+    for (const [source, destination] of Object.entries(ASSETS[dir] ?? {}))
+      cpSync(join(root, source), join(root, dir, destination), { recursive: true });
     console.log(`built ${dir}/dist (${Object.keys(entries).join(', ')})`);
   }
 }

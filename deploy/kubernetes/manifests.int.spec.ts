@@ -455,10 +455,18 @@ describe('deploy/kubernetes', () => {
       expect(developmentAidsIn(rendered[overlay]), overlay).toEqual([]);
   });
 
+  it('keeps the teaching switches off in every overlay, dev included: no fault switches, no lessons', () => {
+    for (const [overlay, objects] of Object.entries(rendered))
+      expect(
+        developmentAidsIn(objects).filter((problem) => /fault switches|lessons/.test(problem)),
+        overlay,
+      ).toEqual([]);
+  });
+
   it('would notice a development aid in production', () => {
     const objects = structuredClone(rendered.production);
     const config = objects.find((o) => o.kind === 'ConfigMap' && o.metadata.name === 'idem-config')!;
-    config.data = { ...config.data, IDEM_FAULTS_ENABLED: '1', DELIVERY_JOURNAL: 'true' };
+    config.data = { ...config.data, IDEM_FAULTS_ENABLED: '1', DELIVERY_JOURNAL: 'true', CONSOLE_LESSONS: '1' };
     const api = objects.find((o) => o.kind === 'Deployment' && o.metadata.name === 'orders-api')!;
     const container = api.spec!.template!.spec.containers[0]!;
     container.env = [...(container.env ?? []), { name: 'JWT_SECRET', value: DEVELOPMENT_JWT_SECRET }];
@@ -466,6 +474,7 @@ describe('deploy/kubernetes', () => {
     expect(developmentAidsIn(objects)).toEqual([
       'ConfigMap/idem-config: IDEM_FAULTS_ENABLED=1 turns the fault switches on',
       'ConfigMap/idem-config: DELIVERY_JOURNAL=true keeps the delivery journal',
+      'ConfigMap/idem-config: CONSOLE_LESSONS=1 runs the lessons (they create databases)',
       'Deployment/orders-api/orders: seeds demo data (node dist/seed.js)',
       'Deployment/orders-api/orders: JWT_SECRET is a development key, public in this repository',
     ]);
@@ -560,8 +569,8 @@ describe('deploy/kubernetes', () => {
 });
 
 /**
- * What of a development system a rendering would run: fault switches or the delivery journal
- * turned on (in a ConfigMap or a container's environment), a container that seeds the demo shop,
+ * What of a development system a rendering would run: fault switches, the lessons or the delivery
+ * journal turned on (in a ConfigMap or a container's environment), a container that seeds the demo shop,
  * or a key that is public in this repository (the development signing key, the simulator's
  * placeholder).
  */
@@ -572,6 +581,8 @@ function developmentAidsIn(objects: readonly K8sObject[]): string[] {
     for (const [name, value] of Object.entries(values)) {
       if (name === 'IDEM_FAULTS_ENABLED' && /^(1|true)$/i.test(value ?? ''))
         problems.push(`${where}: IDEM_FAULTS_ENABLED=${value} turns the fault switches on`);
+      if (name === 'CONSOLE_LESSONS' && value === '1')
+        problems.push(`${where}: CONSOLE_LESSONS=1 runs the lessons (they create databases)`);
       if (name === 'DELIVERY_JOURNAL' && /^(1|true|on)$/i.test(value ?? ''))
         problems.push(`${where}: DELIVERY_JOURNAL=${value} keeps the delivery journal`);
       if (value !== undefined && PUBLIC_KEYS.has(value))

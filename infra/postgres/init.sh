@@ -3,10 +3,11 @@
 # role its migrations run as; `<service>_runtime` is the role the service runs as, which the
 # migrate job grants its rights (data, never schema: @idem/database's `runtimeRole`). None is a
 # superuser, and none reaches another service's database. The teaching console reads every
-# service's database as `console`, a role that can read and write nothing else. The postgres
+# service's database as `console`, a role that can read and write nothing else; its lessons make
+# databases of their own as `lessons`, which may create databases and reach no other. The postgres
 # image runs this once, on an empty volume, as its superuser. The passwords are the files
 # compose generates (infra/compose-secrets.sh) in $IDEM_SECRETS — `<service>-db-password`,
-# `<service>-runtime-db-password`, `console-db-password` — and reach psql through its own
+# `<service>-runtime-db-password`, `console-db-password`, `lessons-db-password` — and reach psql through its own
 # environment (\getenv), never a command line.
 set -eu
 for service in orders inventory payments notifications; do
@@ -32,4 +33,10 @@ CONSOLE_DB_PASSWORD=$console_password \
 CREATE ROLE console LOGIN PASSWORD :'password';
 GRANT pg_read_all_data TO console;
 GRANT CONNECT ON DATABASE orders, inventory, payments, notifications TO console;
+SQL
+lessons_password=$(cat "$IDEM_SECRETS/lessons-db-password")
+LESSONS_DB_PASSWORD=$lessons_password \
+  psql -v ON_ERROR_STOP=1 --username "${POSTGRES_USER:-postgres}" --dbname postgres --no-psqlrc --quiet <<'SQL'
+\getenv password LESSONS_DB_PASSWORD
+CREATE ROLE lessons LOGIN CREATEDB PASSWORD :'password';
 SQL

@@ -55,6 +55,7 @@ describe('docker-compose.yml', () => {
       [
         'postgres-password',
         'console-db-password',
+        'lessons-db-password',
         'redis-password',
         'grafana-admin-password',
         'admin-token',

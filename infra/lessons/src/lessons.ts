@@ -61,8 +61,16 @@ interface LessonContext {
   publish(faults?: string): Promise<void>;
 }
 
+/**
+ * The lesson's consumer process: its source here, or — where the lessons run from a bundle (the
+ * console's image) — the bundle built beside it (scripts/build.ts).
+ */
+const consumerProcess = import.meta.url.endsWith('.ts')
+  ? new URL('./consumer-process.ts', import.meta.url)
+  : new URL('./lesson-consumer.js', import.meta.url);
+
 const crashThenRestart = async (context: LessonContext, mistake: Mistake | undefined) => {
-  const child = startScript(new URL('./consumer-process.ts', import.meta.url), {
+  const child = startScript(consumerProcess, {
     DATABASE_URL: context.db.url,
     IDEM_PREFIX: context.prefix,
     IDEM_FAULTS_ENABLED: '1',

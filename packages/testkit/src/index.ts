@@ -236,20 +236,23 @@ export async function deleteQueues(prefix: string): Promise<void> {
   }
 }
 
-/** The repository's pnpm (package.json's packageManager), as CI runs it through npx. */
-const PNPM = `pnpm@${(JSON.parse(readFileSync(join(testkitPrismaDir, '../../../package.json'), 'utf8')) as { packageManager: string }).packageManager.split('@')[1]}`;
-
-/** Runs the repository's pnpm in `cwd` and returns what it printed. */
+/** Runs the repository's pnpm (package.json's packageManager, through npx, as CI does) in `cwd`; returns what it printed. */
 export function pnpm(cwd: string, args: readonly string[], env: NodeJS.ProcessEnv = process.env): string {
-  return execFileSync('npx', ['-y', PNPM, ...args], { cwd, env, encoding: 'utf8', stdio: 'pipe' });
+  const { packageManager } = JSON.parse(readFileSync(join(testkitPrismaDir, '../../../package.json'), 'utf8')) as {
+    packageManager: string;
+  };
+  return execFileSync('npx', ['-y', packageManager, ...args], { cwd, env, encoding: 'utf8', stdio: 'pipe' });
 }
 
 /**
- * Starts a TypeScript script as a real child process (through tsx, on the workspace sources),
- * e.g. one that a fault switch will SIGKILL. Its stdout is piped for {@link printed}.
+ * Starts a script as a real child process, e.g. one that a fault switch will SIGKILL: a
+ * TypeScript one through tsx, on the workspace sources; a bundle (`.js`) with node alone. Its
+ * stdout is piped for {@link printed}.
  */
 export function startScript(script: URL, env: Record<string, string>): ChildProcess {
-  return spawn(process.execPath, ['--conditions=development', '--import', 'tsx', fileURLToPath(script)], {
+  const path = fileURLToPath(script);
+  const loader = path.endsWith('.ts') ? ['--conditions=development', '--import', 'tsx'] : [];
+  return spawn(process.execPath, [...loader, path], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
