@@ -7,8 +7,8 @@
 # databases of their own as `lessons`, which may create databases and reach no other. The postgres
 # image runs this once, on an empty volume, as its superuser. The passwords are the files
 # compose generates (infra/compose-secrets.sh) in $IDEM_SECRETS — `<service>-db-password`,
-# `<service>-runtime-db-password`, `console-db-password`, `lessons-db-password` — and reach psql through its own
-# environment (\getenv), never a command line.
+# `<service>-runtime-db-password`, `console-db-password`, `lessons-db-password` — and reach psql
+# through its own environment (\getenv), never a command line.
 set -eu
 for service in orders inventory payments notifications; do
   # Read first, each on its own line: a secret that cannot be read stops the script here (set -e),

@@ -1,10 +1,10 @@
 import { createServer, type Server } from 'node:http';
 import express, { type Express, type RequestHandler } from 'express';
+import { z } from 'zod';
 import { accessLog, type AccessLogEntry } from './access-log.js';
 import { auditTo, type AuditSink } from './audit.js';
 import { HttpError } from './errors.js';
 import { answer, route } from './openapi.js';
-import { z } from 'zod';
 import { notFoundHandler, problemHandler, problemOfType, problemPage } from './problem.js';
 
 /** A dependency the service cannot work without, checked by GET /health. */

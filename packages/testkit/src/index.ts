@@ -238,6 +238,8 @@ export async function deleteQueues(prefix: string): Promise<void> {
 
 /** Runs the repository's pnpm (package.json's packageManager, through npx, as CI does) in `cwd`; returns what it printed. */
 export function pnpm(cwd: string, args: readonly string[], env: NodeJS.ProcessEnv = process.env): string {
+  // Read when called, not on import: the console's image runs the lessons on this kit, with no
+  // repository package.json beside it.
   const { packageManager } = JSON.parse(readFileSync(join(testkitPrismaDir, '../../../package.json'), 'utf8')) as {
     packageManager: string;
   };
