@@ -24,11 +24,15 @@ const service = { main: 'src/main.ts', migrate: 'src/migrate.ts', instrumentatio
 
 /**
  * Files a package's bundles read at run time, copied beside them (source → destination, relative
- * to the root and the package): the lessons make their databases with the test kit's migrations,
- * which it finds at `../prisma` from the bundle.
+ * to the root and the package). The packages' tables (`TableSet`) are found at `../tables/<set>`
+ * from the code that names them, so from a bundle in dist/ at `tables/` beside it: every service's
+ * migrator applies them. The lessons make their databases with the test kit's migrations, which it
+ * finds at `../prisma` from the bundle.
  */
+const PACKAGE_TABLES = { 'packages/inbox/tables': 'tables', 'packages/outbox/tables': 'tables' };
 export const ASSETS: Record<string, Record<string, string>> = {
-  'infra/console': { 'packages/testkit/prisma/migrations': 'prisma/migrations' },
+  ...Object.fromEntries(SERVICE_NAMES.map((name) => [`services/${name}`, PACKAGE_TABLES])),
+  'infra/console': { ...PACKAGE_TABLES, 'packages/testkit/prisma/migrations': 'prisma/migrations' },
 };
 
 /** Per package: the bundles it gets in its dist/ (name → source, relative to the package). */

@@ -44,12 +44,12 @@ function problem(page: string, { text, target }: { text: string; target: string 
   return undefined;
 }
 
-/** The files whose comments and messages may point a reader somewhere: code, scripts, configuration. */
+/** The files whose comments and messages may point a reader somewhere: code, SQL, scripts, configuration. */
 function sourceFiles(dir: string): string[] {
   return readdirSync(join(root, dir), { withFileTypes: true }).flatMap((entry) => {
     const path = `${dir}/${entry.name}`;
     if (entry.isDirectory()) return ['node_modules', 'generated', 'dist'].includes(entry.name) ? [] : sourceFiles(path);
-    return /\.(ts|sh|prisma|ya?ml)$/.test(entry.name) ? [path] : [];
+    return /\.(ts|sql|sh|prisma|ya?ml)$/.test(entry.name) ? [path] : [];
   });
 }
 
@@ -84,14 +84,13 @@ function stalePointers(where: string, text: string): string[] {
 }
 
 /**
- * The keys and indexes of partitioned tables, from the table sets' and migrations' SQL: the
+ * The keys and indexes of partitioned tables, from the migrations' SQL (the services' and the
+ * packages' table sets'): the
  * database reports a violation on the partition's copy (`processed_messages_p…_pkey`), never on
  * these, so a page that names one as what a conflict is "on" is out of date.
  */
 function partitionedKeys(): Set<string> {
-  const sources = ['packages', 'services']
-    .flatMap(sourceFiles)
-    .filter((file) => file.endsWith('/tables.ts') || file.endsWith('.sql'));
+  const sources = ['packages', 'services'].flatMap(sourceFiles).filter((file) => file.endsWith('.sql'));
   const names = new Set<string>();
   for (const file of sources) {
     const sql = readFileSync(join(root, file), 'utf8');

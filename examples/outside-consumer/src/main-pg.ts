@@ -32,7 +32,7 @@ const consumer = startConsumer({
     await tx.$executeRaw`INSERT INTO reminders (loan_id, member_id, due_at) VALUES (${loanId}::uuid, ${memberId}, ${due})`;
     return processed;
   },
-  onSettled: (report) => settled.push(report),
+  onRecorded: (report) => settled.push(report),
 });
 
 await until(() => settled.length === 1);

@@ -37,7 +37,7 @@ const consumer = startConsumer({
     await tx.fee.create({ data: { loanId, memberId, cents: feeCents, chargedAt: new Date() } });
     return processed;
   },
-  onSettled: (report) => settled.push(report),
+  onRecorded: (report) => settled.push(report),
 });
 
 // The producer published the loan's event (examples/outside-producer); it arrives here once...

@@ -271,7 +271,7 @@ class ConsumerBench {
             return processed;
           },
           onDelivery: (report) => started.set(report.messageId, performance.now() - report.durationMs),
-          onSettled: (report) => {
+          onRecorded: (report) => {
             latencies.push(performance.now() - started.get(report.messageId)!);
             journal?.record(deliveryEntry(report, 'bench'));
           },

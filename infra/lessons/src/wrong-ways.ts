@@ -1,15 +1,16 @@
 import type { AnyEnvelope } from '@idem/contracts';
 import type { SqlClient, TransactionalClient } from '@idem/database';
 import { noFaults, type Faults } from '@idem/faults';
-import { bodyHash, type DeliveryOutcome, type Inbox, type MessageHandler } from '@idem/inbox';
+import { bodyHash, Inbox, type DeliveryOutcome, type MessageHandler } from '@idem/inbox';
 import type { DeliveryReport } from '@idem/messaging';
 
 /**
  * The article's common mistakes, each written the way a plausible consumer would write it, behind
- * the interface of the right way (an `Inbox`, handed to `startConsumer` in place of
- * `createInbox`'s). Nothing in the production packages exists to be wrong: what is there are the
- * one-line crash switches that mark the failure windows these mistakes fall into. Read each next
- * to the right way in `packages/inbox/src/inbox.ts` and `packages/messaging/src/consumer.ts`.
+ * the interface of the right way (an `Inbox` whose `consume` is overridden, handed to
+ * `startConsumer` in place of the right one). Nothing in the production packages exists to be
+ * wrong: what is there are the one-line crash switches that mark the failure windows these
+ * mistakes fall into. Read each next to the right way in `packages/inbox/src/inbox.ts` and
+ * `packages/messaging/src/consumer-runner.ts`.
  */
 export const MISTAKES = ['ack-before-commit', 'separate-dedupe-transaction', 'read-then-insert', 'no-inbox'] as const;
 export type Mistake = (typeof MISTAKES)[number];
@@ -18,7 +19,7 @@ interface WrongWay<Tx extends SqlClient> {
   readonly db: TransactionalClient<Tx>;
   /** The crash switches: the window each mistake falls into is opened with `crash-after-commit`. */
   readonly faults: Faults;
-  /** The right way's inbox: its dead letters, and what the mistakes call when they do call it. */
+  /** The right way's inbox: what the mistakes call when they do call it. */
   readonly rightWay: Inbox<Tx>;
 }
 
@@ -29,7 +30,7 @@ interface WrongWay<Tx extends SqlClient> {
 export interface WrongWayConsumer<Tx extends SqlClient> {
   readonly inbox: Inbox<Tx>;
   readonly faults: Faults;
-  readonly onSettled?: (report: DeliveryReport) => void;
+  readonly onRecorded?: (report: DeliveryReport) => void;
 }
 
 export function wrongWay<Tx extends SqlClient>(mistake: Mistake, options: WrongWay<Tx>): WrongWayConsumer<Tx> {
@@ -40,7 +41,7 @@ export function wrongWay<Tx extends SqlClient>(mistake: Mistake, options: WrongW
     'no-inbox': noRecord,
   }[mistake];
   return {
-    inbox: inboxOf(options.rightWay, (consumer, message, handler) => consume(options, consumer, message, handler)),
+    inbox: new WrongWayInbox(options.db, (consumer, message, handler) => consume(options, consumer, message, handler)),
     faults: options.faults,
   };
 }
@@ -52,13 +53,25 @@ type Consume<Tx extends SqlClient> = <M extends AnyEnvelope>(
 ) => Promise<DeliveryOutcome>;
 
 /** An inbox that consumes the wrong way; a batch is its messages side by side, each on its own. */
-function inboxOf<Tx extends SqlClient>(rightWay: Inbox<Tx>, consume: Consume<Tx>): Inbox<Tx> {
-  return {
-    consume,
-    consumeBatch: (consumer, messages, handler) =>
-      Promise.all(messages.map((message) => consume(consumer, message, handler))),
-    deadLetters: rightWay.deadLetters,
-  };
+class WrongWayInbox<Tx extends SqlClient> extends Inbox<Tx> {
+  constructor(
+    db: TransactionalClient<Tx>,
+    private readonly wrongly: Consume<Tx>,
+  ) {
+    super({ db });
+  }
+
+  override consume<M extends AnyEnvelope>(consumer: string, message: M, handler: MessageHandler<Tx, M>) {
+    return this.wrongly(consumer, message, handler);
+  }
+
+  override consumeBatch<M extends AnyEnvelope>(
+    consumer: string,
+    messages: readonly M[],
+    handler: MessageHandler<Tx, M>,
+  ) {
+    return Promise.all(messages.map((message) => this.wrongly(consumer, message, handler)));
+  }
 }
 
 /** The processed record, a conflict ignored (as these mistakes do). */
@@ -128,15 +141,15 @@ async function noRecord<Tx extends SqlClient, M extends AnyEnvelope>(
  * message: nothing will ever deliver it again. (The runner gets no switches of its own: the
  * window here is after the settlement, which this opens itself, not before it.)
  */
-function acknowledgeBeforeCommit<Tx extends SqlClient>({ faults, rightWay }: WrongWay<Tx>): WrongWayConsumer<Tx> {
+function acknowledgeBeforeCommit<Tx extends SqlClient>({ db, faults, rightWay }: WrongWay<Tx>): WrongWayConsumer<Tx> {
   const acknowledged = new Map<string, () => Promise<DeliveryOutcome>>();
   return {
-    inbox: inboxOf(rightWay, async (consumer, message, handler) => {
+    inbox: new WrongWayInbox(db, async (consumer, message, handler) => {
       acknowledged.set(`${consumer}:${message.messageId}`, () => rightWay.consume(consumer, message, handler));
       return { outcome: 'processed' };
     }),
     faults: noFaults,
-    onSettled: (report) => {
+    onRecorded: (report) => {
       const key = `${report.consumer}:${report.messageId}`;
       const work = acknowledged.get(key);
       if (!work) return;

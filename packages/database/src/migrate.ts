@@ -72,16 +72,21 @@ export interface MigrationFile {
   readonly checksum: string;
 }
 
-/** A service's migrations folder and the migrations of the packages it includes, in name order. */
-export function readMigrations(migrationsDir: string, include: readonly TableSet[] = []): MigrationFile[] {
+/** The migrations of one folder (`<timestamp>_<name>/migration.sql`), as bytes, unsorted. */
+function migrationsIn(migrationsDir: string): { name: string; bytes: Buffer }[] {
   if (!existsSync(migrationsDir)) {
     throw new MigrationError('missing_migrations', `no migrations folder at ${migrationsDir}`);
   }
-  const own = readdirSync(migrationsDir, { withFileTypes: true })
+  return readdirSync(migrationsDir, { withFileTypes: true })
     .filter((entry) => entry.isDirectory() && existsSync(join(migrationsDir, entry.name, 'migration.sql')))
     .map((entry) => ({ name: entry.name, bytes: readFileSync(join(migrationsDir, entry.name, 'migration.sql')) }));
-  const packaged = include.flatMap((set) => set.migrations.map(({ name, sql }) => ({ name, bytes: Buffer.from(sql) })));
-  const all = [...own, ...packaged].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+}
+
+/** A service's migrations folder and the migrations of the packages it includes, in name order. */
+export function readMigrations(migrationsDir: string, include: readonly TableSet[] = []): MigrationFile[] {
+  const all = [migrationsDir, ...include.map((set) => join(set.directory, 'migrations'))]
+    .flatMap(migrationsIn)
+    .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   const twice = all.find((migration, i) => all[i + 1]?.name === migration.name);
   if (twice) throw new MigrationError('duplicate_migration', `two migrations are named ${twice.name}`);
   return all.map(({ name, bytes }) => ({

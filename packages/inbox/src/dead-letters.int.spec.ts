@@ -1,5 +1,8 @@
 import { dropDatabase, fromNodePostgres, migrate } from '@idem/database';
 import { migrationsFolder, postgresServerUrl, uniqueName } from '@idem/testkit';
+import { cpSync, mkdtempSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createDeadLetters } from './dead-letters.js';
@@ -11,9 +14,12 @@ afterAll(() => dropDatabase(url));
 describe('dead letters stored before their JSON text had a column of its own', () => {
   it('come back as they were delivered once the migration has moved the in-band wrappers out of band', async () => {
     const empty = migrationsFolder();
-    const [first, ...later] = inboxTables.migrations;
+    // The inbox's tables as they were at their first migration: a table set of that one alone.
+    const [first, ...later] = readdirSync(join(inboxTables.directory, 'migrations')).sort();
     expect(later.length).toBeGreaterThan(0);
-    await migrate({ databaseUrl: url, migrationsDir: empty, include: [{ ...inboxTables, migrations: [first!] }] });
+    const before = mkdtempSync(join(tmpdir(), 'idem-inbox-tables-'));
+    cpSync(join(inboxTables.directory, 'migrations', first!), join(before, 'migrations', first!), { recursive: true });
+    await migrate({ databaseUrl: url, migrationsDir: empty, include: [{ ...inboxTables, directory: before }] });
     const pool = new pg.Pool({ connectionString: url });
     try {
       // What the previous version wrote: a payload jsonb refused, wrapped; one too large, truncated; a plain one.

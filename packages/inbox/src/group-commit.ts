@@ -1,9 +1,9 @@
 import type { AnyEnvelope } from '@idem/contracts';
-import type { SqlClient, TransactionalClient, TransactionOptions } from '@idem/database';
-import type { Faults } from '@idem/faults';
+import type { SqlClient } from '@idem/database';
 import { bodyHash } from './body-hash.js';
 import { classifyFailure } from './database-errors.js';
-import { duplicateOf, storedBodyHashes, type ConflictingDuplicate, type DuplicateShortcut } from './duplicates.js';
+import { duplicateOf, storedBodyHashes, type ConflictingDuplicate } from './duplicates.js';
+import type { Inbox } from './inbox.js';
 import type { DeliveryOutcome, MessageHandler } from './outcomes.js';
 
 /**
@@ -11,24 +11,9 @@ import type { DeliveryOutcome, MessageHandler } from './outcomes.js';
  * algorithm: the same steps for several messages of one consumer, in one transaction and one
  * commit (fewer commits, each of which waits for the disk). A duplicate changes nothing but its
  * own outcome; a refusal or a failing handler rolls the batch back and its messages are consumed
- * one at a time (`consume`), so each still ends on its own. The tests that show it changes no
+ * one at a time (`Inbox.consume`), so each still ends on its own. The tests that show it changes no
  * outcome: "group commit (inbox.consumeBatch)" in clients.int.spec.ts, on both database clients.
  */
-export interface GroupCommit<Tx extends SqlClient> {
-  readonly db: TransactionalClient<Tx>;
-  readonly now: () => Date;
-  readonly faults: Faults;
-  readonly transaction: TransactionOptions | undefined;
-  readonly shortcut: DuplicateShortcut;
-  readonly report: (conflict: ConflictingDuplicate) => void;
-  /** One message, the way the inbox consumes it alone. */
-  readonly consume: <M extends AnyEnvelope>(
-    consumer: string,
-    message: M,
-    handler: MessageHandler<Tx, M>,
-  ) => Promise<DeliveryOutcome>;
-}
-
 /** A message of a batch: where its outcome goes, its id as PostgreSQL writes a uuid (lower case), its body hash. */
 interface Batched<M extends AnyEnvelope> {
   readonly message: M;
@@ -41,8 +26,8 @@ interface Batched<M extends AnyEnvelope> {
 class OneAtATime extends Error {}
 
 /** One outcome per message, in order, once the batch's transaction committed (see `Inbox.consumeBatch`). */
-export async function consumeBatch<Tx extends SqlClient, M extends AnyEnvelope>(
-  inbox: GroupCommit<Tx>,
+export async function consumeTogether<Tx extends SqlClient, M extends AnyEnvelope>(
+  inbox: Inbox<Tx>,
   consumer: string,
   messages: readonly M[],
   handler: MessageHandler<Tx, M>,
@@ -82,7 +67,7 @@ export async function consumeBatch<Tx extends SqlClient, M extends AnyEnvelope>(
  * per message, docs/performance.md). Outcomes only once the transaction committed.
  */
 async function commitTogether<Tx extends SqlClient, M extends AnyEnvelope>(
-  inbox: GroupCommit<Tx>,
+  inbox: Inbox<Tx>,
   consumer: string,
   batch: readonly Batched<M>[],
   handler: MessageHandler<Tx, M>,

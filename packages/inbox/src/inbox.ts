@@ -6,7 +6,7 @@ import { bodyHash } from './body-hash.js';
 import { classifyFailure, isProcessedMessageConflict } from './database-errors.js';
 import { createDeadLetters, type DeadLetters } from './dead-letters.js';
 import { duplicateOf, DuplicateShortcut, storedBodyHashes, type ConflictingDuplicate } from './duplicates.js';
-import { consumeBatch, type GroupCommit } from './group-commit.js';
+import { consumeTogether } from './group-commit.js';
 import type { DeliveryOutcome, HandlerResult, MessageHandler } from './outcomes.js';
 
 /**
@@ -34,35 +34,6 @@ export interface InboxOptions<Tx extends SqlClient> {
   readonly onConflictingDuplicate?: (details: ConflictingDuplicate) => void;
 }
 
-/** Records processed messages and applies each message's effect once, in the same transaction. */
-export interface Inbox<Tx extends SqlClient> {
-  /**
-   * The idempotent consumer (the article's steps 3–7): in one transaction, record
-   * `(consumer, message_id)` and apply the handler's business change, then commit both.
-   * Returns the delivery's outcome; the caller settles the broker delivery only after this
-   * resolves, i.e. after the commit.
-   */
-  consume<M extends AnyEnvelope>(
-    consumer: string,
-    message: M,
-    handler: MessageHandler<Tx, M>,
-  ): Promise<DeliveryOutcome>;
-  /**
-   * Group commit: the same guarantee for several messages of one consumer in **one**
-   * transaction and one commit. A duplicate changes nothing but its own outcome; a refusal or a
-   * failing handler rolls the batch back, and its messages are consumed one at a time, so each
-   * still ends on its own. Resolves after the commit with one outcome per message, in order; if
-   * the transaction or its commit fails, every message gets that failure (none is processed) and
-   * the caller must settle none of them.
-   */
-  consumeBatch<M extends AnyEnvelope>(
-    consumer: string,
-    messages: readonly M[],
-    handler: MessageHandler<Tx, M>,
-  ): Promise<DeliveryOutcome[]>;
-  readonly deadLetters: DeadLetters;
-}
-
 /** Thrown inside the transaction to roll it back when the handler refuses the message. */
 class Refusal extends Error {
   constructor(readonly result: Extract<HandlerResult, { outcome: 'permanent_failure' | 'transient_failure' }>) {
@@ -77,40 +48,64 @@ class ForcedRollback extends Error {
   }
 }
 
-/** The inbox of one service: its processed-message records, in the database its business rows live in. */
-export function createInbox<Tx extends SqlClient>(options: InboxOptions<Tx>): Inbox<Tx> {
-  const { db, now = () => new Date(), faults = noFaults, transaction, onConflictingDuplicate } = options;
-  const report = (conflict: ConflictingDuplicate) => onConflictingDuplicate?.(conflict);
-  const shortcut = new DuplicateShortcut(db);
+/**
+ * The inbox of one service: its processed-message records, in the database its business rows
+ * live in. Records processed messages and applies each message's effect once, in the same
+ * transaction.
+ */
+export class Inbox<Tx extends SqlClient> {
+  /** @internal */ readonly db: TransactionalClient<Tx>;
+  /** @internal */ readonly now: () => Date;
+  /** @internal */ readonly faults: Faults;
+  /** @internal */ readonly transaction: TransactionOptions | undefined;
+  /** @internal */ readonly shortcut: DuplicateShortcut;
+  /** The service's dead letters: deliveries that can never succeed, kept for an operator. */
+  readonly deadLetters: DeadLetters;
+  readonly #onConflictingDuplicate: InboxOptions<Tx>['onConflictingDuplicate'];
 
-  /** The article's steps 3–7 for one delivery; the caller settles it only after this resolves. */
-  async function consume<M extends AnyEnvelope>(
+  constructor(options: InboxOptions<Tx>) {
+    this.db = options.db;
+    this.now = options.now ?? (() => new Date());
+    this.faults = options.faults ?? noFaults;
+    this.transaction = options.transaction;
+    this.#onConflictingDuplicate = options.onConflictingDuplicate;
+    this.shortcut = new DuplicateShortcut(options.db);
+    this.deadLetters = createDeadLetters(options.db, this.now);
+  }
+
+  /**
+   * The idempotent consumer (the article's steps 3–7): in one transaction, record
+   * `(consumer, message_id)` and apply the handler's business change, then commit both.
+   * Returns the delivery's outcome; the caller settles the broker delivery only after this
+   * resolves, i.e. after the commit.
+   */
+  async consume<M extends AnyEnvelope>(
     consumer: string,
     message: M,
     handler: MessageHandler<Tx, M>,
   ): Promise<DeliveryOutcome> {
     const hash = bodyHash(message.body);
     const id = message.messageId.toLowerCase();
-    const known = (await shortcut.processedAmong(consumer, [id])).get(id);
-    if (known !== undefined) return duplicateOf(consumer, message.messageId, known, hash, report);
+    const known = (await this.shortcut.processedAmong(consumer, [id])).get(id);
+    if (known !== undefined) return duplicateOf(consumer, message.messageId, known, hash, this.report);
     try {
-      return await db.$transaction(async (tx) => {
+      return await this.db.$transaction(async (tx) => {
         // Insert the record before the business change. The primary key, not a read, decides
         // between concurrent deliveries: a second insert waits for the first transaction and
         // fails once it commits, so the handler below never runs for a duplicate.
         await tx.$executeRaw`
           INSERT INTO processed_messages (consumer, message_id, body_hash, processed_at)
-          VALUES (${consumer}, ${message.messageId}::uuid, ${hash}, ${now()})`;
+          VALUES (${consumer}, ${message.messageId}::uuid, ${hash}, ${this.now()})`;
         const result = await handler(message, tx);
         if (result.outcome === 'permanent_failure' || result.outcome === 'transient_failure') throw new Refusal(result);
-        if (faults.fires('rollback-after-handler', consumer)) throw new ForcedRollback();
+        if (this.faults.fires('rollback-after-handler', consumer)) throw new ForcedRollback();
         return result;
-      }, transaction);
+      }, this.transaction);
     } catch (error) {
       if (isProcessedMessageConflict(error)) {
-        shortcut.seen(consumer);
-        const stored = (await storedBodyHashes(db, consumer, [id])).get(id);
-        return duplicateOf(consumer, message.messageId, stored, hash, report);
+        this.shortcut.seen(consumer);
+        const stored = (await storedBodyHashes(this.db, consumer, [id])).get(id);
+        return duplicateOf(consumer, message.messageId, stored, hash, this.report);
       }
       if (error instanceof Refusal) {
         const { outcome, code, reason } = error.result;
@@ -123,10 +118,27 @@ export function createInbox<Tx extends SqlClient>(options: InboxOptions<Tx>): In
     }
   }
 
-  const inbox: GroupCommit<Tx> = { db, now, faults, transaction, shortcut, report, consume };
-  return {
-    consume,
-    consumeBatch: (consumer, messages, handler) => consumeBatch(inbox, consumer, messages, handler),
-    deadLetters: createDeadLetters(db, now),
-  };
+  /**
+   * Group commit (group-commit.ts): the same guarantee for several messages of one consumer in
+   * **one** transaction and one commit. A duplicate changes nothing but its own outcome; a refusal
+   * or a failing handler rolls the batch back, and its messages are consumed one at a time, so
+   * each still ends on its own. Resolves after the commit with one outcome per message, in order;
+   * if the transaction or its commit fails, every message gets that failure (none is processed)
+   * and the caller must settle none of them.
+   */
+  consumeBatch<M extends AnyEnvelope>(
+    consumer: string,
+    messages: readonly M[],
+    handler: MessageHandler<Tx, M>,
+  ): Promise<DeliveryOutcome[]> {
+    return consumeTogether(this, consumer, messages, handler);
+  }
+
+  /** @internal Tells `onConflictingDuplicate` of a producer that reused an id. */
+  readonly report = (conflict: ConflictingDuplicate): void => this.#onConflictingDuplicate?.(conflict);
+}
+
+/** The inbox of one service (`new Inbox(options)`). */
+export function createInbox<Tx extends SqlClient>(options: InboxOptions<Tx>): Inbox<Tx> {
+  return new Inbox(options);
 }

@@ -1,4 +1,4 @@
-export { createInbox, type Inbox, type InboxOptions, type MessageHandler, type ConflictingDuplicate } from './inbox.js';
+export { createInbox, Inbox, type InboxOptions, type MessageHandler, type ConflictingDuplicate } from './inbox.js';
 export * from './outcomes.js';
 export { classifyFailure, isProcessedMessageConflict, type FailureClassification } from './database-errors.js';
 export { advanceAggregateVersion } from './aggregate-versions.js';

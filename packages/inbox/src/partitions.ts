@@ -2,7 +2,7 @@ import type { SqlClient } from '@idem/database';
 
 /**
  * processed_messages is partitioned by ranges of message_id (migration
- * 20261207000000_idem_inbox_partitions, tables.ts). A UUID v7 message id begins with the time its
+ * tables/inbox/migrations/20261207000000_idem_inbox_partitions). A UUID v7 message id begins with the time its
  * message was made (`newMessageId`, @idem/contracts), so each range partition holds the records of
  * the messages made in one span of time, and retention drops a whole partition where it would
  * otherwise delete its rows one by one. What it optimises: a purge's dead tuples, vacuum and index

@@ -22,7 +22,7 @@ import { startConsumer, type Consumer, type ConsumerOptions, type DeliveryReport
 import { defaultDeliveryPolicy } from './delivery-policy.js';
 import { createPublisher, type Publisher } from './publisher.js';
 import { createDeliveryJournal, deliveryEntry, readJournal } from './journal.js';
-import { replayDeadLetters, ReplayWindowError } from './dead-letters.js';
+import { replayDeadLetters, ReplayWindowError } from './replay.js';
 import { shop } from '@idem/shop';
 
 const CONSUMER = 'inventory.order-placed.v1';
@@ -412,7 +412,7 @@ describe('the delivery journal', () => {
     const journal = createDeliveryJournal({ redis, prefix, flushIntervalMs: 10 });
     const settledStates: string[] = [];
     start({
-      onSettled: (report) => {
+      onRecorded: (report) => {
         journal.record(deliveryEntry(report, 'test/1'));
         void queue.getJobState(report.messageId).then((state) => settledStates.push(state));
       },
@@ -434,7 +434,7 @@ describe('the delivery journal', () => {
         expect.objectContaining({ outcome: 'processed', correlationId: message.correlationId, consumer: CONSUMER }),
         expect.objectContaining({ outcome: 'duplicate', correlationId: message.correlationId, attempt: 1 }),
       ]);
-      // onSettled ran once the job had left the active state (completed, and removed at once here).
+      // onRecorded ran once the job had left the active state (completed, and removed at once here).
       expect(settledStates).not.toContain('active');
     } finally {
       await journal.close();
@@ -450,7 +450,7 @@ describe('the delivery journal', () => {
     });
     broken.on('error', () => {});
     const journal = createDeliveryJournal({ redis: broken, prefix, flushIntervalMs: 5 });
-    start({ onSettled: (report) => journal.record(deliveryEntry(report, 'test/1')) });
+    start({ onRecorded: (report) => journal.record(deliveryEntry(report, 'test/1')) });
     const message = orderPlacedMessage();
     await publisher.publish([message]);
     expect(await waitForOutcomes(message.messageId, 1)).toEqual(['processed']);

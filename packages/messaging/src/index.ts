@@ -1,15 +1,21 @@
 export { createPublisher, type Publisher, type PublisherOptions } from './publisher.js';
 export { DURABILITIES, NotDurableError, type Durability } from './durability.js';
-export { startConsumer, type Consumer, type ConsumerOptions, type DeliveryReport } from './consumer.js';
+export { startConsumer, type Consumer, type ConsumerOptions } from './consumer.js';
 export {
+  ConsumerRunner,
   deadLetterVerdict,
   DeadLetterWriteError,
+  type ConsumerRunnerOptions,
+  type Delivery,
+  type DeliveryReport,
+} from './consumer-runner.js';
+export {
   replayDeadLetters,
   ReplayWindowError,
   ReplayTruncatedError,
   type ReplayFilter,
   type ReplayWindow,
-} from './dead-letters.js';
+} from './replay.js';
 export { defaultDeliveryPolicy, jobOptions, maxRetrySpanMs, type DeliveryPolicy } from './delivery-policy.js';
 export {
   asRedisUser,

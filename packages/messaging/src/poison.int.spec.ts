@@ -22,7 +22,8 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Tx } from '../test/fixtures.js';
 import { startConsumer, type Consumer, type DeliveryReport } from './consumer.js';
-import { DeadLetterWriteError, replayDeadLetters, ReplayTruncatedError } from './dead-letters.js';
+import { DeadLetterWriteError } from './consumer-runner.js';
+import { replayDeadLetters, ReplayTruncatedError } from './replay.js';
 import { createPublisher } from './publisher.js';
 import { defaultDeliveryPolicy, jobOptions } from './delivery-policy.js';
 import { shop } from '@idem/shop';
@@ -241,5 +242,26 @@ describe('a dead letter that cannot be stored', () => {
       await deleteQueues(unstorablePrefix);
       await unstorable.drop();
     }
+  });
+});
+
+describe('the ids a dead letter is kept under', () => {
+  it("is the envelope's message id, the job's id beside it (a republished copy's job has its own)", async () => {
+    const message = orderPlacedMessage({}, SKU);
+    const refused = { ...message, body: { ...message.body, lines: [] } }; // the contract refuses it
+    const jobId = `${message.messageId}-again`;
+    await queue.add('republished', refused, { ...jobOptions(defaultDeliveryPolicy, jobId), attempts: 1 });
+    await queue.add('malformed', { not: 'an envelope' }, { jobId: 'malformed-ids-1', attempts: 1 });
+    const deadLetters = createInbox({ db: db.prisma }).deadLetters;
+    const ids = [message.messageId, 'malformed-ids-1'];
+    await waitFor(async () => (await deadLetters.list({ messageIds: ids })).length === 2, { what: 'two dead letters' });
+    const kept = await deadLetters.list({ messageIds: ids, payloads: false });
+    expect(kept.map(({ messageId, jobId }) => ({ messageId, jobId }))).toEqual(
+      expect.arrayContaining([
+        { messageId: message.messageId, jobId },
+        // Too malformed to carry a message id: kept under its job's.
+        { messageId: 'malformed-ids-1', jobId: 'malformed-ids-1' },
+      ]),
+    );
   });
 });

@@ -41,6 +41,7 @@ describe('the tables the inbox and the outbox own', () => {
       '20261204000000_idem_inbox_dead_letter_text',
       '20261207000000_idem_inbox_partitions',
       '20261208000000_idem_inbox_search_path',
+      '20261209000000_idem_inbox_dead_letter_job_id',
     ]);
     expect(await findSchemaDrift(url, `${SCHEMA}${packageModels(include)}`)).toEqual([]);
   });
@@ -55,7 +56,7 @@ describe('the tables the inbox and the outbox own', () => {
     // The release where the packages own them: the service's init is gone, theirs come in.
     const now = mkdtempSync(join(tmpdir(), 'idem-migrations-'));
     const include = [inboxTables, outboxTables];
-    expect(await migrate({ databaseUrl: url, migrationsDir: now, include })).toHaveLength(5);
+    expect(await migrate({ databaseUrl: url, migrationsDir: now, include })).toHaveLength(6);
     expect(await findSchemaDrift(url, `${SCHEMA}${packageModels(include)}`)).toEqual([]);
     expect(await migrate({ databaseUrl: url, migrationsDir: now, include })).toEqual([]);
     const rows = await readOnly(url, (query) =>

@@ -14,8 +14,8 @@ export {
 } from './run-service.js';
 export { consumer, consumers, type ConsumerSpec } from './parts/consumers.js';
 export { outbox } from './parts/outbox.js';
-export { inboxRetention } from './parts/inbox.js';
-export { deadLetters } from './parts/dead-letters.js';
+export { inboxRetention } from './parts/inbox-retention.js';
+export { deadLetters } from './parts/dead-letter-routes.js';
 export { faultSwitches } from './parts/fault-switches.js';
 export { api, worker, gauges } from './parts/own.js';
 export { periodic, pollingWorker, awaitAll, type BackgroundWorker } from './periodic.js';

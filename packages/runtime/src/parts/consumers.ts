@@ -54,7 +54,7 @@ export function consumers<Tx extends SqlClient>(inbox: Inbox<Tx>, specs: readonl
             logDelivery(log, report);
             countDelivery(metrics, report, catalogue);
           },
-          onSettled: (report) => journal.record(deliveryEntry(report, process)),
+          onRecorded: (report) => journal.record(deliveryEntry(report, process)),
           onError: (error) => {
             if (error instanceof DeadLetterWriteError) {
               metrics.deadLetterWriteFailures.inc({ consumer: error.consumer });

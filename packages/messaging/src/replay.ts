@@ -1,43 +1,7 @@
-// Dead letters, the broker's side: when a delivery becomes one, the error when it cannot be
-// stored, and replay. The store is the inbox's (`inbox.deadLetters`, with its table), the
-// operator's routes are @idem/runtime's `deadLetters()` part.
-import type { DeadLetter, DeadLetters, DeliveryOutcome } from '@idem/inbox';
+// Replay of dead letters, the broker's side: the store is the inbox's (`inbox.deadLetters`, with
+// its table), the operator's routes are @idem/runtime's `deadLetters()` part (dead-letter-routes.ts).
+import type { DeadLetter, DeadLetters } from '@idem/inbox';
 import type { Publisher } from './publisher.js';
-
-/**
- * Whether a delivery's outcome makes it a dead letter, and with which code and reason: a
- * permanent failure at once, a transient one when its last attempt fails too. Anything else
- * is settled, or retried.
- */
-export function deadLetterVerdict(
-  outcome: DeliveryOutcome,
-  { attempt, lastAttempt }: { attempt: number; lastAttempt: boolean },
-): { code: string; reason: string } | undefined {
-  if (outcome.outcome === 'permanent_failure') return { code: outcome.code, reason: outcome.reason };
-  if (outcome.outcome === 'transient_failure' && lastAttempt)
-    return {
-      code: 'retries_exhausted',
-      reason: `still failing after ${attempt} attempts: ${outcome.code}: ${outcome.reason}`,
-    };
-  return undefined;
-}
-
-/** A dead letter that could not be stored: its delivery stays a failed job in BullMQ. */
-export class DeadLetterWriteError extends Error {
-  readonly code = 'dead_letter_write_failed';
-  constructor(
-    readonly consumer: string,
-    readonly messageId: string,
-    cause: unknown,
-  ) {
-    super(
-      `${consumer}: the dead letter of ${messageId} could not be stored: ${(cause as Error)?.message ?? String(cause)}`,
-      {
-        cause,
-      },
-    );
-  }
-}
 
 /** Which dead letters to deliver again. */
 export interface ReplayFilter {

@@ -1,6 +1,6 @@
 import { permanentFailure, transientFailure } from '@idem/inbox';
 import { describe, expect, it } from 'vitest';
-import { deadLetterVerdict } from './dead-letters.js';
+import { deadLetterVerdict } from './consumer-runner.js';
 
 describe('deadLetterVerdict', () => {
   it('makes a permanent failure a dead letter at once, a transient one only on its last attempt', () => {
