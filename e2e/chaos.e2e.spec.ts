@@ -2,7 +2,7 @@ import { formatChaosReport, runChaos } from '@idem/chaos';
 import { describe, expect, it } from 'vitest';
 
 /** What both runs share: short, as CI runs it. */
-const SHORT = { orders: 30, replicas: 2, seconds: 20, settleSeconds: 150, log: () => {} };
+const SHORT = { orders: 30, replicas: 2, seconds: 20, drainSeconds: 150, log: () => {} };
 
 describe('the chaos run (short, as CI runs it)', () => {
   it('ends every order once, a cancelled one with no money kept, while processes are SIGKILLed and paused past their lock, PostgreSQL restarts, Redis stalls, and every publication is doubled', async () => {

@@ -23,7 +23,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { launchChromium, screenshotPath } from './browser.js';
 import type { Browser } from 'playwright-core';
-import { placeTracedOrder, traceGapsSettled, type TracedSpan } from './support.js';
+import { placeTracedOrder, traceGapsOnceQuiet, type TracedSpan } from './support.js';
 
 const repository = fileURLToPath(new URL('..', import.meta.url));
 const [composeCommand, ...composeArgs] = (process.env.IDEM_COMPOSE || 'docker compose').split(/\s+/);
@@ -159,7 +159,7 @@ function check() {
     >,
     stripe: { apiBase: local(PORTS.STRIPE_SIM_HOST_PORT), apiKey: secrets.simulatorKey },
     mailApi: local(PORTS.MAILPIT_HOST_PORT),
-    settleWindowMs: 5_000,
+    quietWindowMs: 5_000,
     stuckAfterMs: 60_000,
   });
 }
@@ -396,7 +396,7 @@ describe('docker compose up on a real engine', () => {
   it("exports every process's spans; one order's trace graph reaches its request, every delivery, the provider call and both e-mails", async () => {
     const { orderId, traceId } = await placeTracedOrder(urls.orders);
     await allPaid([{ orderId }]);
-    expect(await traceGapsSettled(() => collectedSpans(), traceId, orderId, 60_000)).toEqual([]);
+    expect(await traceGapsOnceQuiet(() => collectedSpans(), traceId, orderId, 60_000)).toEqual([]);
     // The console is traced too: a person looking at the order — the operator: it serves the
     // compose network, so anyone else gets its login form.
     const timeline = `${local(PORTS.CONSOLE_HOST_PORT)}/orders/${orderId}`;

@@ -14,7 +14,7 @@ import { formatReport, listStripe } from '@idem/checker';
 import { startOtlpReceiver, waitFor, type ReceivedSpan } from '@idem/testkit';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { checkSystem, placeTracedOrder, readRows, startIsolatedSystem, stripeOf, traceGapsSettled } from './support.js';
+import { checkSystem, placeTracedOrder, readRows, startIsolatedSystem, stripeOf, traceGapsOnceQuiet } from './support.js';
 
 let system: RunningSystem;
 let otlp: Awaited<ReturnType<typeof startOtlpReceiver>>;
@@ -222,7 +222,7 @@ describe('the exactly-once checker', () => {
   const check = () => checkSystem(system);
 
   it('finds nothing lost, doubled or stuck after the flows above', async () => {
-    // The checker counts only what was published more than its settle window ago: wait until
+    // The checker counts only what was published more than its quiet window ago: wait until
     // that covers the orders above too, not just the stories.
     const orderPlaced = (report: Awaited<ReturnType<typeof check>>) =>
       report.coverage.find((c) => c.consumer === 'inventory.order-placed.v1')!.processed;
@@ -329,7 +329,7 @@ describe('traces exported over OTLP', () => {
   it("follow the money: one order's trace graph reaches its request, every delivery, the provider call and both e-mails", async () => {
     const { orderId, traceId } = await placeTracedOrder(system.urls.orders);
     expect((await waitForStatus(system.urls, orderId, new Set(['PAID']))).status).toBe('PAID');
-    expect(await traceGapsSettled(() => otlp.spans, traceId, orderId)).toEqual([]);
+    expect(await traceGapsOnceQuiet(() => otlp.spans, traceId, orderId)).toEqual([]);
   }, 60_000);
 
   it('carry no customer data: no e-mail address, token or card reference in any attribute of any span', async () => {

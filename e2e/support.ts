@@ -98,7 +98,7 @@ export function checkSystem(system: RunningSystem, options: Partial<CheckerOptio
     databaseUrls: system.databaseUrls,
     stripe: stripeOf(system),
     mailApi: system.urls.mail,
-    settleWindowMs: 5_000,
+    quietWindowMs: 5_000,
     ...options,
   });
 }
@@ -194,7 +194,7 @@ export async function placeTracedOrder(ordersUrl: string): Promise<{ orderId: st
 }
 
 /** Reads spans until the order's trace graph has no gaps, or the time is up; returns the gaps. */
-export async function traceGapsSettled(
+export async function traceGapsOnceQuiet(
   spans: () => Promise<readonly TracedSpan[]> | readonly TracedSpan[],
   traceId: string,
   orderId: string,

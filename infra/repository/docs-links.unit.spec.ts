@@ -118,25 +118,55 @@ function tierDurations(where: string, text: string): string[] {
     );
 }
 
-/** The phrases the glossary's "not this way" column gives in backticks, each with its term. */
-function wordsNotToUse(): { phrase: string; term: string }[] {
+/**
+ * What the glossary's "not this way" column refuses, per term: the phrases it gives in backticks,
+ * and, where it says a term is "said only beside" some words, those words — the term anywhere
+ * else (its line and the two before it name none of them) is the term in a second meaning.
+ */
+function wordsNotToUse(): { phrase: string; term: string; onlyBeside?: string[] }[] {
   const glossary = readFileSync(join(root, 'docs/concepts.md'), 'utf8').split('\n');
   return glossary
     .filter((line) => line.startsWith('| **'))
     .flatMap((line) => {
-      const [term, , not] = line.split(' | ').map((cell) => cell.replace(/^\|\s*/, '').trim());
-      return [...(not ?? '').matchAll(/`([^`]+)`/g)].map((m) => ({ phrase: m[1]!, term: term! }));
+      const [term, , not = ''] = line.split(' | ').map((cell) => cell.replace(/^\|\s*/, '').trim());
+      const [refused = '', beside] = not.split('said only beside');
+      const phrases = [...refused.matchAll(/`([^`]+)`/g)].map((m) => ({ phrase: m[1]!, term: term! }));
+      if (beside === undefined) return phrases;
+      const name = /^\*\*(.+?)\*\*/.exec(term!)![1]!;
+      return [
+        ...phrases,
+        { phrase: name, term: term!, onlyBeside: [...beside.matchAll(/`([^`]+)`/g)].map((m) => m[1]!) },
+      ];
     });
 }
 
-/** Where `text` (a file's, named `where`) says a phrase the glossary refuses: one line per hit. */
+/** Identifiers read as words: `settleWindowMs` and `SETTLE_WINDOW_MS` both say "settle window ms". */
+const asWords = (line: string) =>
+  line
+    .replace(/([a-z0-9])([A-Z])/g, '$1 $2')
+    .replace(/[_-]+/g, ' ')
+    .toLowerCase();
+
+/**
+ * Where `text` (a file's, named `where`) says a phrase the glossary refuses: one line per hit. A
+ * phrase given in words is found in identifiers too (`settle window` in `settleWindowMs`); one
+ * given as an identifier (`needs_attention`) only as it is written.
+ */
 function wrongWords(where: string, text: string, words = wordsNotToUse()): string[] {
   const lines = text.split('\n');
-  return words.flatMap(({ phrase, term }) => {
-    const pattern = new RegExp(`(?<![\\w-])${phrase.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}(?![\\w-])`, 'i');
-    return lines.flatMap((line, index) =>
-      pattern.test(line) ? [`${where}:${index + 1}: "${phrase}" — say it as the glossary's ${term} does`] : [],
-    );
+  const escape = (phrase: string) => phrase.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  return words.flatMap(({ phrase, term, onlyBeside }) => {
+    const pattern = new RegExp(`(?<![\\w-])${escape(phrase)}(?![\\w-])`, 'i');
+    const inWords = /^[a-z ]+$/.test(phrase) ? new RegExp(`\\b${escape(phrase)}s?\\b`) : undefined;
+    return lines.flatMap((line, index) => {
+      if (!pattern.test(line) && !inWords?.test(asWords(line))) return [];
+      if (!onlyBeside) return [`${where}:${index + 1}: "${phrase}" — say it as the glossary's ${term} does`];
+      const near = lines.slice(Math.max(0, index - 2), index + 1).join(' ');
+      if (onlyBeside.some((marker) => near.includes(marker))) return [];
+      return [
+        `${where}:${index + 1}: "${phrase}" away from ${onlyBeside.join(', ')} — the glossary's ${term} is that alone`,
+      ];
+    });
   });
 }
 
@@ -191,7 +221,9 @@ describe('the documentation', () => {
 
   it('uses one word per idea: none of the phrases the glossary says not to write, in docs or code', () => {
     const words = wordsNotToUse();
-    expect(words.map((word) => word.phrase)).toEqual(expect.arrayContaining(['settleAll', 'needs_attention']));
+    expect(words.map((word) => word.phrase)).toEqual(
+      expect.arrayContaining(['settleAll', 'needs_attention', 'settle window', 'onSettled', 'dedupe key']),
+    );
     // Migrations are history: they keep the words they were written with.
     const files = ['packages', 'services', 'infra', 'scripts', 'deploy', 'e2e', 'examples']
       .flatMap(sourceFiles)
@@ -204,6 +236,14 @@ describe('the documentation', () => {
     });
     expect(problems).toEqual([]);
     expect(wrongWords('x.ts', '// the Needs_Attention status\nawait settleAll(tasks);', words)).toHaveLength(2);
+    // A second meaning of settle, in prose or in an identifier, and a dedupe key that is not the inbox's.
+    expect(wrongWords('x.ts', 'const settleWindowMs = 60_000;', words)).toHaveLength(1);
+    expect(wrongWords('x.md', 'Wait until the settle window has passed.', words)).toHaveLength(1);
+    expect(wrongWords('x.ts', "worker.on('failed', onSettled);", words)).toHaveLength(1);
+    expect(wrongWords('x.md', 'Work items carry dedupe keys.', words)).toEqual([
+      expect.stringContaining('"dedupe key" away from'),
+    ]);
+    expect(wrongWords('x.md', 'The dedupe key `(consumer, message_id)` decides.', words)).toEqual([]);
   });
 
   it('would notice a link that drifted, a link to a twin, and a pointer to nowhere', () => {

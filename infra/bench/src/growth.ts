@@ -135,7 +135,7 @@ async function fill(pool: pg.Pool, size: number, purgeBy: PurgeBy): Promise<void
   await pool.query('VACUUM ANALYZE processed_messages');
 }
 
-/** At least `count` single-record inserts, 8 at a time, and more until `during` settles. */
+/** At least `count` single-record inserts, 8 at a time, and more until `during` ends. */
 async function insertLatencies(
   pool: pg.Pool,
   count: number,

@@ -41,10 +41,10 @@ import { startStallProxy, type StallProxy } from './stall-proxy.js';
 export interface ChaosOptions {
   readonly orders: number;
   readonly kills: number;
-  /** How long orders are placed and processes killed; settling comes after. */
+  /** How long orders are placed and processes killed; the drain comes after. */
   readonly seconds: number;
   /** How long to wait for every order to end after the chaos. @defaultValue 120 */
-  readonly settleSeconds?: number;
+  readonly drainSeconds?: number;
   /** Instances of each service (the extras consume, relay and work). @defaultValue 2 */
   readonly replicas?: number;
   /** Consumers paused (SIGSTOP) longer than their lock, then resumed. @defaultValue 1 */
@@ -161,7 +161,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     ]);
     log(`chaos: ${orderIds.length} orders placed, ${faults.length} faults; waiting for every order to end`);
 
-    const deadline = Date.now() + (options.settleSeconds ?? 120) * 1000;
+    const deadline = Date.now() + (options.drainSeconds ?? 120) * 1000;
     let statuses: string[] = [];
     const customer = await asCustomer(CUSTOMER);
     do {
@@ -180,7 +180,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         databaseUrls: running.databaseUrls,
         stripe: { apiBase: running.urls.stripe, apiKey: SIMULATOR_API_KEY },
         mailApi: running.urls.mail,
-        settleWindowMs: 5000,
+        quietWindowMs: 5000,
         stuckAfterMs: 10_000,
       });
     let checker = await check();

@@ -21,8 +21,8 @@ export interface CheckerOptions {
   /** The operator token, for a mail sink that serves a network and answers only to it. */
   readonly mailApiToken?: string;
   /** A published message counts as lost only if older than this. @defaultValue 60000 */
-  readonly settleWindowMs?: number;
-  /** Unpublished rows, unsent emails, unsettled payments older than this are stuck. @defaultValue 300000 */
+  readonly quietWindowMs?: number;
+  /** Unpublished rows, unsent emails, unfinished payment attempts older than this are stuck. @defaultValue 300000 */
   readonly stuckAfterMs?: number;
   readonly now?: Date;
 }
@@ -50,7 +50,7 @@ export interface Report {
 
 export async function runChecks(options: CheckerOptions): Promise<Report> {
   const now = options.now ?? new Date();
-  const settledBefore = new Date(now.getTime() - (options.settleWindowMs ?? 60_000));
+  const quietSince = new Date(now.getTime() - (options.quietWindowMs ?? 60_000));
   const stuckBefore = new Date(now.getTime() - (options.stuckAfterMs ?? 300_000));
   const findings: Finding[] = [];
   const coverage: Report['coverage'][number][] = [];
@@ -64,7 +64,7 @@ export async function runChecks(options: CheckerOptions): Promise<Report> {
     const published = await readOnly(options.databaseUrls[producer], (q) =>
       q<{ message_id: string; type: string }>(
         `SELECT message_id::text, type FROM outbox_messages WHERE published_at IS NOT NULL AND published_at < $1`,
-        [settledBefore],
+        [quietSince],
       ),
     );
     for (const [type, subscribers] of Object.entries(subscriptions) as [EventType, readonly string[]][]) {
@@ -146,7 +146,7 @@ export async function runChecks(options: CheckerOptions): Promise<Report> {
   await readOnly(options.databaseUrls.payments, async (q) => {
     add(
       'stuck',
-      'payment attempts not settled',
+      'payment attempts not finished',
       await q<{ key: string }>(
         `SELECT order_id::text AS key FROM payment_attempts WHERE status IN ('pending', 'refund_pending') AND created_at < $1`,
         [stuckBefore],
@@ -242,7 +242,7 @@ export async function runChecks(options: CheckerOptions): Promise<Report> {
     q<{ key: string; status: string }>(
       `SELECT id::text AS key, status FROM orders
         WHERE id = ANY($1::uuid[]) AND status NOT IN ('PENDING', 'RESERVED', 'PAID') AND updated_at < $2`,
-      [kept.map((i) => i.metadata.order_id).filter((id) => id && /^[0-9a-f-]{36}$/i.test(id)), settledBefore],
+      [kept.map((i) => i.metadata.order_id).filter((id) => id && /^[0-9a-f-]{36}$/i.test(id)), quietSince],
     ),
   );
   const statusOf = new Map(unpaid.map((order) => [order.key, order.status]));

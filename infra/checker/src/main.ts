@@ -1,6 +1,6 @@
 // `pnpm check`: the exactly-once checker against a running system (read-only; safe for production).
 // Reads ORDERS_/INVENTORY_/PAYMENTS_/NOTIFICATIONS_DATABASE_URL, STRIPE_API_BASE, STRIPE_API_KEY,
-// MAIL_API, CHECK_SETTLE_WINDOW_MS, CHECK_STUCK_AFTER_MS; the defaults are `pnpm start`'s system
+// MAIL_API, CHECK_QUIET_WINDOW_MS, CHECK_STUCK_AFTER_MS; the defaults are `pnpm start`'s system
 // (IDEM_PORT_OFFSET / IDEM_SYSTEM choose another one, as they do for `pnpm start`).
 import { systemFromEnv } from '@idem/native-run';
 import { formatReport, runChecks, SERVICES } from './checker.js';
@@ -17,7 +17,7 @@ const report = await runChecks({
   },
   mailApi: env.MAIL_API ?? system.urls.mail,
   ...(env.ADMIN_TOKEN ? { mailApiToken: env.ADMIN_TOKEN } : {}),
-  settleWindowMs: Number(env.CHECK_SETTLE_WINDOW_MS ?? 60_000),
+  quietWindowMs: Number(env.CHECK_QUIET_WINDOW_MS ?? 60_000),
   stuckAfterMs: Number(env.CHECK_STUCK_AFTER_MS ?? 300_000),
 });
 console.log(formatReport(report));

@@ -233,7 +233,7 @@ export function createConsole(options: ConsoleOptions) {
         stripe: options.stripe,
         ...(options.mailApi ? { mailApi: options.mailApi } : {}),
         ...(options.adminToken ? { mailApiToken: options.adminToken } : {}),
-        settleWindowMs: 30_000,
+        quietWindowMs: 30_000,
         stuckAfterMs: 120_000,
       });
       html(res, checkerPage(report));

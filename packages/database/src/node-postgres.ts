@@ -118,15 +118,15 @@ const textOf = (strings: TemplateStringsArray) => strings.reduce((sql, part, i) 
 /** The pool's connection within `ms`; one that arrives after that goes straight back to the pool. */
 async function withTimeout(connecting: Promise<pg.PoolClient>, ms: number, what: string): Promise<pg.PoolClient> {
   let timer: NodeJS.Timeout | undefined;
-  let gaveUp = false;
+  let timedOut = false;
   const late = new Promise<never>((_resolve, reject) => {
     timer = setTimeout(() => {
-      gaveUp = true;
+      timedOut = true;
       reject(new TransactionTimeoutError(`${what} within ${ms} ms`));
     }, ms);
   });
   void connecting.then(
-    (client) => gaveUp && client.release(),
+    (client) => timedOut && client.release(),
     () => {},
   );
   try {

@@ -7,7 +7,7 @@ import type { ConsumerRunner, Delivery } from './consumer-runner.js';
  * the same turn of the event loop); deliveries that arrive while one commits wait for it and then
  * go together, up to `maxBatch` (a full batch goes at once). Under light load nothing waits; under
  * load the batches grow by themselves. Each batch is the runner's `commitBatch`; each delivery's
- * promise settles with its own outcome only when its whole batch is done.
+ * promise resolves with its own outcome only when its whole batch is done.
  */
 export class DeliveryBatches {
   #waiting: { delivery: Delivery; resolve: (outcome: DeliveryOutcome) => void; reject: (error: unknown) => void }[] =

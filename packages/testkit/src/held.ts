@@ -69,12 +69,12 @@ function gated<T extends object>(client: T, gate: () => Promise<void>): T {
 }
 
 /**
- * Resolves once `settled` has settled or a session of `db`'s database waits on a lock: the other
+ * Resolves once `other` has ended (resolved or rejected) or a session of `db`'s database waits on a lock: the other
  * transaction of a race either ran to its end or is queued behind the held one.
  */
-export async function finishedOrWaiting(db: SqlClient, settled: Promise<unknown>, timeoutMs = 10_000): Promise<void> {
+export async function finishedOrWaiting(db: SqlClient, other: Promise<unknown>, timeoutMs = 10_000): Promise<void> {
   let done = false;
-  void settled.then(
+  void other.then(
     () => (done = true),
     () => (done = true),
   );

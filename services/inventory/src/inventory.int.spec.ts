@@ -416,7 +416,7 @@ describe('inventory service', () => {
     expect(await stock('cable')).toEqual({ available: 10, reserved: 0 });
 
     // One message id in the other version too (a producer must switch, not publish both): the
-    // dedupe key spans versions, so it applies nothing, and the changed body is reported.
+    // dedupe key (consumer, message_id) spans versions, so it applies nothing, and the changed body is reported.
     const records = () => db.processedMessage.count({ where: { consumer: 'inventory.order-cancelled.v1' } });
     const before = await records();
     await publisher.publish([{ ...v2, messageId: v1.messageId, body: { ...v2.body, orderId: first.body.orderId } }]);

@@ -434,7 +434,7 @@ describe('payments.order-cancelled.v1', () => {
 
 describe('a cancellation racing the opening of the payment (two messages, two queues)', () => {
   /** What payments holds for the order once both messages are in and the worker has done all it can. */
-  async function settledMoney(orderId: string) {
+  async function moneyKept(orderId: string) {
     for (let round = 0; round < 5 && (await worker().runOnce()) > 0; round++);
     const attempt = await db.paymentAttempt.findUnique({ where: { orderId } });
     const charged = intentsFor(orderId).filter((intent) => intent.status === 'succeeded').length;
@@ -454,8 +454,8 @@ describe('a cancellation racing the opening of the payment (two messages, two qu
     await finishedOrWaiting(db, cancelled);
     opening.release();
     await Promise.all([opened, cancelled]);
-    expect(await settledMoney(orderId)).toMatchObject({ kept: 0 });
-    expect(['none', 'cancelled']).toContain((await settledMoney(orderId)).status);
+    expect(await moneyKept(orderId)).toMatchObject({ kept: 0 });
+    expect(['none', 'cancelled']).toContain((await moneyKept(orderId)).status);
   });
 
   it('charges nothing when the cancel is held between its read and its write while the opening runs', async () => {
@@ -468,14 +468,14 @@ describe('a cancellation racing the opening of the payment (two messages, two qu
     await finishedOrWaiting(db, opened);
     cancelling.release();
     await Promise.all([opened, cancelled]);
-    expect(await settledMoney(orderId)).toMatchObject({ kept: 0 });
-    expect(['none', 'cancelled']).toContain((await settledMoney(orderId)).status);
+    expect(await moneyKept(orderId)).toMatchObject({ kept: 0 });
+    expect(['none', 'cancelled']).toContain((await moneyKept(orderId)).status);
   });
 
   it('keeps no money for any of 60 orders whose two messages arrive at the same moment', async () => {
     const orders = Array.from({ length: 60 }, () => stockReserved());
     await Promise.all(orders.flatMap((message) => [reserve(message), cancel(message.body.orderId)]));
-    for (const message of orders) expect(await settledMoney(message.body.orderId)).toMatchObject({ kept: 0 });
+    for (const message of orders) expect(await moneyKept(message.body.orderId)).toMatchObject({ kept: 0 });
   });
 });
 
