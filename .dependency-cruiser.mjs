@@ -35,6 +35,14 @@ export default {
       to: { path: '^(services|infra|deploy)/' },
     },
     {
+      name: 'deploy-stands-apart-from-the-native-run',
+      comment:
+        "The manifests are made from what the packages say (the shop's registry, the runtime's settings), never from the native run's choices.",
+      severity: 'error',
+      from: { path: '^deploy/' },
+      to: { path: '^infra/native-run/' },
+    },
+    {
       name: 'services-never-import-each-other',
       comment: 'Services talk through messages and HTTP only.',
       severity: 'error',
@@ -59,6 +67,22 @@ export default {
       severity: 'error',
       from: { path: '^services/([^/]+)/src/domain/', pathNot: '\\.spec\\.ts$' },
       to: { pathNot: ['^services/$1/src/domain/', '^packages/(contracts|shop)/', '(^|/node_modules/)zod(/|$)'] },
+    },
+    {
+      name: 'application-is-beneath-its-adapters',
+      comment:
+        "A use case is called by the service's adapters (consumers, routes, workers), never the other way round.",
+      severity: 'error',
+      from: { path: '^services/([^/]+)/src/application/', pathNot: '\\.spec\\.ts$' },
+      to: { path: '^services/$1/src/(consumers|http|workers)/' },
+    },
+    {
+      name: 'providers-in-one-folder',
+      comment:
+        "A provider's client (Stripe's SDK, SMTP) is made and called in the service's providers/ folder only; the rest of the service asks it.",
+      severity: 'error',
+      from: { path: '^services/[^/]+/src/', pathNot: ['^services/[^/]+/src/providers/', '\\.spec\\.ts$'] },
+      to: { path: '(^|/node_modules/)(@types/)?(stripe|nodemailer)(/|$)' },
     },
     {
       name: 'application-speaks-no-http',

@@ -14,7 +14,14 @@ import { formatReport, listStripe } from '@idem/checker';
 import { startOtlpReceiver, waitFor, type ReceivedSpan } from '@idem/testkit';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { checkSystem, placeTracedOrder, readRows, startIsolatedSystem, stripeOf, traceGapsOnceQuiet } from './support.js';
+import {
+  checkSystem,
+  placeTracedOrder,
+  readRows,
+  startIsolatedSystem,
+  stripeOf,
+  traceGapsOnceQuiet,
+} from './support.js';
 
 let system: RunningSystem;
 let otlp: Awaited<ReturnType<typeof startOtlpReceiver>>;

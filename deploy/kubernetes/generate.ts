@@ -10,9 +10,8 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { serviceOf } from '@idem/contracts';
-import { consumers, queuesOf, type ConsumerName } from '@idem/shop';
+import { consumers, queuesOf, SERVICE_NAMES, SERVICE_REGISTRY, type ConsumerName, type ServiceName } from '@idem/shop';
 import { aclFileTemplate, queueName, redisUserOf } from '@idem/messaging';
-import { DEFAULT_PORTS, SERVICES, type ServiceName } from '@idem/native-run';
 import { SHUTDOWN_TIMEOUT_MS } from '@idem/runtime';
 import { QueueKeys } from 'bullmq';
 import { parse, stringify } from 'yaml';
@@ -154,7 +153,7 @@ const restricted = {
 };
 
 function serviceObjects(service: ServiceName): object[] {
-  const port = DEFAULT_PORTS[service];
+  const port = SERVICE_REGISTRY[service].port;
   const cpu = Math.ceil(
     (CPU_MS_PER_ORDER[service] ?? Math.max(...Object.values(CPU_MS_PER_ORDER))) * DESIGN_ORDERS_PER_SECOND,
   );
@@ -424,7 +423,7 @@ const REDIS_START = [
   'set -eu',
   'umask 077',
   '{ echo "user default on >$REDIS_PASSWORD ~* &* +@all"',
-  `  sed ${SERVICES.map((s) => `-e "s/{{idem-${s}}}/$REDIS_USER_${s.toUpperCase()}/"`).join(' ')} /etc/idem-redis/redis-users.acl | grep -v '^#'`,
+  `  sed ${SERVICE_NAMES.map((s) => `-e "s/{{idem-${s}}}/$REDIS_USER_${s.toUpperCase()}/"`).join(' ')} /etc/idem-redis/redis-users.acl | grep -v '^#'`,
   '} > /run/idem-redis/users.acl',
   'exec redis-server "$@"',
 ].join('\n');
@@ -471,7 +470,7 @@ function redisObjects(): object[] {
                   { name: 'REDIS_PASSWORD', valueFrom: { secretKeyRef: { name: 'idem-redis', key: 'password' } } },
                   // Second: the production overlay patches REDIS_MAXMEMORY by its position.
                   { name: 'REDIS_MAXMEMORY', value: '256mb' },
-                  ...SERVICES.map((service) => ({
+                  ...SERVICE_NAMES.map((service) => ({
                     name: `REDIS_USER_${service.toUpperCase()}`,
                     valueFrom: { secretKeyRef: { name: 'idem-redis-users', key: service } },
                   })),
@@ -539,7 +538,7 @@ function redisClusterComponent(): { objects: object[]; kustomization: object } {
   ].map(([apiVersion, kind]) => ({
     patch: stringify({ $patch: 'delete', apiVersion, kind, metadata: { name: 'redis' } }),
   }));
-  const triggers = SERVICES.map((service) => ({
+  const triggers = SERVICE_NAMES.map((service) => ({
     target: { kind: 'ScaledObject', name: `${service}-worker` },
     patch: stringify([{ op: 'replace', path: '/spec/triggers', value: scalerTriggersOf(service, { cluster: true }) }], {
       lineWidth: 0,
@@ -587,7 +586,7 @@ const yamlOf = (objects: object[]) =>
 /** The Redis user of each service (its name is `idem-<service>`), for one Redis or for a cluster's hash-tagged queues. */
 export function redisUsersOf({ cluster = false } = {}) {
   const redisUrl = cluster ? 'redis+cluster://redis-cluster:6379' : 'redis://redis:6379';
-  return SERVICES.map((service) => {
+  return SERVICE_NAMES.map((service) => {
     const { consumes, publishesTo } = queuesOf(service);
     return redisUserOf(`idem-${service}`, { prefix: QUEUE_PREFIX, redisUrl, queues: [...consumes, ...publishesTo] });
   });
@@ -601,7 +600,7 @@ const ACL_HEADER =
 export function generateManifests(): Record<string, string> {
   const files: Record<string, object[]> = {
     ...sharedObjects(),
-    ...Object.fromEntries(SERVICES.map((service) => [`${service}.yaml`, serviceObjects(service)])),
+    ...Object.fromEntries(SERVICE_NAMES.map((service) => [`${service}.yaml`, serviceObjects(service)])),
   };
   const cluster = redisClusterComponent();
   return {

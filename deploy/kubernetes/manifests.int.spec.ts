@@ -14,9 +14,8 @@ import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isDeepStrictEqual as isEqual } from 'node:util';
-import { consumers, type ConsumerName } from '@idem/shop';
+import { consumers, SERVICE_NAMES, type ConsumerName, type ServiceName } from '@idem/shop';
 import { createHttpApp, DEVELOPMENT_JWT_SECRET, listen } from '@idem/http';
-import { SERVICES, type ServiceName } from '@idem/native-run';
 import { SHUTDOWN_TIMEOUT_MS } from '@idem/runtime';
 import { SIMULATOR_API_KEY } from '@idem/stripe-sim';
 import { clusterReady, connectRedis, mastersOf, queueName } from '@idem/messaging';
@@ -129,7 +128,7 @@ const SCALER_PARAMETERS: Record<string, readonly string[]> = {
 
 /** The service an image runs: `idem/<service>` with or without a registry in front. */
 const serviceOfImage = (image: string) =>
-  SERVICES.find((service) => new RegExp(`(^|/)idem/${service}(:|$)`).test(image)) as ServiceName | undefined;
+  SERVICE_NAMES.find((service) => new RegExp(`(^|/)idem/${service}(:|$)`).test(image)) as ServiceName | undefined;
 
 /** What the code would refuse or not find in these objects: one line per problem. */
 export function consistencyProblems(objects: readonly K8sObject[]): string[] {
@@ -254,7 +253,7 @@ export function consistencyProblems(objects: readonly K8sObject[]): string[] {
       }
     }
     const target = scaled.spec!.scaleTargetRef!.name;
-    const service = SERVICES.find((s) => `${s}-worker` === target);
+    const service = SERVICE_NAMES.find((s) => `${s}-worker` === target);
     if (!service || !deployments.some((d) => d.metadata.name === target)) {
       problems.push(`ScaledObject/${scaled.metadata.name}: scales ${target}, not a worker Deployment here`);
       continue;
@@ -359,10 +358,10 @@ describe('deploy/kubernetes', () => {
         .filter((o) => o.kind === kind)
         .map((o) => o.metadata.name)
         .sort();
-    expect(names('Deployment')).toEqual(SERVICES.flatMap((s) => [`${s}-api`, `${s}-worker`]).sort());
-    expect(names('HorizontalPodAutoscaler')).toEqual(SERVICES.map((s) => `${s}-api`).sort());
-    expect(names('ScaledObject')).toEqual(SERVICES.map((s) => `${s}-worker`).sort());
-    expect(names('Service')).toEqual([...SERVICES, 'redis'].sort());
+    expect(names('Deployment')).toEqual(SERVICE_NAMES.flatMap((s) => [`${s}-api`, `${s}-worker`]).sort());
+    expect(names('HorizontalPodAutoscaler')).toEqual(SERVICE_NAMES.map((s) => `${s}-api`).sort());
+    expect(names('ScaledObject')).toEqual(SERVICE_NAMES.map((s) => `${s}-worker`).sort());
+    expect(names('Service')).toEqual([...SERVICE_NAMES, 'redis'].sort());
   });
 
   it("puts the queues on a Redis Cluster in its overlay: no Redis of its own, a Service in front of the cluster's labelled nodes, which the services reach and whose nodes reach each other", () => {
@@ -386,9 +385,9 @@ describe('deploy/kubernetes', () => {
         .filter((o) => o.kind === 'Service')
         .map((o) => o.metadata.name)
         .sort(),
-    ).toEqual([...SERVICES, 'redis-cluster'].sort());
+    ).toEqual([...SERVICE_NAMES, 'redis-cluster'].sort());
     expect(find('Service', 'redis-cluster').spec.selector).toEqual(REDIS_POD_LABEL);
-    for (const service of SERVICES)
+    for (const service of SERVICE_NAMES)
       expect(find('NetworkPolicy', service).spec.egress.find(toRedisNodes)?.ports, service).toEqual([
         { protocol: 'TCP', port: 6379 },
       ]);
@@ -431,7 +430,7 @@ describe('deploy/kubernetes', () => {
     // What the pods read: the services' variables, the migrators', and Redis's own (its users' passwords).
     const redis = rendered.production.find((o) => o.kind === 'StatefulSet' && o.metadata.name === 'redis')!;
     const referenced = new Set([
-      ...SERVICES.flatMap((s) => [
+      ...SERVICE_NAMES.flatMap((s) => [
         ...secretVariablesOf(s).map((v) => `${v.secret}.${v.key}`),
         `${migratorSecretOf(s)}.url`,
       ]),

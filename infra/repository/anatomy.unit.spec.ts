@@ -26,13 +26,29 @@ const foldersOf = (service: string) =>
 
 describe('the anatomy of a service', () => {
   it.each(SERVICE_NAMES)(
-    '%s has domain/, application/, consumers/, http/, and workers/ when it runs a loop',
+    '%s has domain/, application/, consumers/, http/, workers/ when it runs a loop, providers/ when it calls one',
     (service) => {
-      const runsALoop = /\bworker\('/.test(readFileSync(join(root, 'services', service, 'src/service.ts'), 'utf8'));
-      const layers = [...LAYERS, ...(runsALoop ? ['workers'] : [])].sort();
+      const source = (file: string) => readFileSync(join(root, 'services', service, 'src', file), 'utf8');
+      const runsALoop = /\bworker\('/.test(source('service.ts'));
+      const callsAProvider = existsSync(join(root, 'services', service, 'src/providers'));
+      const layers = [...LAYERS, ...(runsALoop ? ['workers'] : []), ...(callsAProvider ? ['providers'] : [])].sort();
       expect(foldersOf(service).filter((folder) => !PRISMA.includes(folder))).toEqual(layers);
     },
   );
+
+  it.each(SERVICE_NAMES)("%s keeps its SQL in application/, behind its use cases' functions", (service) => {
+    const sourcesOf = (dir: string): string[] =>
+      readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+        const path = join(dir, entry.name);
+        if (entry.isDirectory()) return ['generated', 'application'].includes(entry.name) ? [] : sourcesOf(path);
+        return entry.name.endsWith('.ts') && !entry.name.endsWith('.spec.ts') ? [path] : [];
+      });
+    const querying = /\$(queryRaw|executeRaw)|\b(db|tx)\.\w+\.(find\w*|create\w*|update\w*|upsert|delete\w*|count)\(/;
+    const elsewhere = sourcesOf(join(root, 'services', service, 'src')).filter((file) =>
+      querying.test(readFileSync(file, 'utf8')),
+    );
+    expect(elsewhere).toEqual([]);
+  });
 
   it('keeps consumers thin: lint refuses a consumer that writes with tx or enqueues', async () => {
     // The repository's rules without the type-aware ones, so a file that is not on disk can be linted.

@@ -2,7 +2,9 @@
  * docs/extending.md, followed as a reader would: in a copy of this repository (what git tracks
  * or would track, as it is now), it runs each `sh guide` block's commands and applies each code
  * block that names a file — the whole file, or inserted `before`/`after` a line, or appended.
- * The guide's last steps typecheck everything and run the new service's tests.
+ * Right after `pnpm new service`, before any hand step, the anatomy test passes on the new
+ * service as the scaffold wrote it. The guide's last steps typecheck everything and run the new
+ * service's tests.
  */
 import { execFileSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -75,31 +77,45 @@ describe('docs/extending.md', () => {
     expect(steps.filter((s) => s.kind === 'write').length).toBeGreaterThan(10);
   });
 
-  it('adds a fifth service that passes typecheck, its tests and the registry test', { timeout: 900_000 }, () => {
-    for (const file of tracked) cpSync(join(root, file), join(copy, file), { recursive: true });
-    // As a fresh clone starts. CI=false: `pnpm install` after `pnpm new service` updates the
-    // lockfile, as it does on a developer's machine.
-    const env = { ...process.env, CI: 'false' };
-    pnpm(copy, ['install', '--frozen-lockfile', '--prefer-offline'], env);
-    let printed = '';
-    for (const step of steps) {
-      if (step.kind === 'write') apply(copy, step);
-      else printed = pnpm(copy, step.args[0] === 'install' ? [...step.args, '--prefer-offline'] : step.args, env);
-    }
-    // The last step ran the tests: the generated ones and the guide's, all passing.
-    for (const spec of [
-      'services/shipping/src/consumers/payment-captured.int.spec.ts',
-      'services/shipping/src/consumers/one-shipment-per-order.int.spec.ts',
-      'services/shipping/src/shipping.int.spec.ts',
-      'services/shipping/src/prisma/schema.int.spec.ts',
-      'services/notifications/src/consumers/shipment-created.int.spec.ts',
-      'infra/repository/service-registry.unit.spec.ts',
-      'infra/repository/anatomy.unit.spec.ts',
-    ])
-      expect(printed).toContain(spec);
-    expect(printed).not.toMatch(/\bfailed\b/);
-    const registry = readFileSync(join(copy, 'packages/shop/src/services.ts'), 'utf8');
-    expect(registry).toContain('shipping: { port: 3005 }');
-    expect(readFileSync(join(copy, 'docs/openapi/shipping.json'), 'utf8')).toContain('/shipments');
-  });
+  it(
+    'adds a fifth service, scaffolded with its anatomy, that passes typecheck, its tests and the registry test',
+    { timeout: 900_000 },
+    () => {
+      for (const file of tracked) cpSync(join(root, file), join(copy, file), { recursive: true });
+      // As a fresh clone starts. CI=false: `pnpm install` after `pnpm new service` updates the
+      // lockfile, as it does on a developer's machine.
+      const env = { ...process.env, CI: 'false' };
+      pnpm(copy, ['install', '--frozen-lockfile', '--prefer-offline'], env);
+      let printed = '';
+      let scaffolded = '';
+      for (const step of steps) {
+        if (step.kind === 'write') apply(copy, step);
+        else printed = pnpm(copy, step.args[0] === 'install' ? [...step.args, '--prefer-offline'] : step.args, env);
+        // The service as `pnpm new service` wrote it, before any hand step, has the anatomy.
+        if (step.kind === 'run' && step.args.join(' ') === 'new service shipping')
+          scaffolded = pnpm(
+            copy,
+            ['exec', 'vitest', 'run', '--project', 'unit', 'infra/repository/anatomy.unit.spec.ts'],
+            env,
+          );
+      }
+      expect(scaffolded).toMatch(/shipping has domain\/, application\/, consumers\/, http\//);
+      expect(scaffolded).not.toMatch(/\bfailed\b/);
+      // The last step ran the tests: the generated ones and the guide's, all passing.
+      for (const spec of [
+        'services/shipping/src/consumers/payment-captured.int.spec.ts',
+        'services/shipping/src/consumers/one-shipment-per-order.int.spec.ts',
+        'services/shipping/src/shipping.int.spec.ts',
+        'services/shipping/src/prisma/schema.int.spec.ts',
+        'services/notifications/src/consumers/shipment-created.int.spec.ts',
+        'infra/repository/service-registry.unit.spec.ts',
+        'infra/repository/anatomy.unit.spec.ts',
+      ])
+        expect(printed).toContain(spec);
+      expect(printed).not.toMatch(/\bfailed\b/);
+      const registry = readFileSync(join(copy, 'packages/shop/src/services.ts'), 'utf8');
+      expect(registry).toContain('shipping: { port: 3005 }');
+      expect(readFileSync(join(copy, 'docs/openapi/shipping.json'), 'utf8')).toContain('/shipments');
+    },
+  );
 });

@@ -152,11 +152,9 @@ describe('the migrate image', () => {
           },
         );
         cpSync(join(root, 'services', service, 'dist'), join(dir, 'services', service, 'dist'), { recursive: true });
-        cpSync(
-          join(root, 'services', service, 'prisma/migrations'),
-          join(dir, 'services', service, 'prisma/migrations'),
-          { recursive: true },
-        );
+        // Its own migrations, and the packages' tables the build copied beside its bundles.
+        for (const folder of ['prisma/migrations', 'tables'])
+          cpSync(join(root, 'services', service, folder), join(dir, 'services', service, folder), { recursive: true });
       }
       pruneDeploy(dir, 'migrate', ...services.map((service) => join(dir, 'services', service, 'dist')));
       for (const [i, service] of services.entries()) {

@@ -32,6 +32,7 @@ export function newService(name: string): void {
   create(`${dir}/src/db.ts`, db());
   create(`${dir}/src/tables.ts`, tables());
   create(`${dir}/src/migrate.ts`, migrate(name));
+  for (const [layer, text] of Object.entries(LAYERS)) create(`${dir}/src/${layer}/README.md`, text(name));
   create(`${dir}/src/prisma/schema.int.spec.ts`, schemaSpec(name));
   create(`${dir}/src/${name}.int.spec.ts`, serviceSpec(name, Name));
 
@@ -44,6 +45,43 @@ next:
   pnpm new consumer ${name} <contract>
   pnpm test ${dir}`);
 }
+
+/**
+ * The layers every service has (docs/extending.md "The anatomy of a service"), each with what
+ * belongs in it and the rule that keeps it so: a new service's folders say where its code goes
+ * before it has any. `pnpm new consumer` writes into application/ and consumers/.
+ */
+const LAYERS: Record<string, (name: string) => string> = {
+  domain: (name) => `# ${name}: domain
+
+Pure decisions: state machines, what a message means for the ${name}'s state, key minting, event
+versions. Nothing here reads a database, a broker or HTTP, or imports another folder of the
+service: \`pnpm lint\` refuses it (\`domain-is-pure\` in .dependency-cruiser.mjs). Unit-test it
+beside its file (\`*.unit.spec.ts\`).
+`,
+  application: (name) => `# ${name}: application
+
+Use cases: what happens, in the transaction they are given (a consumer's inbox transaction) or
+open (a route's), with their outbox events in that same transaction. A use case returns what
+happened; it never speaks HTTP and never imports consumers/, http/ or workers/ (\`pnpm lint\`).
+Its SQL lives here, behind its functions. \`pnpm new consumer ${name} <contract>\` writes one.
+`,
+  consumers: (name) => `# ${name}: consumers
+
+One file per consumer name (\`${name}.<event>.v<n>\`), each holding its handler: a thin adapter
+that unpacks the message, calls one use case of application/ with the inbox's transaction, and
+turns its answer into an outcome (\`processed\`, \`stale\`, a failure). A consumer never writes
+(no \`tx.…\` of its own, no \`enqueue\`) and never imports another consumer (\`pnpm lint\`).
+\`pnpm new consumer ${name} <contract>\` writes one, with its tests.
+`,
+  http: (name) => `# ${name}: http
+
+Routes: parse the request, call a use case, say its result in HTTP (status codes and problem
+types live here only). The runtime already serves \`/health\`, \`/metrics\`, \`/openapi.json\` and
+the operator's \`/dead-letters\`; the service's own routes go in \`routes.ts\`, given to
+\`api(name, routes)\` in service.ts (docs/extending.md "6. Its API").
+`,
+};
 
 /** The versions the other services use, so a new one depends on exactly the same. */
 function versionsInUse(): Record<string, string> {

@@ -25,7 +25,7 @@ import { PACKAGE_TABLES } from './tables.js';
 import { createPaymentWorker } from './workers/payment-worker.js';
 import { startPayments } from './service.js';
 import { newChargeKey } from './domain/payment-attempt.js';
-import { createStripeClient } from './stripe.js';
+import { createStripeClient } from './providers/stripe.js';
 import type Stripe from 'stripe';
 
 const simulator = createStripeSimulator();

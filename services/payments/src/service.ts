@@ -21,7 +21,7 @@ import { handleOrderCancelled } from './consumers/order-cancelled.js';
 import { handleStockReserved } from './consumers/stock-reserved.js';
 import { connectDatabase, type PrismaClient } from './db.js';
 import { paymentRoutes } from './http/routes.js';
-import { createStripeClient } from './stripe.js';
+import { createStripeClient } from './providers/stripe.js';
 
 /** Builds and starts the payments service: the composition root, shared by main.ts and tests. */
 export async function startPayments(

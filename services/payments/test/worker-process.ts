@@ -4,7 +4,7 @@ import { createLogger } from '@idem/runtime';
 import { connectDatabase } from '../src/db.js';
 import { createPaymentWorker } from '../src/workers/payment-worker.js';
 import { SIMULATOR_API_KEY } from '../src/config.js';
-import { createStripeClient } from '../src/stripe.js';
+import { createStripeClient } from '../src/providers/stripe.js';
 
 const worker = createPaymentWorker({
   db: connectDatabase(process.env.DATABASE_URL!),

@@ -3,10 +3,10 @@ import { inSpan } from '@idem/contracts';
 import { claimLeased } from '@idem/database';
 import { noFaults, type Faults } from '@idem/faults';
 import { pollingWorker, awaitAll, type BackgroundWorker, type Logger } from '@idem/runtime';
-import nodemailer, { type Transporter } from 'nodemailer';
 import type { PrismaClient } from '../db.js';
 import { recordFailedSend, recordSent, WORK_ITEMS_CHANNEL } from '../application/work-items.js';
 import type { EmailWorkItem } from '../generated/prisma/client.js';
+import { createSmtpClient, smtpFailureOf, type SmtpClient } from '../providers/smtp.js';
 
 export interface DispatcherOptions {
   readonly db: PrismaClient;
@@ -58,9 +58,7 @@ export function longestRoundMs({
 /** The dispatcher's settings with their defaults, its lease owner name and SMTP transport: what its steps share. */
 type Dispatcher = Required<Omit<DispatcherOptions, 'smtpUrl' | 'databaseUrl'>> & {
   readonly owner: string;
-  readonly transport: Transporter;
-  /** The mail server, for the SMTP client span (never the recipient: customer data stays out of traces). */
-  readonly server: Record<string, string | number>;
+  readonly smtp: SmtpClient;
 };
 
 /**
@@ -94,21 +92,10 @@ export function createDispatcher(options: DispatcherOptions): BackgroundWorker &
     smtpTimeoutMs,
   };
   refuseALeaseTooShort(settings);
-  const connection = connectionOf(options.smtpUrl);
   const dispatcher: Dispatcher = {
     ...settings,
     owner: `dispatcher-${randomUUID()}`,
-    // Pooled: a few SMTP connections kept open and shared, instead of one connection per email.
-    // Nodemailer waits minutes by default; these waits are what the lease covers.
-    transport: nodemailer.createTransport({
-      ...connection, // nodemailer ignores the options below beside a `url`
-      pool: true,
-      maxConnections: smtpConnections,
-      connectionTimeout: smtpTimeoutMs,
-      greetingTimeout: smtpTimeoutMs,
-      socketTimeout: smtpTimeoutMs,
-    }),
-    server: { 'server.address': connection.host, 'server.port': connection.port },
+    smtp: createSmtpClient({ smtpUrl: options.smtpUrl, connections: smtpConnections, timeoutMs: smtpTimeoutMs }),
   };
   async function runOnce(): Promise<number> {
     const items = await claim(dispatcher);
@@ -126,7 +113,7 @@ export function createDispatcher(options: DispatcherOptions): BackgroundWorker &
     ...worker,
     async stop() {
       await worker.stop();
-      dispatcher.transport.close();
+      dispatcher.smtp.close();
     },
   };
 }
@@ -152,10 +139,10 @@ const traced = (dispatcher: Dispatcher, item: EmailWorkItem) =>
   );
 
 async function dispatch(dispatcher: Dispatcher, item: EmailWorkItem): Promise<void> {
-  const { db, from, log, now, transport } = dispatcher;
+  const { db, from, log, now, smtp } = dispatcher;
   try {
-    await inSpan('smtp send', { kind: 'client', attributes: dispatcher.server }, () =>
-      transport.sendMail({
+    await inSpan('smtp send', { kind: 'client', attributes: smtp.server }, () =>
+      smtp.send({
         from,
         to: item.toAddress,
         subject: item.subject,
@@ -165,10 +152,7 @@ async function dispatch(dispatcher: Dispatcher, item: EmailWorkItem): Promise<vo
       }),
     );
   } catch (error) {
-    const responseCode = (error as { responseCode?: number }).responseCode ?? 0;
-    // nodemailer's code says what kind of failure it was (ETIMEDOUT, ECONNECTION, EAUTH…).
-    const { code, message } = error as { code?: unknown; message?: string };
-    const reason = [typeof code === 'string' ? code : undefined, message ?? String(error)].filter(Boolean).join(': ');
+    const { responseCode, reason } = smtpFailureOf(error);
     const status = await recordFailedSend(db, item, { ...dispatcher, responseCode, reason }, now());
     const parked = status === 'parked';
     log[parked ? 'error' : 'warn'](
@@ -208,18 +192,4 @@ function refuseALeaseTooShort({
         `${Math.ceil(batchSize / smtpConnections)} sends per connection × 3 × SMTP_TIMEOUT_MS (${smtpTimeoutMs}) = ${roundMs} ms`,
     );
   }
-}
-
-/** smtp://user:password@host:port (smtps:// for TLS from the start) as nodemailer's connection options. */
-function connectionOf(smtpUrl: string) {
-  const url = new URL(smtpUrl);
-  const secure = url.protocol === 'smtps:';
-  return {
-    host: url.hostname,
-    port: Number(url.port || (secure ? 465 : 587)),
-    secure,
-    ...(url.username
-      ? { auth: { user: decodeURIComponent(url.username), pass: decodeURIComponent(url.password) } }
-      : {}),
-  };
 }

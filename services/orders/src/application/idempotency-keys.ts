@@ -4,26 +4,23 @@ import type { PrismaClient, Tx } from '../db.js';
 /** A request waits up to 10 s for a connection under a burst, instead of Prisma's 2 s; past that it answers 503. */
 export const HTTP_TRANSACTION = { maxWait: 10_000, timeout: 15_000 } as const;
 
-export interface StoredResponse {
-  readonly status: number;
-  readonly body: unknown;
-}
-
-/** What a request with an Idempotency-Key gets: its response (run now or replayed), or why neither. */
+/** What a request with an Idempotency-Key gets: its result (run now or replayed), or why neither. */
 export type IdempotentResult =
-  | (StoredResponse & { readonly kind: 'response'; readonly replayed: boolean })
+  /** What the request did; a replay's is what the first one did, as it was stored (JSON). */
+  | { readonly kind: 'done'; readonly result: unknown; readonly replayed: boolean }
   /** Another request with the key is still running. */
   | { readonly kind: 'key_in_flight' }
   /** The key was used with another request. */
   | { readonly kind: 'key_reused' };
 
 /**
- * The Idempotency-Key pattern at the API edge, as Stripe does it, with keys scoped per customer
- * (another customer's equal key is another key). Within one transaction:
- * take a lock on the key (a second request while the first is running gets 409), replay the
- * stored response of an earlier request with the same key and body (422 for another body),
- * or run the request and store its response together with its effects, so a crash stores
- * neither and the key stays free for a retry.
+ * The Idempotency-Key pattern, as Stripe does it, with keys scoped per customer (another
+ * customer's equal key is another key). Within one transaction: take a lock on the key (another
+ * request with it still running is `key_in_flight`), replay the stored result of an earlier
+ * request with the same key and the same `request` (`key_reused` for another), or run the
+ * request and store its result together with its effects, so a crash stores neither and the
+ * key stays free for a retry. `request` is what identifies a request to its caller (the route
+ * gives its method, path and body).
  */
 export async function idempotent(
   db: PrismaClient,
@@ -34,7 +31,7 @@ export async function idempotent(
     now,
     retentionMs,
   }: { customerId: string; key: string; request: unknown; now: Date; retentionMs: number },
-  run: (tx: Tx) => Promise<StoredResponse>,
+  run: (tx: Tx) => Promise<unknown>,
 ): Promise<IdempotentResult> {
   const requestHash = bodyHash(request);
   return db.$transaction(async (tx) => {
@@ -45,18 +42,17 @@ export async function idempotent(
     const stored = await tx.idempotencyKey.findUnique({ where: { customerId_key: id } });
     if (stored && stored.expiresAt > now) {
       if (stored.requestHash !== requestHash) return { kind: 'key_reused' } as const;
-      return { kind: 'response', status: stored.responseStatus, body: stored.responseBody, replayed: true } as const;
+      return { kind: 'done', result: stored.result, replayed: true } as const;
     }
-    const response = await run(tx);
+    const result = await run(tx);
     const record = {
       requestHash,
-      responseStatus: response.status,
-      responseBody: response.body as object,
+      result: result as object,
       createdAt: now,
       expiresAt: new Date(now.getTime() + retentionMs),
     };
     await tx.idempotencyKey.upsert({ where: { customerId_key: id }, create: { ...id, ...record }, update: record });
-    return { kind: 'response', ...response, replayed: false } as const;
+    return { kind: 'done', result, replayed: false } as const;
   }, HTTP_TRANSACTION);
 }
 

@@ -1,47 +1,39 @@
-import type { ConsumerName } from '@idem/shop';
-import { permanentFailure, processed, stale, type MessageHandler } from '@idem/inbox';
-import type { MessageOf } from '@idem/shop';
+import type { AnyEnvelope } from '@idem/contracts';
+import { permanentFailure, processed, stale, type HandlerResult } from '@idem/inbox';
 import type { Tx } from '../db.js';
 import type { OrderTrigger } from '../domain/order-status.js';
-import { applyTransition, type OrderView } from './orders.js';
+import { applyTransition, type TransitionResult } from './orders.js';
 
 /**
- * The orders service's consumers all do one thing: move the order on the event, through the
- * state machine. An event that no longer applies (a late stock-reserved for a cancelled
- * order) is stale, not an error.
+ * The use case of most of the orders service's consumers: move the order on the event, through
+ * the state machine, in the inbox's transaction, recording the message that caused it and why
+ * (in words its customer can read).
  */
-export function transitionOn<C extends ConsumerName>(
+export function moveOrderOn(
+  tx: Tx,
   trigger: OrderTrigger,
-  {
-    now,
-    reasonOf = () => undefined,
-    then = async () => {},
-  }: {
-    now: () => Date;
-    /** Why the order moved, in words its customer can read (a declined payment's message). */
-    reasonOf?: (message: MessageOf<C>) => string | undefined;
-    /** What else the change means, in the same transaction (an announcement through the outbox). */
-    then?: (tx: Tx, order: OrderView, message: MessageOf<C>, at: Date) => Promise<void>;
-  },
-): MessageHandler<Tx, MessageOf<C> & { body: { orderId: string } }> {
-  return async (message, tx) => {
-    const { orderId } = message.body;
-    const at = now();
-    const reason = reasonOf(message);
-    const result = await applyTransition(tx, orderId, trigger, {
-      now: at,
-      causationId: message.messageId,
-      ...(reason === undefined ? {} : { reason }),
-    });
-    switch (result.kind) {
-      case 'changed':
-        await then(tx, result.order, message, at);
-        return processed;
-      case 'not_applicable':
-        return stale(`order ${orderId} is ${result.status}; ${trigger} no longer applies`);
-      case 'unknown_order':
-        // The order commits before any event about it can exist; this one was never ours.
-        return permanentFailure('unknown_order', `no order ${orderId} in the orders database`);
-    }
-  };
+  message: AnyEnvelope & { body: { orderId: string } },
+  { at, reason }: { at: Date; reason?: string },
+): Promise<TransitionResult> {
+  return applyTransition(tx, message.body.orderId, trigger, {
+    now: at,
+    causationId: message.messageId,
+    ...(reason === undefined ? {} : { reason }),
+  });
+}
+
+/**
+ * What a move means for the delivery: an event that no longer applies (a late stock-reserved for
+ * a cancelled order) is stale, not an error; an order this service never had was never ours.
+ */
+export function outcomeOfMove(result: TransitionResult, orderId: string, trigger: OrderTrigger): HandlerResult {
+  switch (result.kind) {
+    case 'changed':
+      return processed;
+    case 'not_applicable':
+      return stale(`order ${orderId} is ${result.status}; ${trigger} no longer applies`);
+    case 'unknown_order':
+      // The order commits before any event about it can exist; this one was never ours.
+      return permanentFailure('unknown_order', `no order ${orderId} in the orders database`);
+  }
 }

@@ -3,14 +3,15 @@ import { shop } from '@idem/shop';
 import type { PrismaClient, Tx } from '../db.js';
 import { priceOrder, type LineRefusal } from '../domain/pricing.js';
 import { catalogEntriesOf } from './catalog.js';
-import { HTTP_TRANSACTION, idempotent, type IdempotentResult, type StoredResponse } from './idempotency-keys.js';
-import { createOrder, type NewOrder } from './orders.js';
+import { HTTP_TRANSACTION, idempotent, type IdempotentResult } from './idempotency-keys.js';
+import { createOrder, type NewOrder, type OrderView } from './orders.js';
 
 export type PlaceOrderResult =
-  | (StoredResponse & { readonly kind: 'placed'; readonly replayed: boolean })
+  /** The order placed: now, or by the first request with the same Idempotency-Key (`replayed`, as it was then). */
+  | { readonly kind: 'placed'; readonly order: unknown; readonly replayed: boolean }
   /** A line the catalog cannot sell: nothing was written, the Idempotency-Key stays free. */
   | { readonly kind: 'refused'; readonly refusals: readonly LineRefusal[] }
-  | Exclude<IdempotentResult, { kind: 'response' }>;
+  | Exclude<IdempotentResult, { kind: 'done' }>;
 
 /**
  * Places an order: priced from the catalog in its own transaction, the PENDING order and its
@@ -22,37 +23,29 @@ export async function placeOrder(
   {
     order,
     correlationId,
-    idempotencyKey,
+    idempotency,
     now,
     keyRetentionMs,
   }: {
     order: NewOrder;
     correlationId: string;
-    idempotencyKey: string | undefined;
+    /** The caller's Idempotency-Key, and what identifies its request (the same request is the same key's). */
+    idempotency: { key: string; request: unknown } | undefined;
     now: () => Date;
     keyRetentionMs: number;
   },
 ): Promise<PlaceOrderResult> {
   const place = (tx: Tx) => priceAndCreate(tx, order, correlationId, now());
   try {
-    if (idempotencyKey === undefined) {
-      return { kind: 'placed', ...(await db.$transaction(place, HTTP_TRANSACTION)), replayed: false };
+    if (idempotency === undefined) {
+      return { kind: 'placed', order: await db.$transaction(place, HTTP_TRANSACTION), replayed: false };
     }
-    const { customerId, paymentMethod, lines } = order;
-    const response = await idempotent(
+    const done = await idempotent(
       db,
-      {
-        customerId,
-        key: idempotencyKey,
-        // What the customer sent: the same body is the same request, whatever their token's
-        // address is by the time they retry.
-        request: { method: 'POST', path: '/orders', body: { paymentMethod, lines } },
-        now: now(),
-        retentionMs: keyRetentionMs,
-      },
+      { customerId: order.customerId, ...idempotency, now: now(), retentionMs: keyRetentionMs },
       place,
     );
-    return response.kind === 'response' ? { ...response, kind: 'placed' } : response;
+    return done.kind === 'done' ? { kind: 'placed', order: done.result, replayed: done.replayed } : done;
   } catch (error) {
     if (error instanceof OrderRefused) return { kind: 'refused', refusals: error.refusals };
     throw error;
@@ -64,7 +57,7 @@ export async function placeOrder(
  * in the caller's transaction; throws `OrderRefused` (rolling it back) for a line the catalog
  * cannot sell.
  */
-async function priceAndCreate(tx: Tx, order: NewOrder, correlationId: string, at: Date): Promise<StoredResponse> {
+async function priceAndCreate(tx: Tx, order: NewOrder, correlationId: string, at: Date): Promise<OrderView> {
   // Read in the transaction that writes the order: the prices it stores are the ones it is
   // charged, refunded and mailed at, whatever the catalog says later.
   const pricing = priceOrder(
@@ -91,7 +84,7 @@ async function priceAndCreate(tx: Tx, order: NewOrder, correlationId: string, at
     },
     at,
   );
-  return { status: 201, body: created };
+  return created;
 }
 
 class OrderRefused extends Error {

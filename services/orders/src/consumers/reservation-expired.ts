@@ -1,6 +1,8 @@
+import type { MessageHandler } from '@idem/inbox';
 import type { MessageOf } from '@idem/shop';
 import { announceCancellation } from '../application/cancel-order.js';
-import { transitionOn } from '../application/order-transitions.js';
+import { moveOrderOn, outcomeOfMove } from '../application/order-transitions.js';
+import type { Tx } from '../db.js';
 
 const REASON =
   'The payment did not complete in time, so the stock held for the order went back: the order is cancelled.';
@@ -10,15 +12,18 @@ const REASON =
  * complete in time. The order is cancelled, and says so: payments cancels the payment, or refunds
  * one that completed meanwhile.
  */
-export const handleReservationExpired = ({ now }: { now: () => Date }) =>
-  transitionOn<'orders.reservation-expired.v1'>('reservation-expired', {
-    now,
-    reasonOf: () => REASON,
-    then: (tx, order, message: MessageOf<'orders.reservation-expired.v1'>, at) =>
-      announceCancellation(tx, order, {
-        reason: REASON,
-        correlationId: message.correlationId,
-        causationId: message.messageId,
-        at,
-      }),
-  });
+export function handleReservationExpired({
+  now,
+}: {
+  now: () => Date;
+}): MessageHandler<Tx, MessageOf<'orders.reservation-expired.v1'>> {
+  return async (message, tx) => {
+    const at = now();
+    const moved = await moveOrderOn(tx, 'reservation-expired', message, { at, reason: REASON });
+    if (moved.kind === 'changed') {
+      const { correlationId, messageId: causationId } = message;
+      await announceCancellation(tx, moved.order, { reason: REASON, correlationId, causationId, at });
+    }
+    return outcomeOfMove(moved, message.body.orderId, 'reservation-expired');
+  };
+}

@@ -13,7 +13,7 @@ import {
   type Operator,
 } from '@idem/http';
 import { skuSchema } from '@idem/shop';
-import type { Express, Response } from 'express';
+import type { Express, Request, Response } from 'express';
 import type { RedisClient } from '@idem/messaging';
 import { z } from 'zod';
 import { cancelOrder } from '../application/cancel-order.js';
@@ -174,7 +174,7 @@ function placeOrderRoute(app: Express, { db, now, idempotencyKeyRetentionMs, red
       const response = await placeOrder(db, {
         order: { customerId: customer.customerId, customerEmail: customer.email, paymentMethod, lines },
         correlationId: correlationIdOf(req, res),
-        idempotencyKey: validate(idempotencyKeyHeader, req.get('idempotency-key'), 'header.Idempotency-Key'),
+        idempotency: idempotencyOf(req, { paymentMethod, lines }),
         now,
         keyRetentionMs: idempotencyKeyRetentionMs,
       });
@@ -280,6 +280,15 @@ function cancelOrderRoute(app: Express, { db, now, redis, rateLimits }: OrderRou
 }
 
 /** What placing answers: the order (201, or the replay of the key's first answer), or why not. */
+/**
+ * The request's Idempotency-Key and what makes two requests the same one: what the customer sent
+ * (the same body is the same request, whatever their token's address is by the time they retry).
+ */
+function idempotencyOf(req: Request, body: unknown) {
+  const key = validate(idempotencyKeyHeader, req.get('idempotency-key'), 'header.Idempotency-Key');
+  return key === undefined ? undefined : { key, request: { method: 'POST', path: '/orders', body } };
+}
+
 function answerPlaced(res: Response, response: PlaceOrderResult, key: string | undefined): void {
   if (response.kind === 'key_in_flight')
     throw new HttpError(
@@ -293,7 +302,7 @@ function answerPlaced(res: Response, response: PlaceOrderResult, key: string | u
     throw new HttpError('order_refused', errors.map((e) => `${e.field}: ${e.message}`).join('; '), { errors });
   }
   if (response.replayed) res.set('Idempotent-Replayed', 'true');
-  res.status(response.status).json(response.body);
+  res.status(201).json(response.order);
 }
 
 /** Whom a limit counts: each customer, each operator. */

@@ -12,7 +12,7 @@ import {
   retryDelayMs as nextRetryDelayMs,
 } from '../domain/payment-attempt.js';
 import type { PaymentAttempt } from '../generated/prisma/client.js';
-import type { ProviderResult } from '../stripe.js';
+import type { ProviderResult } from '../providers/stripe.js';
 import { ATTEMPTS_CHANNEL } from './payment-attempts.js';
 
 /**

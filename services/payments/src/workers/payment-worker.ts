@@ -4,7 +4,6 @@ import { claimLeased } from '@idem/database';
 import { noFaults, type Faults } from '@idem/faults';
 import type { DeliveryJournal } from '@idem/messaging';
 import { pollingWorker, processName, awaitAll, type BackgroundWorker, type Logger } from '@idem/runtime';
-import type Stripe from 'stripe';
 import {
   lookAgainAt,
   recordCharge,
@@ -16,11 +15,18 @@ import {
 import { ATTEMPTS_CHANNEL } from '../application/payment-attempts.js';
 import type { PrismaClient } from '../db.js';
 import type { PaymentAttempt } from '../generated/prisma/client.js';
-import { createCharge, createRefund, readCharge, searchCharges, type ProviderCall } from '../stripe.js';
+import {
+  createCharge,
+  createRefund,
+  readCharge,
+  searchCharges,
+  type ProviderCall,
+  type StripeClient,
+} from '../providers/stripe.js';
 
 export interface PaymentWorkerOptions {
   readonly db: PrismaClient;
-  readonly stripe: Stripe;
+  readonly stripe: StripeClient;
   readonly log: Logger;
   readonly now?: () => Date;
   readonly faults?: Faults;

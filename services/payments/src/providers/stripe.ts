@@ -1,5 +1,8 @@
 import Stripe from 'stripe';
 
+/** The provider's client, as the payment worker and the service are given it. */
+export type StripeClient = Stripe;
+
 /**
  * The official SDK, pointed at real Stripe or at a Stripe-compatible server (the simulator).
  * Our worker retries on its own schedule with the persisted key; the SDK's own retries are
