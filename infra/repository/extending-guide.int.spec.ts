@@ -95,7 +95,16 @@ describe('docs/extending.md', () => {
         if (step.kind === 'run' && step.args.join(' ') === 'new service shipping')
           scaffolded = pnpm(
             copy,
-            ['exec', 'vitest', 'run', '--project', 'unit', 'infra/repository/anatomy.unit.spec.ts'],
+            // verbose: each test's name is printed, the new service's among them.
+            [
+              'exec',
+              'vitest',
+              'run',
+              '--reporter=verbose',
+              '--project',
+              'unit',
+              'infra/repository/anatomy.unit.spec.ts',
+            ],
             env,
           );
       }
