@@ -154,12 +154,13 @@ const asWords = (line: string) =>
  */
 function wrongWords(where: string, text: string, words = wordsNotToUse()): string[] {
   const lines = text.split('\n');
+  const spoken = lines.map(asWords); // each line as words once, for every phrase
   const escape = (phrase: string) => phrase.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
   return words.flatMap(({ phrase, term, onlyBeside }) => {
     const pattern = new RegExp(`(?<![\\w-])${escape(phrase)}(?![\\w-])`, 'i');
     const inWords = /^[a-z ]+$/.test(phrase) ? new RegExp(`\\b${escape(phrase)}s?\\b`) : undefined;
     return lines.flatMap((line, index) => {
-      if (!pattern.test(line) && !inWords?.test(asWords(line))) return [];
+      if (!pattern.test(line) && !inWords?.test(spoken[index]!)) return [];
       if (!onlyBeside) return [`${where}:${index + 1}: "${phrase}" — say it as the glossary's ${term} does`];
       const near = lines.slice(Math.max(0, index - 2), index + 1).join(' ');
       if (onlyBeside.some((marker) => near.includes(marker))) return [];

@@ -142,7 +142,8 @@ export class ConsumerRunner<Tx extends SqlClient> {
     const outcome: DeliveryOutcome = parsed.ok
       ? await this.consume({ envelope: parsed.envelope, span })
       : { outcome: 'permanent_failure', code: parsed.error.code, reason: parsed.error.reason };
-    const messageId = messageIdOf(job);
+    // A parsed envelope has its id; only a refused one is read again for it.
+    const messageId = envelope?.messageId ?? messageIdOf(job);
     const deadLettered = await this.keepDeadLetter(job, messageId, outcome, attempt);
     endProcess(span, outcome, deadLettered !== undefined);
     const report: DeliveryReport = {
