@@ -1,4 +1,4 @@
-import { measureRoundTrips, ROUND_TRIP_BUDGET, ROUND_TRIP_TARGETS, total } from '@idem/bench';
+import { LIGHT_LOAD_STATEMENTS, measureRoundTrips, ROUND_TRIP_BUDGET, total } from '@idem/bench';
 import { randomInt } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 
@@ -9,14 +9,19 @@ import { describe, expect, it } from 'vitest';
  */
 describe('the round-trip budget', () => {
   it('an order asks each service for no more statements, transactions and Redis scripts than budgeted', async () => {
-    const { byService: counts, scripts } = await measureRoundTrips({
+    const {
+      byService: counts,
+      scripts,
+      statementKinds,
+    } = await measureRoundTrips({
       orders: 10,
       portOffset: randomInt(8_000, 20_000),
       log: () => {},
     });
     console.log(
       `round trips per order, light load: ${JSON.stringify(counts)}; all services: ${JSON.stringify(total(counts))} ` +
-        `(targets ${JSON.stringify(ROUND_TRIP_TARGETS)}); Redis scripts by name: ${JSON.stringify(scripts)}`,
+        `(target at light load: ${LIGHT_LOAD_STATEMENTS} statements); Redis scripts by name: ${JSON.stringify(scripts)}; ` +
+        `statements by kind: ${JSON.stringify(statementKinds)}`,
     );
     for (const [service, measured] of Object.entries(counts)) {
       const budget = ROUND_TRIP_BUDGET[service];

@@ -26,11 +26,14 @@ const dir = process.env.IDEM_ROUND_TRIP_DIR;
 if (dir) {
   const counts: RoundTripCounts = { statements: 0, transactions: 0, redisCommands: 0, redisScripts: 0 };
   const inTransaction = new WeakSet<pg.Client>();
+  const statements: Record<string, number> = {};
   const query = pg.Client.prototype.query as (...args: unknown[]) => unknown;
   pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
     const sql = typeof args[0] === 'string' ? args[0] : (args[0] as { text?: string } | undefined)?.text;
     const verb = /^\s*(\w+)/.exec(sql ?? '')?.[1]?.toUpperCase();
     counts.statements++;
+    const kind = statementKind(sql ?? '');
+    statements[kind] = (statements[kind] ?? 0) + 1;
     if (verb === 'BEGIN' || verb === 'START') {
       counts.transactions++;
       inTransaction.add(this);
@@ -64,7 +67,22 @@ if (dir) {
   let answer = 0;
   process.on('SIGUSR2', () => {
     const file = join(dir, `round-trips.${process.pid}.json`);
-    writeFileSync(`${file}.new`, JSON.stringify({ ...counts, scripts, answer: ++answer }));
+    writeFileSync(`${file}.new`, JSON.stringify({ ...counts, scripts, statementKinds: statements, answer: ++answer }));
     renameSync(`${file}.new`, file); // whole, never half-written
   });
+}
+
+/**
+ * What a statement does, to count statements by it: its verb and the first table it names
+ * (`INSERT processed_messages`, `UPDATE outbox_messages`, `BEGIN`); a CTE is named by what it writes.
+ */
+export function statementKind(sql: string): string {
+  const text = sql.replace(/"/g, '').replace(/\s+/g, ' ').trim();
+  const verb = /^(\w+)/.exec(text)?.[1]?.toUpperCase() ?? '?';
+  const write = /(?<!\b(?:FOR|DO) )\b(INSERT INTO|UPDATE|DELETE FROM)\s+(?:\w+\.)?(\w+)/i.exec(text);
+  if (write) return `${verb === 'WITH' ? 'WITH … ' : ''}${write[1]!.split(' ')[0]!.toUpperCase()} ${write[2]}`;
+  const read = /\bFROM\s+(?:\w+\.)?(\w+)/i.exec(text);
+  if (read) return `${verb} ${read[1]}`;
+  const called = /^SELECT\s+(\w+)\(/i.exec(text);
+  return called ? `SELECT ${called[1]}()` : verb;
 }

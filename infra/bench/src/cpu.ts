@@ -37,6 +37,16 @@ export function cpuOfProcess(pid: number): number {
   return cpuOf(String(pid))?.own ?? 0;
 }
 
+/** Resident memory of one process in MB, from /proc/<pid>/status (undefined once it has gone). */
+export function rssOfProcess(pid: number): number | undefined {
+  try {
+    const kb = /^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+    return kb === undefined ? undefined : Math.round(Number(kb) / 102.4) / 10;
+  } catch {
+    return undefined;
+  }
+}
+
 export function cpuSnapshot(): CpuTimes {
   let postgres = 0;
   let redis = 0;

@@ -11,7 +11,7 @@ import {
 import { cpus } from 'node:os';
 import pg from 'pg';
 import { hopLatencies, type HopLatencies } from './hops.js';
-import { cpuOfProcess, cpuSnapshot } from './cpu.js';
+import { cpuOfProcess, cpuSnapshot, rssOfProcess } from './cpu.js';
 import { percentile, sleep } from './stats.js';
 
 /**
@@ -43,6 +43,8 @@ export interface LoadStep {
   readonly cpuUtilisation: number;
   /** Where the latency went, hop by hop (hops.ts). */
   readonly hops?: HopLatencies;
+  /** Resident memory of each process of the system, MB, as the last order of the step was placed. */
+  readonly rssMb?: Record<string, number>;
 }
 
 export interface Percentiles {
@@ -157,6 +159,12 @@ export async function runStep(
     );
   }
   await Promise.all(placing);
+  const rssMb = Object.fromEntries(
+    [...system.processes].flatMap(([name, child]) => {
+      const mb = rssOfProcess(child.pid!);
+      return mb === undefined ? [] : [[name, mb]];
+    }),
+  );
 
   const orders = new pg.Pool({ connectionString: system.databaseUrls.orders, max: 1 });
   const notifications = new pg.Pool({ connectionString: system.databaseUrls.notifications, max: 1 });
@@ -210,6 +218,7 @@ export async function runStep(
       // (almost) the offered rate. Otherwise the next step would start on this one's backlog.
       keptUp: paid.size >= 0.99 * count && receipts.size >= 0.99 * count && achieved >= 0.9 * offered,
       cpuMsPerOrder,
+      rssMb,
       cpuUtilisation: Math.round((cpuMs / ((Date.now() - started) * cpus().length)) * 100) / 100,
       hops,
     };

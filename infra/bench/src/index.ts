@@ -1,6 +1,7 @@
 export { renderRun, runBench, SECTIONS, type BenchOptions, type BenchResult, type Section } from './bench.js';
 export type { BenchRun, Target } from './report.js';
 export {
+  LIGHT_LOAD_STATEMENTS,
   measureRoundTrips,
   ROUND_TRIP_BUDGET,
   ROUND_TRIP_TARGETS,

@@ -188,11 +188,22 @@ function requestsOf(before: RoundTrips, after: RoundTrips, placed: number): Reco
     redisCommands: 'Redis commands',
   } as const;
   const requests: Record<string, number> = {};
+  const perOrder = (count: number) => Math.round((count / placed) * 10) / 10;
   for (const [kind, label] of Object.entries(labels) as [keyof typeof labels, string][]) {
     for (const service of SERVICES) {
-      requests[`${label}: ${service}`] =
-        Math.round(((after.byService[service][kind] - before.byService[service][kind]) / placed) * 10) / 10;
+      requests[`${label}: ${service}`] = perOrder(after.byService[service][kind] - before.byService[service][kind]);
     }
+  }
+  // What they were: the statements by service and kind, the scripts by name.
+  for (const [counts, label] of [
+    [(at: RoundTrips) => at.statementKinds, 'statement'],
+    [(at: RoundTrips) => at.scripts, 'script'],
+  ] as const) {
+    const kinds = Object.entries(counts(after))
+      .map(([kind, n]) => [kind, perOrder(n - (counts(before)[kind] ?? 0))] as const)
+      .filter(([, n]) => n >= 0.1)
+      .sort((a, b) => b[1] - a[1]);
+    for (const [kind, n] of kinds) requests[`${label} ${kind}`] = n;
   }
   return requests;
 }

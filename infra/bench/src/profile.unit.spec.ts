@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { statementKind } from './count-round-trips.js';
 import { attribute, ownerOf } from './profile.js';
 
 const frame = (id: number, functionName: string, url: string, children: number[] = []) => ({
@@ -41,5 +42,22 @@ describe('the CPU profile attribution', () => {
       'node-postgres': 2,
       'Node.js (event loop, I/O, timers)': 1,
     });
+  });
+
+  it('names a statement by its verb and the table it writes or reads', () => {
+    expect(statementKind('BEGIN')).toBe('BEGIN');
+    expect(statementKind('INSERT INTO processed_messages (consumer) VALUES ($1)')).toBe('INSERT processed_messages');
+    expect(
+      statementKind(
+        "WITH inserted AS (\n INSERT INTO outbox_messages (x) VALUES ($1) RETURNING 1) SELECT pg_notify($2, '') FROM inserted",
+      ),
+    ).toBe('WITH … INSERT outbox_messages');
+    expect(statementKind('SELECT message_id FROM outbox_messages WHERE x FOR UPDATE SKIP LOCKED')).toBe(
+      'SELECT outbox_messages',
+    );
+    expect(statementKind('INSERT INTO "public"."orders" ("id") VALUES ($1) ON CONFLICT (id) DO UPDATE SET x = 1')).toBe(
+      'INSERT orders',
+    );
+    expect(statementKind('SELECT pg_try_advisory_xact_lock($1)')).toBe('SELECT pg_try_advisory_xact_lock()');
   });
 });

@@ -13,7 +13,7 @@ export const FAULT_NAMES = [
   'crash-after-commit',
   /** Run the handler, then force the inbox transaction to roll back. */
   'rollback-after-handler',
-  /** SIGKILL the relay process after publishing a batch, before marking it published. */
+  /** SIGKILL the process after publishing outbox rows (a relay's batch, or a writer's handoff right after its commit), before marking them published. */
   'crash-after-publish',
   /** Publish every message a second time under another broker job id, past BullMQ's dedupe: the duplicate publication the consumers must absorb. */
   'publish-twice',

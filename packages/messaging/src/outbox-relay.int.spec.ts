@@ -1,7 +1,6 @@
-import { randomUUID } from 'node:crypto';
-import { subscribersOf, type ConsumerName, type Envelope } from '@idem/shop';
+import { subscribersOf, type ConsumerName } from '@idem/shop';
 import { createInbox } from '@idem/inbox';
-import { createRelay, enqueue } from '@idem/outbox';
+import { createRelay, handingOver, handoffFor } from '@idem/outbox';
 import {
   createTestDatabase,
   deleteQueues,
@@ -16,7 +15,7 @@ import {
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { reserveOneUnit } from '../test/fixtures.js';
+import { reserveOneUnit, writeOrders as writeOrdersIn } from '../test/fixtures.js';
 import { startConsumer, type DeliveryReport } from './consumer.js';
 import { defaultDeliveryPolicy } from './delivery-policy.js';
 import { createPublisher } from './publisher.js';
@@ -44,37 +43,7 @@ beforeEach(async () => {
   await db.prisma.stockItem.createMany({ data: SUBSCRIBERS.map((sku) => ({ sku, available: 1000 })) });
 });
 
-async function writeOrders(count: number): Promise<Envelope[]> {
-  return db.prisma.$transaction(async (tx) => {
-    const written: Envelope[] = [];
-    for (let i = 0; i < count; i++) {
-      const orderId = randomUUID();
-      written.push(
-        await enqueue(
-          tx,
-          shop,
-          {
-            type: 'orders.order-placed.v1',
-            body: {
-              orderId,
-              customerEmail: 'ada@example.com',
-              currency: 'eur',
-              paymentMethod: 'pm_card_visa',
-              lines: [{ sku: 'sku-1', quantity: 1, unitPriceCents: 100 }],
-              totalCents: 100,
-            },
-            aggregateId: orderId,
-            aggregateVersion: 1,
-            correlationId: randomUUID(),
-            causationId: null,
-          },
-          new Date(),
-        ),
-      );
-    }
-    return written;
-  });
-}
+const writeOrders = (count: number) => writeOrdersIn(db.prisma, count);
 
 async function queueCounts(consumer: ConsumerName) {
   const queue = new Queue(consumer, { connection: redis, prefix });
@@ -194,5 +163,117 @@ describe('outbox relay over BullMQ', () => {
     expect(published).toHaveLength(300);
     expect(new Set(published)).toEqual(new Set(written.map((e) => e.messageId)));
     for (const consumer of SUBSCRIBERS) expect(await queueCounts(consumer)).toMatchObject({ wait: 300 });
+  });
+
+  it("hands a transaction's events to the broker at its commit: the same rows and deliveries as the relay gives, no relay running", async () => {
+    const reports: DeliveryReport[] = [];
+    const consumers = SUBSCRIBERS.map((consumer) =>
+      startConsumer({
+        catalogue: shop,
+        consumer,
+        inbox: createInbox({ db: db.prisma }),
+        handler: reserveOneUnit(consumer),
+        prefix,
+        onDelivery: (report) => reports.push(report),
+      }),
+    );
+    const publisher = createPublisher({ catalogue: shop, prefix });
+    const writer = handingOver(db.connect());
+    const published: number[] = [];
+    handoffFor(writer)!.start({
+      publish: (envelopes) => publisher.publish(envelopes),
+      onPublished: (n) => published.push(n),
+    });
+    const rows = () =>
+      db.prisma.$queryRaw<{ type: string; attempts: number; published: boolean; last_error: string | null }[]>`
+        SELECT type, attempts, published_at IS NOT NULL AS published, last_error FROM outbox_messages ORDER BY position`;
+    try {
+      // The relay's way: enqueued in a plain transaction, published by a relay batch.
+      const relayed = await writeOrders(3);
+      const relay = createRelay({ db: db.prisma, publish: (batch) => publisher.publish(batch) });
+      expect(await relay.publishBatch()).toEqual({ published: 3 });
+      // The handoff's way: no relay; the rows are not even due for one until long after.
+      const handed = await writeOrdersIn(writer, 3);
+      await waitFor(async () => (await rows()).every((row) => row.published), { what: 'the handoff marks its rows' });
+      expect(published).toEqual([3]);
+      expect(await relay.publishBatch()).toEqual({ published: 0 });
+      const [relayedRows, handedRows] = [(await rows()).slice(0, 3), (await rows()).slice(3)];
+      expect(handedRows).toEqual(relayedRows);
+      await waitFor(() => reports.length === 12, { what: 'every delivery' });
+      for (const consumer of SUBSCRIBERS) {
+        const processed = reports.filter((r) => r.consumer === consumer && r.outcome.outcome === 'processed');
+        expect(processed.map((r) => r.messageId).sort()).toEqual(
+          [...relayed, ...handed].map((e) => e.messageId).sort(),
+        );
+        expect((await db.prisma.stockItem.findUniqueOrThrow({ where: { sku: consumer } })).available).toBe(1000 - 6);
+      }
+    } finally {
+      await handoffFor(writer)!.stop();
+      await Promise.all(consumers.map((c) => c.close(1000)));
+      await publisher.close();
+    }
+  });
+
+  it('leaves the events of a handoff that failed to the relay, which sweeps them once they are due', async () => {
+    const writer = handingOver(db.connect(), 300);
+    handoffFor(writer)!.start({ publish: () => Promise.reject(new Error('the broker is down')) });
+    const publisher = createPublisher({ catalogue: shop, prefix });
+    const relay = createRelay({ db: db.prisma, publish: (batch) => publisher.publish(batch) });
+    try {
+      await writeOrdersIn(writer, 4);
+      expect(await relay.publishBatch()).toEqual({ published: 0 }); // not due yet: the writer's own
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(await relay.publishBatch()).toEqual({ published: 4 });
+      for (const consumer of SUBSCRIBERS) expect(await queueCounts(consumer)).toMatchObject({ wait: 4 });
+    } finally {
+      await handoffFor(writer)!.stop();
+      await publisher.close();
+    }
+  });
+
+  it('republishes after a writer is SIGKILLed between its handoff and the mark, and every consumer suppresses the second copy', async () => {
+    const reports: DeliveryReport[] = [];
+    const consumers = SUBSCRIBERS.map((consumer) =>
+      startConsumer({
+        catalogue: shop,
+        consumer,
+        inbox: createInbox({ db: db.prisma }),
+        handler: reserveOneUnit(consumer),
+        prefix,
+        onDelivery: (report) => reports.push(report),
+      }),
+    );
+    try {
+      const child = startScript(new URL('../test/writer-process.ts', import.meta.url), {
+        DATABASE_URL: db.url,
+        IDEM_PREFIX: prefix,
+        IDEM_FAULTS_ENABLED: '1',
+        IDEM_FAULTS: 'crash-after-publish count=1',
+        SWEEP_AFTER_MS: '500',
+        ORDERS: '5',
+      });
+      await printed(child, 'ready');
+      expect(await exited(child)).toBe('SIGKILL');
+      expect(await db.prisma.outboxMessage.count({ where: { publishedAt: null } })).toBe(5); // published, never marked
+      const count = (outcome: string) => reports.filter((r) => r.outcome.outcome === outcome).length;
+      await waitFor(() => count('processed') === 10, { what: 'the first copies' });
+
+      // What the writer left, the relay sweeps: the accepted duplicate.
+      const publisher = createPublisher({
+        catalogue: shop,
+        prefix,
+        policy: { ...defaultDeliveryPolicy, keepCompletedMs: 0 },
+      });
+      const relay = createRelay({ db: db.prisma, publish: (batch) => publisher.publish(batch) });
+      await waitFor(async () => (await relay.publishBatch()).published === 5, { what: 'the sweep' });
+      await publisher.close();
+      await waitFor(() => count('duplicate') === 10, { what: 'the second copies' });
+      for (const consumer of SUBSCRIBERS) {
+        const stock = await db.prisma.stockItem.findUniqueOrThrow({ where: { sku: consumer } });
+        expect(stock.available).toBe(1000 - 5);
+      }
+    } finally {
+      await Promise.all(consumers.map((c) => c.close(1000)));
+    }
   });
 });

@@ -2,8 +2,10 @@
  * Shared by the messaging tests and the child processes they SIGKILL: a business change
  * that is visibly wrong when applied twice.
  */
-import type { Envelope } from '@idem/shop';
+import { randomUUID } from 'node:crypto';
+import { shop, type Envelope } from '@idem/shop';
 import { processed, stale, type MessageHandler } from '@idem/inbox';
+import { enqueue } from '@idem/outbox';
 import type { PrismaClient } from '@idem/testkit';
 
 export type Tx = Parameters<Parameters<PrismaClient['$transaction']>[0]>[0];
@@ -28,3 +30,36 @@ export const reserveOneUnit =
     }
     return processed;
   };
+
+/** `count` orders placed in one transaction of `db`: their events, in the outbox. */
+export async function writeOrders(db: PrismaClient, count: number): Promise<Envelope[]> {
+  return db.$transaction(async (tx) => {
+    const written: Envelope[] = [];
+    for (let i = 0; i < count; i++) {
+      const orderId = randomUUID();
+      written.push(
+        await enqueue(
+          tx,
+          shop,
+          {
+            type: 'orders.order-placed.v1',
+            body: {
+              orderId,
+              customerEmail: 'ada@example.com',
+              currency: 'eur',
+              paymentMethod: 'pm_card_visa',
+              lines: [{ sku: 'sku-1', quantity: 1, unitPriceCents: 100 }],
+              totalCents: 100,
+            },
+            aggregateId: orderId,
+            aggregateVersion: 1,
+            correlationId: randomUUID(),
+            causationId: null,
+          },
+          new Date(),
+        ),
+      );
+    }
+    return written;
+  });
+}

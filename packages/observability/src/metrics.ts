@@ -68,7 +68,8 @@ export function createMetrics(service: string): Metrics {
     }),
     relayPublished: new Counter({
       name: 'idem_relay_published_total',
-      help: 'Outbox rows published by the relay.',
+      help: 'Outbox rows published: by the writer right after its commit (handoff) or by the relay.',
+      labelNames: ['by'],
       registers,
     }),
     relayFailures: new Counter({

@@ -1,5 +1,5 @@
 import { answer, auditResult, requireOperator, route } from '@idem/http';
-import { createPooledRelay, listParked, outboxBacklog, purgePublished, retryParked } from '@idem/outbox';
+import { createPooledRelay, handoffFor, listParked, outboxBacklog, purgePublished, retryParked } from '@idem/outbox';
 import type { SqlClient } from '@idem/database';
 import type { Express, RequestHandler } from 'express';
 import { z } from 'zod';
@@ -7,15 +7,17 @@ import { periodic } from '../periodic.js';
 import { sharedWhileInFlight, type ServiceContext, type ServicePart } from '../run-service.js';
 
 /**
- * Everything about the service's outbox: its backlog gauges (every process), the relay that
- * publishes it (role `relay`), the retention of published rows (role `workers`), and the
- * operator's routes for the rows the relay parked (role `http`).
+ * Everything about the service's outbox: its backlog gauges and the handoff of committed events
+ * to the broker (every process, when the service's client hands over: `handingOver`), the relay
+ * that sweeps what is left (role `relay`), the retention of published rows (role `workers`), and
+ * the operator's routes for the rows the relay parked (role `http`).
  */
 export function outbox(): ServicePart {
   return {
     name: 'outbox',
     start(context) {
       backlogGauges(context);
+      const handoff = startHandoff(context);
       const relay = context.roles.has('relay') ? startRelay(context) : undefined;
       const retention = context.roles.has('workers') ? startRetention(context) : undefined;
       return {
@@ -25,6 +27,7 @@ export function outbox(): ServicePart {
         async stop() {
           await retention?.stop();
           await relay?.stop();
+          await handoff?.stop();
         },
       };
     },
@@ -51,6 +54,19 @@ function backlogGauges({ db, metrics }: ServiceContext) {
   );
 }
 
+/** Publication right after commit, on the process's publisher: the relay sweeps only what it leaves. */
+function startHandoff({ name, db, faults, log, metrics, publisher }: ServiceContext) {
+  const handoff = handoffFor(db);
+  handoff?.start({
+    publish: (events) => publisher.publish(events),
+    name: `${name}.handoff`,
+    faults,
+    onError: (error) => log.warn({ err: error }, 'outbox handoff failed: the relay publishes these events'),
+    onPublished: (count) => metrics.relayPublished.inc({ by: 'handoff' }, count),
+  });
+  return handoff;
+}
+
 /**
  * The relay, on a pool of its own: its batches in flight hold their connections while they wait
  * for the broker, so a broker outage holds the relay's connections and never the API's or the
@@ -64,7 +80,7 @@ function startRelay({ name, config, faults, log, metrics, publisher }: ServiceCo
     name: `${name}.relay`,
     faults,
     onError: (error) => log.warn({ err: error }, 'relay: publication failed, backing off'),
-    onBatch: (batch) => (batch.error ? metrics.relayFailures.inc() : metrics.relayPublished.inc(batch.published)),
+    onBatch: (batch) => (batch.error ? metrics.relayFailures.inc() : metrics.relayPublished.inc({ by: 'relay' }, batch.published)),
   });
   relay.start();
   return relay;
