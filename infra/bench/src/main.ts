@@ -1,6 +1,7 @@
-// `pnpm bench [--quick] [--out DIR] [--only consumer,relay,e2e,growth,profile] [--growth-sizes N,N] [--render RUN.json]`: see bench.ts and the README.
+// `pnpm bench [--quick] [--out DIR] [--only consumer,relay,e2e,growth,profile] [--growth-sizes N,N] [--compare REF] [--render RUN.json]`: see bench.ts and the README.
 import { parseArgs } from 'node:util';
 import { renderRun, runBench, SECTIONS, type Section } from './bench.js';
+import { benchAt, compareRuns } from './compare.js';
 
 const { values } = parseArgs({
   options: {
@@ -9,6 +10,7 @@ const { values } = parseArgs({
     only: { type: 'string' },
     render: { type: 'string' },
     'growth-sizes': { type: 'string' },
+    compare: { type: 'string' },
   },
 });
 if (values.render) {
@@ -29,6 +31,19 @@ if (growthSizes?.some((n) => !Number.isInteger(n) || n <= 0)) {
   console.error(`--growth-sizes takes table sizes, e.g. 1000000,10000000`);
   process.exit(2);
 }
-const { files } = await runBench({ quick: values.quick, out, sections, ...(growthSizes ? { growthSizes } : {}) });
+// The same sections on the commit to compare with, first: its run is read beside this one.
+const before = values.compare
+  ? benchAt(
+      values.compare,
+      [
+        ...(values.quick ? ['--quick'] : []),
+        ...(values.only ? ['--only', values.only] : []),
+        ...(values['growth-sizes'] ? ['--growth-sizes', values['growth-sizes']] : []),
+      ],
+      (line) => console.log(line),
+    )
+  : undefined;
+const { run, files } = await runBench({ quick: values.quick, out, sections, ...(growthSizes ? { growthSizes } : {}) });
 console.log(`\nwrote ${files.markdown}, ${files.json}${files.chart ? `, ${files.chart}` : ''}`);
+if (before) console.log(`\n${compareRuns(values.compare!, before, run)}`);
 process.exit(0);

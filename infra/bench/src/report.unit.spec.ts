@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { compareRuns } from './compare.js';
 import type { ConsumerSample } from './consumer-cost.js';
 import { kneeOf, type LoadStep } from './end-to-end.js';
 import { beforeAfterTable, evaluateTargets, formatChart, type BenchRun } from './report.js';
@@ -145,5 +146,13 @@ describe('bench statistics', () => {
     const svg = formatChart({ steps: [step(10, 400), step(25, 500), step(50, 3000, false)], knee: 25 });
     expect(svg.match(/<polyline /g)).toHaveLength(4);
     expect(svg).toContain('>50*</text>');
+  });
+
+  it('compares two runs target by target, with the ratio of their figures', () => {
+    const before = { ...run([]), endToEnd: { steps: [step(10, 400), step(20, 1000)], knee: 10 } };
+    const after = { ...run([]), endToEnd: { steps: [step(10, 200), step(20, 300)], knee: 20 } };
+    const lines = compareRuns('main', before, after).split('\n');
+    expect(lines).toContain('MISS  end to end: knee ≥ 30 orders/s: 10 → 20  (2.00×)');
+    expect(lines).toContain('PASS  end to end at 10 orders/s: POST→PAID p95 ≤ 400 ms: 400 ms → 200 ms  (0.50×)');
   });
 });

@@ -66,7 +66,7 @@ export class OutboxHandoff {
   readonly #inFlight = new Set<Promise<void>>();
   /** Published, not yet marked: the next mark takes them all (one statement while another runs). */
   #toMark: string[] = [];
-  #marking: Promise<void> | undefined;
+  #marking = false;
 
   constructor(
     readonly db: TransactionalClient<SqlClient>,
@@ -100,7 +100,7 @@ export class OutboxHandoff {
       handedOver.set(tx, { events, sweepAfterMs: this.sweepAfterMs });
       return fn(tx);
     }, options);
-    if (events.length > 0) this.#track(this.#handOver(events));
+    if (events.length > 0) void this.#track(this.#handOver(events));
     return result;
   };
 
@@ -117,7 +117,9 @@ export class OutboxHandoff {
     // Publish first, mark second, as the relay does: a crash in between publishes them again.
     options.faults.crashIf('crash-after-publish', options.name);
     this.#toMark.push(...events.map((event) => event.messageId));
-    this.#marking ??= this.#track(this.#markAll(options));
+    if (this.#marking) return; // the mark under way takes these next
+    this.#marking = true;
+    void this.#track(this.#markAll(options));
   }
 
   async #markAll({ now, onError }: Required<HandoffOptions>): Promise<void> {
@@ -133,7 +135,7 @@ export class OutboxHandoff {
       this.#toMark = []; // left for the relay, which publishes them again
       onError(error);
     } finally {
-      this.#marking = undefined;
+      this.#marking = false;
     }
   }
 

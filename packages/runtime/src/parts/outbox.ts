@@ -80,7 +80,8 @@ function startRelay({ name, config, faults, log, metrics, publisher }: ServiceCo
     name: `${name}.relay`,
     faults,
     onError: (error) => log.warn({ err: error }, 'relay: publication failed, backing off'),
-    onBatch: (batch) => (batch.error ? metrics.relayFailures.inc() : metrics.relayPublished.inc({ by: 'relay' }, batch.published)),
+    onBatch: (batch) =>
+      batch.error ? metrics.relayFailures.inc() : metrics.relayPublished.inc({ by: 'relay' }, batch.published),
   });
   relay.start();
   return relay;

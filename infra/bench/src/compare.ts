@@ -1,0 +1,65 @@
+/**
+ * `pnpm bench --compare <git ref> [--quick] [--only …]`: the same sections on `ref` — a worktree of
+ * it with its own dependencies, installed offline — and then on the working tree, one after the
+ * other on this machine, each target's figure side by side with the ratio, judged by today's
+ * targets. A change's effect is read in one run, never across machines.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { evaluateTargets, type BenchRun, type Target } from './report.js';
+
+/** pnpm as this process was started by it, or the version the README names. */
+function pnpm(args: string[], cwd: string): void {
+  const execPath = process.env.npm_execpath;
+  const [command, prefix] = execPath?.includes('pnpm')
+    ? [process.execPath, [execPath]]
+    : ['npx', ['-y', 'pnpm@10.34.9']];
+  const result = spawnSync(command, [...prefix, ...args], { cwd, stdio: 'inherit' });
+  if (result.status !== 0) throw new Error(`pnpm ${args.join(' ')} in ${cwd} exited with ${result.status}`);
+}
+
+/** Runs `pnpm bench <args> --out …` on `ref` and returns the run it wrote. */
+export function benchAt(ref: string, args: readonly string[], log: (line: string) => void): BenchRun {
+  const dir = mkdtempSync(join(tmpdir(), 'idem-bench-compare-'));
+  const tree = join(dir, 'tree');
+  const git = (...gitArgs: string[]) => {
+    const result = spawnSync('git', gitArgs, { stdio: 'inherit' });
+    if (result.status !== 0) throw new Error(`git ${gitArgs.join(' ')} exited with ${result.status}`);
+  };
+  git('worktree', 'add', '--detach', tree, ref);
+  try {
+    log(`\n${ref}: installing its dependencies, then pnpm bench ${args.join(' ')}`);
+    pnpm(['install', '--frozen-lockfile', '--offline'], tree);
+    pnpm(['bench', ...args, '--out', join(dir, 'out')], tree);
+    const runs = join(dir, 'out', 'benchmarks', 'runs');
+    const [json] = readdirSync(runs).filter((name) => name.endsWith('.json'));
+    return JSON.parse(readFileSync(join(runs, json!), 'utf8')) as BenchRun;
+  } finally {
+    git('worktree', 'remove', '--force', tree);
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Each target both runs measured: before → after, and after / before of their first figures. */
+export function compareRuns(ref: string, before: BenchRun, after: BenchRun): string {
+  const earlier = new Map(evaluateTargets(before).map((target) => [target.name, target]));
+  const lines = [`compared with ${ref}, same machine, one after the other (after / before):`];
+  for (const target of evaluateTargets(after)) {
+    const was = earlier.get(target.name);
+    if (!was) continue;
+    const ratio = ratioOf(was, target);
+    lines.push(
+      `${target.pass ? 'PASS' : 'MISS'}  ${target.name}: ${was.measured} → ${target.measured}${ratio ? `  (${ratio})` : ''}`,
+    );
+  }
+  return lines.join('\n');
+}
+
+const firstNumber = (text: string) => Number(/-?\d[\d,]*(\.\d+)?/.exec(text)?.[0]?.replace(/,/g, '') ?? Number.NaN);
+
+function ratioOf(before: Target, after: Target): string | undefined {
+  const [was, is] = [firstNumber(before.measured), firstNumber(after.measured)];
+  return Number.isFinite(was) && Number.isFinite(is) && was !== 0 ? `${(is / was).toFixed(2)}×` : undefined;
+}
