@@ -11,5 +11,13 @@ export {
   type PgTransaction,
 } from './node-postgres.js';
 export { packageModels, type TableSet } from './table-set.js';
-export { claimLeased, type LeaseClaim, type UnsafeSqlClient } from './leases.js';
+export {
+  claimLeased,
+  localTakerIn,
+  takeHere,
+  type LeaseClaim,
+  type LocalTaker,
+  type UnsafeSqlClient,
+} from './leases.js';
 export { listen, notify } from './listen.js';
+export { afterCommit, clientOf, runningAfterCommit } from './after-commit.js';

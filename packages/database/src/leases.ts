@@ -1,3 +1,4 @@
+import { afterCommit, clientOf } from './after-commit.js';
 import type { SqlClient } from './sql-client.js';
 
 /** A client that can also run SQL built from trusted identifiers (Prisma's `$queryRawUnsafe`). */
@@ -66,4 +67,48 @@ function camelCased(row: Record<string, unknown>): Record<string, unknown> {
       value,
     ]),
   );
+}
+
+/**
+ * A worker that takes the work items its own process writes, right after the writing transaction
+ * commits: each is written already leased to it (no claim, no notification) and handed over in
+ * memory, so its poll only recovers what a crash left — after the lease, as for a claimed item.
+ */
+export interface LocalTaker<Item> {
+  /** Written as the item's lease owner. */
+  readonly owner: string;
+  /** The lease an item is written with, as long as the worker's claims hold theirs. */
+  readonly leaseMs: number;
+  /** Acts on the committed item; never throws (it records its own failures). */
+  take(item: Item): void;
+}
+
+/** Local takers by the client whose transactions write their items, then by table. */
+const takers = new WeakMap<object, Map<string, LocalTaker<unknown>>>();
+
+/**
+ * From now on `taker` takes the items of `table` that transactions of `db` write (a client made by
+ * `runningAfterCommit`: it runs the handover after the commit), until the returned function is called.
+ */
+export function takeHere<Item>(db: object, table: string, taker: LocalTaker<Item>): () => void {
+  let byTable = takers.get(db);
+  if (!byTable) takers.set(db, (byTable = new Map()));
+  byTable.set(table, taker as LocalTaker<unknown>);
+  return () => {
+    if (byTable.get(table) === taker) byTable.delete(table);
+  };
+}
+
+/**
+ * The worker that takes what `tx` writes into `table`, registered with `takeHere` on `tx`'s client;
+ * undefined when none is, or when `tx` runs no work after its commit. `handOver` runs once `tx`
+ * commits: the writer calls it when its item was written.
+ */
+export function localTakerIn<Item>(
+  tx: object,
+  table: string,
+): (LocalTaker<Item> & { handOver(item: Item): void }) | undefined {
+  const client = clientOf(tx);
+  const taker = client && (takers.get(client)?.get(table) as LocalTaker<Item> | undefined);
+  return taker && { ...taker, handOver: (item) => void afterCommit(tx, () => taker.take(item)) };
 }

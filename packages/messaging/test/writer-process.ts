@@ -2,21 +2,25 @@
 // process, so a test can SIGKILL it for real between publishing and marking.
 import { PrismaPg } from '@prisma/adapter-pg';
 import { faultsFromEnv } from '@idem/faults';
-import { handingOver, handoffFor } from '@idem/outbox';
+import { runningAfterCommit } from '@idem/database';
+import { handoffFor } from '@idem/outbox';
 import { PrismaClient } from '@idem/testkit';
 import { shop } from '@idem/shop';
 import { createPublisher, defaultDeliveryPolicy } from '../src/index.js';
 import { writeOrders } from './fixtures.js';
 
-const db = handingOver(
+const db = runningAfterCommit(
   new PrismaClient({ adapter: new PrismaPg({ connectionString: process.env.DATABASE_URL! }) }),
-  Number(process.env.SWEEP_AFTER_MS),
 );
 const publisher = createPublisher({
   catalogue: shop,
   prefix: process.env.IDEM_PREFIX!,
   policy: { ...defaultDeliveryPolicy, keepCompletedMs: 0 },
 });
-handoffFor(db)!.start({ publish: (envelopes) => publisher.publish(envelopes), faults: faultsFromEnv() });
+handoffFor(db).start({
+  publish: (envelopes) => publisher.publish(envelopes),
+  sweepAfterMs: Number(process.env.SWEEP_AFTER_MS),
+  faults: faultsFromEnv(),
+});
 console.log('ready');
 await writeOrders(db, Number(process.env.ORDERS));

@@ -8,13 +8,21 @@
  * and mark. (MassTransit's, NServiceBus's and Wolverine's outboxes work the same way.)
  */
 import type { AnyEnvelope } from '@idem/contracts';
-import type { SqlClient, TransactionalClient } from '@idem/database';
+import { afterCommit, clientOf, type SqlClient } from '@idem/database';
 import { noFaults, type Faults } from '@idem/faults';
 
 /** What a handoff needs to publish: the broker, and how it reports. */
 export interface HandoffOptions {
   /** Publishes events to the broker; resolves only when the broker has accepted all of them. */
   readonly publish: (envelopes: AnyEnvelope[]) => Promise<void>;
+  /** How long rows written for a handoff are left to it before the relay sweeps them. @defaultValue {@link SWEEP_AFTER_MS} */
+  readonly sweepAfterMs?: number;
+  /**
+   * How long a publication's mark waits for the next ones, so one statement marks them all: under
+   * load, a mark per many events rather than one per transaction. A crash in that time publishes
+   * them again (the accepted duplicate). Must be well under `sweepAfterMs`. @defaultValue 200
+   */
+  readonly markAfterMs?: number;
   /** A failed publication or mark: the rows stay for the relay. */
   readonly onError?: (error: unknown) => void;
   /** After every publication (for metrics). */
@@ -26,56 +34,48 @@ export interface HandoffOptions {
   readonly now?: () => Date;
 }
 
-/** How long rows written for a handoff are left to it before the relay sweeps them. */
+/** How long rows written for a handoff are left to it before the relay sweeps them, by default. */
 export const SWEEP_AFTER_MS = 5_000;
 
-/** A transaction's events to hand over, as `enqueue` finds them (keyed by the transaction client). */
-const handedOver = new WeakMap<object, { readonly events: AnyEnvelope[]; readonly sweepAfterMs: number }>();
-
-/** The handoff `enqueue` writes into, when `tx` is a transaction of a client that hands over. */
-export const handoffOf = (tx: object) => handedOver.get(tx);
-
-/** Handoffs by the client they wrap (`handingOver(db)`), so the service's outbox part finds its own. */
+/** Handoffs by the client whose transactions they hand over. */
 const handoffs = new WeakMap<object, OutboxHandoff>();
 
 /**
- * The service's database client, handing the events each transaction enqueued to the broker after
- * it commits — once {@link OutboxHandoff.start} has been given a publisher; until then (and after
- * `stop`) its transactions are the client's own and the relay publishes everything.
+ * The handoff of `db`'s transactions. It hands nothing over until started, and only for a client
+ * that runs work after commit (`runningAfterCommit` from @idem/database); for any other, the relay
+ * publishes everything, as before.
  */
-export function handingOver<C extends TransactionalClient<SqlClient>>(db: C, sweepAfterMs = SWEEP_AFTER_MS): C {
-  const handoff = new OutboxHandoff(db, sweepAfterMs);
-  const client = new Proxy(db, {
-    get(target, property) {
-      if (property === '$transaction') return handoff.transaction;
-      const value: unknown = Reflect.get(target, property, target);
-      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
-    },
-  });
-  handoffs.set(client, handoff);
-  return client;
+export function handoffFor(db: SqlClient): OutboxHandoff {
+  let handoff = handoffs.get(db);
+  if (!handoff) handoffs.set(db, (handoff = new OutboxHandoff(db)));
+  return handoff;
 }
 
-/** The handoff of a client made by {@link handingOver}; undefined for any other. */
-export const handoffFor = (db: object): OutboxHandoff | undefined => handoffs.get(db);
+/** The started handoff `enqueue` writes into for `tx`, if its client has one. */
+export const handoffOf = (tx: SqlClient): OutboxHandoff | undefined => {
+  const client = clientOf(tx);
+  return client && handoffs.get(client);
+};
 
 /** Hands committed events to the broker, then marks them published; see the module's comment. */
 export class OutboxHandoff {
   #options: Required<HandoffOptions> | undefined;
+  /** Each transaction's events, handed over together once it commits. */
+  readonly #events = new WeakMap<object, AnyEnvelope[]>();
   /** Publications and marks under way: what `stop` waits for. */
   readonly #inFlight = new Set<Promise<void>>();
-  /** Published, not yet marked: the next mark takes them all (one statement while another runs). */
+  /** Published, not yet marked: the next mark takes them all in one statement. */
   #toMark: string[] = [];
-  #marking = false;
+  /** Set while a mark waits (`markAfterMs`): ends the wait at once (`stop`). */
+  #markNow: (() => void) | undefined;
 
-  constructor(
-    readonly db: TransactionalClient<SqlClient>,
-    readonly sweepAfterMs: number,
-  ) {}
+  constructor(readonly db: SqlClient) {}
 
   /** From now on, each committed transaction's events are published at once. */
   start(options: HandoffOptions): void {
     this.#options = {
+      sweepAfterMs: SWEEP_AFTER_MS,
+      markAfterMs: 200,
       onError: () => {},
       onPublished: () => {},
       name: 'handoff',
@@ -88,21 +88,26 @@ export class OutboxHandoff {
   /** Stops handing over (the relay publishes what comes after) and waits for what is under way. */
   async stop(): Promise<void> {
     this.#options = undefined;
+    this.#markNow?.();
     while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
   }
 
-  /** The client's `$transaction`: the same transaction, and its events handed over after the commit. */
-  readonly transaction = async <R>(fn: (tx: SqlClient) => Promise<R>, options?: object): Promise<R> => {
-    if (!this.#options || typeof fn !== 'function') return this.db.$transaction(fn, options); // not handing over, or Prisma's array form
-    let events: AnyEnvelope[] = [];
-    const result = await this.db.$transaction(async (tx) => {
-      events = [];
-      handedOver.set(tx, { events, sweepAfterMs: this.sweepAfterMs });
-      return fn(tx);
-    }, options);
-    if (events.length > 0) void this.#track(this.#handOver(events));
-    return result;
-  };
+  /**
+   * Takes `envelope`, enqueued in `tx`, to hand over once `tx` commits; says when the relay may
+   * sweep its row — undefined when nothing is handed over (not started, or `tx` runs no work after
+   * commit) and the relay publishes it as soon as it is due.
+   */
+  take(tx: SqlClient, envelope: AnyEnvelope, now: Date): Date | undefined {
+    if (!this.#options) return undefined;
+    let events = this.#events.get(tx);
+    if (!events) {
+      const taken: AnyEnvelope[] = [];
+      if (!afterCommit(tx, () => void this.#track(this.#handOver(taken)))) return undefined;
+      this.#events.set(tx, (events = taken));
+    }
+    events.push(envelope);
+    return new Date(now.getTime() + this.#options.sweepAfterMs);
+  }
 
   async #handOver(events: AnyEnvelope[]): Promise<void> {
     const options = this.#options;
@@ -117,25 +122,27 @@ export class OutboxHandoff {
     // Publish first, mark second, as the relay does: a crash in between publishes them again.
     options.faults.crashIf('crash-after-publish', options.name);
     this.#toMark.push(...events.map((event) => event.messageId));
-    if (this.#marking) return; // the mark under way takes these next
-    this.#marking = true;
-    void this.#track(this.#markAll(options));
+    if (this.#markNow) return; // the mark that waits takes these too
+    const waited = new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, options.markAfterMs);
+      this.#markNow = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+    void this.#track(waited.then(() => this.#mark(options)));
   }
 
-  async #markAll({ now, onError }: Required<HandoffOptions>): Promise<void> {
+  async #mark({ now, onError }: Required<HandoffOptions>): Promise<void> {
+    this.#markNow = undefined;
+    const ids = this.#toMark;
+    this.#toMark = [];
     try {
-      while (this.#toMark.length > 0) {
-        const ids = this.#toMark;
-        this.#toMark = [];
-        await this.db.$executeRaw`
-          UPDATE outbox_messages SET published_at = ${now()}, attempts = attempts + 1, last_error = NULL
-           WHERE message_id = ANY(${ids}::uuid[]) AND published_at IS NULL`;
-      }
+      await this.db.$executeRaw`
+        UPDATE outbox_messages SET published_at = ${now()}, attempts = attempts + 1, last_error = NULL
+         WHERE message_id = ANY(${ids}::uuid[]) AND published_at IS NULL`;
     } catch (error) {
-      this.#toMark = []; // left for the relay, which publishes them again
-      onError(error);
-    } finally {
-      this.#marking = false;
+      onError(error); // left for the relay, which publishes them again
     }
   }
 

@@ -1,5 +1,5 @@
 export { enqueue, OUTBOX_CHANNEL } from './enqueue.js';
-export { handingOver, handoffFor, OutboxHandoff, SWEEP_AFTER_MS, type HandoffOptions } from './handoff.js';
+export { handoffFor, OutboxHandoff, SWEEP_AFTER_MS, type HandoffOptions } from './handoff.js';
 export {
   createPooledRelay,
   createRelay,

@@ -1,3 +1,4 @@
+import { runningAfterCommit } from '@idem/database';
 import { PrismaPg } from '@prisma/adapter-pg';
 import { PrismaClient, type Prisma } from './generated/prisma/client.js';
 
@@ -5,6 +6,9 @@ export { PrismaClient };
 /** The transaction client handlers receive from the inbox. */
 export type Tx = Prisma.TransactionClient;
 
+/** The service's client: what a transaction leaves to do after its commit is done right then (the dispatcher takes its e-mails). */
 export function connectDatabase(databaseUrl: string, poolMax?: number): PrismaClient {
-  return new PrismaClient({ adapter: new PrismaPg({ connectionString: databaseUrl, max: poolMax }) });
+  return runningAfterCommit(
+    new PrismaClient({ adapter: new PrismaPg({ connectionString: databaseUrl, max: poolMax }) }),
+  );
 }

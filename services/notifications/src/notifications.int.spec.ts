@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Envelope } from '@idem/shop';
+import { takeHere } from '@idem/database';
 import { createInbox } from '@idem/inbox';
 import { createLogger } from '@idem/runtime';
 import { startSmtpSink, type SmtpSink } from '@idem/smtp-sink';
@@ -43,7 +44,7 @@ beforeEach(async () => {
   await database.empty();
 });
 
-const inbox = () => createInbox({ db });
+const inbox = (client = db) => createInbox({ db: client });
 const smtpUrl = () => `smtp://127.0.0.1:${sink.smtpPort}`;
 const dispatcher = (maxAttempts = 8): ReturnType<typeof createDispatcher> =>
   createDispatcher({
@@ -62,10 +63,10 @@ const captured = (orderId: string): Envelope<'payments.payment-captured.v1'> => 
   producer: 'payments',
   body: { orderId, paymentIntentId: 'pi_123', amountCents: 500, currency: 'eur' },
 });
-const placeAndCapture = async () => {
+const placeAndCapture = async (client = db) => {
   const order = orderPlacedMessage();
-  await inbox().consume('notifications.order-placed.v1', order, handleOrderPlaced({ now }));
-  await inbox().consume(
+  await inbox(client).consume('notifications.order-placed.v1', order, handleOrderPlaced({ now }));
+  await inbox(client).consume(
     'notifications.payment-captured.v1',
     captured(order.body.orderId),
     handlePaymentCaptured({ now }),
@@ -126,8 +127,10 @@ describe('email dispatcher', () => {
       pollIntervalMs: 3_600_000, // a poll an hour away: only the item's notification wakes it
     });
     listening.start();
+    // Written by another client (another process, as far as the dispatcher knows): not handed to it.
+    const elsewhere = connectDatabase(database.url);
     try {
-      const order = await placeAndCapture();
+      const order = await placeAndCapture(elsewhere);
       await waitFor(
         async () => (await db.emailWorkItem.count({ where: { orderId: order.body.orderId, status: 'sent' } })) === 2,
         {
@@ -136,7 +139,46 @@ describe('email dispatcher', () => {
       );
     } finally {
       await listening.stop();
+      await elsewhere.$disconnect();
     }
+  });
+
+  it('takes the emails its own process writes at their commit: written leased to it, sent with no claim, notification or poll', async () => {
+    const local = createDispatcher({
+      db,
+      smtpUrl: smtpUrl(),
+      from: 'shop@idem.local',
+      log: createLogger('notifications', 'silent'),
+      pollIntervalMs: 3_600_000, // no LISTEN, and a poll an hour away: only the handover sends
+    });
+    local.start();
+    try {
+      const order = await placeAndCapture();
+      const sent = async () => db.emailWorkItem.findMany({ where: { orderId: order.body.orderId, status: 'sent' } });
+      await waitFor(async () => (await sent()).length === 2, { what: 'both emails sent' });
+      // As a claim leaves it: one attempt, the lease released by the mark.
+      expect((await sent()).map((item) => [item.attempts, item.leaseOwner])).toEqual([
+        [1, null],
+        [1, null],
+      ]);
+      expect(sink.messages()).toHaveLength(2);
+    } finally {
+      await local.stop();
+    }
+  });
+
+  it('sends, once its lease has run out, an email its own dispatcher never took (the process died after the commit)', async () => {
+    // The process's dispatcher as it is at a SIGKILL: the items were written leased to it, and nothing runs.
+    const stopTaking = takeHere(db, 'email_work_items', { owner: 'a-dispatcher-that-died', leaseMs: 500, take() {} });
+    try {
+      await placeAndCapture();
+    } finally {
+      stopTaking();
+    }
+    expect(await db.emailWorkItem.count({ where: { leaseOwner: 'a-dispatcher-that-died' } })).toBe(2);
+    expect(await dispatcher().runOnce()).toBe(0); // still leased
+    await waitFor(async () => (await dispatcher().runOnce()) === 2, { what: 'the claim after the lease' });
+    expect((await db.emailWorkItem.findMany()).map((item) => item.status)).toEqual(['sent', 'sent']);
   });
 
   it('sends readable emails with the order lines and totals and a stable Message-ID, then marks them sent', async () => {

@@ -1,4 +1,4 @@
-import { handingOver } from '@idem/outbox';
+import { runningAfterCommit } from '@idem/database';
 import { PrismaPg } from '@prisma/adapter-pg';
 import { PrismaClient, type Prisma } from './generated/prisma/client.js';
 
@@ -6,7 +6,9 @@ export { PrismaClient };
 /** The transaction client handlers receive from the inbox. */
 export type Tx = Prisma.TransactionClient;
 
-/** The service's client: a transaction's events go to the broker right after it commits (the outbox's handoff). */
+/** The service's client: what a transaction leaves to do after its commit is done right then (the outbox's handoff). */
 export function connectDatabase(databaseUrl: string, poolMax?: number): PrismaClient {
-  return handingOver(new PrismaClient({ adapter: new PrismaPg({ connectionString: databaseUrl, max: poolMax }) }));
+  return runningAfterCommit(
+    new PrismaClient({ adapter: new PrismaPg({ connectionString: databaseUrl, max: poolMax }) }),
+  );
 }

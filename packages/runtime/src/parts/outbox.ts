@@ -8,7 +8,7 @@ import { sharedWhileInFlight, type ServiceContext, type ServicePart } from '../r
 
 /**
  * Everything about the service's outbox: its backlog gauges and the handoff of committed events
- * to the broker (every process, when the service's client hands over: `handingOver`), the relay
+ * to the broker (every process, when the service's client runs work after commit), the relay
  * that sweeps what is left (role `relay`), the retention of published rows (role `workers`), and
  * the operator's routes for the rows the relay parked (role `http`).
  */
@@ -27,7 +27,7 @@ export function outbox(): ServicePart {
         async stop() {
           await retention?.stop();
           await relay?.stop();
-          await handoff?.stop();
+          await handoff.stop();
         },
       };
     },
@@ -57,7 +57,7 @@ function backlogGauges({ db, metrics }: ServiceContext) {
 /** Publication right after commit, on the process's publisher: the relay sweeps only what it leaves. */
 function startHandoff({ name, db, faults, log, metrics, publisher }: ServiceContext) {
   const handoff = handoffFor(db);
-  handoff?.start({
+  handoff.start({
     publish: (events) => publisher.publish(events),
     name: `${name}.handoff`,
     faults,

@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { inSpan } from '@idem/contracts';
-import { claimLeased } from '@idem/database';
+import { claimLeased, takeHere } from '@idem/database';
 import { noFaults, type Faults } from '@idem/faults';
 import { pollingWorker, awaitAll, type BackgroundWorker, type Logger } from '@idem/runtime';
 import type { PrismaClient } from '../db.js';
-import { recordFailedSend, recordSent, WORK_ITEMS_CHANNEL } from '../application/work-items.js';
+import { recordFailedSend, recordSent, WORK_ITEMS_CHANNEL, WORK_ITEMS_TABLE } from '../application/work-items.js';
 import type { EmailWorkItem } from '../generated/prisma/client.js';
 import { createSmtpClient, smtpFailureOf, type SmtpClient } from '../providers/smtp.js';
 
@@ -65,7 +65,9 @@ type Dispatcher = Required<Omit<DispatcherOptions, 'smtpUrl' | 'databaseUrl'>> &
  * Drains email work items: claims due ones with a lease, sends each over SMTP with its stable
  * Message-ID, then marks it sent. SMTP has no idempotency: a crash after the server accepted
  * a message and before it is marked sent means one more send — with the same Message-ID, so
- * mail clients and the checker can recognise the copy.
+ * mail clients and the checker can recognise the copy. While it runs, the items its own process
+ * writes are written leased to it and handed to it at their commit (`takeHere`): no claim and
+ * no notification for them; the claims recover what a crash left, once its lease has run out.
  */
 export function createDispatcher(options: DispatcherOptions): BackgroundWorker & { runOnce(): Promise<number> } {
   const {
@@ -109,11 +111,45 @@ export function createDispatcher(options: DispatcherOptions): BackgroundWorker &
     log: options.log,
     ...(databaseUrl ? { wakeOn: { databaseUrl, channel: WORK_ITEMS_CHANNEL } } : {}),
   });
+  const own = ownItems(dispatcher);
   return {
     ...worker,
+    start() {
+      own.start();
+      worker.start();
+    },
     async stop() {
+      await own.stop();
       await worker.stop();
       dispatcher.smtp.close();
+    },
+  };
+}
+
+/**
+ * The items this dispatcher's own process writes, taken at their commit (`takeHere`): each is
+ * sent at once, in its own trace; `stop` takes no more and waits for the sends under way.
+ */
+function ownItems(dispatcher: Dispatcher) {
+  const sending = new Set<Promise<void>>();
+  let stopTaking: (() => void) | undefined;
+  return {
+    start() {
+      stopTaking = takeHere<EmailWorkItem>(dispatcher.db, WORK_ITEMS_TABLE, {
+        owner: dispatcher.owner,
+        leaseMs: dispatcher.leaseMs,
+        take(item) {
+          const send = traced(dispatcher, item).catch((error: unknown) =>
+            dispatcher.log.error({ err: error, emailWorkItemId: item.id }, 'email not sent; its lease will run out'),
+          );
+          sending.add(send);
+          void send.finally(() => sending.delete(send));
+        },
+      });
+    },
+    async stop() {
+      stopTaking?.();
+      await Promise.allSettled([...sending]);
     },
   };
 }
