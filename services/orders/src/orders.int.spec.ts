@@ -19,7 +19,9 @@ import { handlePaymentFailed } from './consumers/payment-failed.js';
 import { handleReservationExpired } from './consumers/reservation-expired.js';
 import { handleStockReserved } from './consumers/stock-reserved.js';
 import { connectDatabase } from './db.js';
-import type { OrderView } from './application/orders.js';
+import { decideCapture, takeCapture } from './application/captures.js';
+import { applyTransition, createOrder, decideAndMove, type OrderView } from './application/orders.js';
+import { ORDER_STATUSES, type OrderStatus, type OrderTrigger } from './domain/order-status.js';
 import { startOrders } from './service.js';
 
 const database = serviceDatabase('orders', {
@@ -757,5 +759,91 @@ describe('orders consumers', () => {
       handleStockReserved({ now }),
     );
     expect(outcome).toMatchObject({ outcome: 'permanent_failure', code: 'unknown_order' });
+  });
+});
+
+describe('the one-statement moves', () => {
+  const TRIGGERS: OrderTrigger[] = [
+    'stock-reserved',
+    'stock-rejected',
+    'payment-captured',
+    'payment-failed',
+    'payment-refunded',
+    'cancel',
+    'reservation-expired',
+  ];
+  const at = new Date('2026-12-02T12:00:00.000Z');
+  /** Two orders alike but for their ids, in `status`: one for the fast way, one for the plain. */
+  const twins = async (status: OrderStatus) =>
+    db.$transaction(async (tx) => {
+      const order = {
+        customerId: 'ada',
+        customerEmail: 'ada@example.com',
+        paymentMethod: 'pm_card_visa',
+        currency: 'eur',
+        lines: [{ sku: 'keyboard', quantity: 2, unitPriceCents: 4999 }],
+        totalCents: 9998,
+      };
+      const ids = [(await createOrder(tx, order, at)).orderId, (await createOrder(tx, order, at)).orderId] as const;
+      await tx.$executeRaw`UPDATE orders SET status = ${status}, version = 3 WHERE id = ANY(${[...ids]}::uuid[])`;
+      return ids;
+    });
+  /** What the order's rows say, its id (and the capture's, when given) taken out. */
+  const rowsOf = async (orderId: string, captureId = orderId) => {
+    const same = (text: string) => text.replaceAll(orderId, '<order>').replaceAll(captureId, '<capture>');
+    const [order] = await db.$queryRaw<unknown[]>`
+      SELECT status, version, total_cents, currency, updated_at FROM orders WHERE id = ${orderId}::uuid`;
+    const history = await db.$queryRaw<unknown[]>`
+      SELECT version, status, causation_id::text, reason, occurred_at FROM order_status_changes
+       WHERE order_id = ${orderId}::uuid ORDER BY version`;
+    const refused = await db.$queryRaw<unknown[]>`
+      SELECT amount_cents, currency, refusal, order_status FROM refused_captures WHERE order_id = ${orderId}::uuid`;
+    const announced = await db.$queryRaw<{ type: string; body: unknown }[]>`
+      SELECT type, envelope->'body' AS body FROM outbox_messages WHERE envelope->'body'->>'orderId' = ${orderId}`;
+    return same(JSON.stringify({ order, history, refused, announced }));
+  };
+  const same = (result: unknown, orderId: string) => JSON.stringify(result).replaceAll(orderId, '<order>');
+
+  it('gives the outcomes and rows of the plain way, from every status, for every trigger, owner or not', async () => {
+    const causationId = randomUUID();
+    for (const status of ORDER_STATUSES)
+      for (const trigger of TRIGGERS)
+        for (const owner of [undefined, 'ada', 'someone-else']) {
+          const [fast, plain] = await twins(status);
+          const change = { now: at, causationId, reason: 'why', ...(owner ? { owner } : {}) };
+          const fastResult = await db.$transaction((tx) => applyTransition(tx, fast, trigger, change));
+          const plainResult = await db.$transaction((tx) => decideAndMove(tx, plain, trigger, change));
+          const what = `${trigger} from ${status}, owner ${owner}`;
+          expect(same(fastResult, fast), what).toBe(same(plainResult, plain));
+          expect(await rowsOf(fast), what).toBe(await rowsOf(plain));
+        }
+    const unknown = randomUUID();
+    const change = { now: at, causationId };
+    expect(await db.$transaction((tx) => applyTransition(tx, unknown, 'cancel', change))).toEqual({
+      kind: 'unknown_order',
+    });
+  });
+
+  it('takes a capture as the plain way does, from every status, its total or not', async () => {
+    for (const status of ORDER_STATUSES)
+      for (const [amountCents, currency] of [
+        [9998, 'eur'],
+        [9997, 'eur'],
+        [9998, 'usd'],
+      ] as const) {
+        const [fast, plain] = await twins(status);
+        const captureOf = (orderId: string) =>
+          testMessage('payments.payment-captured.v1', {
+            aggregateId: orderId,
+            aggregateVersion: 2,
+            body: { orderId, paymentIntentId: 'pi_1', amountCents, currency },
+          });
+        const [fastCapture, plainCapture] = [captureOf(fast), captureOf(plain)];
+        const fastResult = await db.$transaction((tx) => takeCapture(tx, fastCapture, at));
+        const plainResult = await db.$transaction((tx) => decideCapture(tx, plainCapture, at));
+        const what = `${amountCents} ${currency} from ${status}`;
+        expect(same(fastResult, fast), what).toBe(same(plainResult, plain));
+        expect(await rowsOf(fast, fastCapture.messageId), what).toBe(await rowsOf(plain, plainCapture.messageId));
+      }
   });
 });

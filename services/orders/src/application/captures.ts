@@ -2,7 +2,7 @@ import type { MessageOf } from '@idem/shop';
 import type { PrismaClient, Tx } from '../db.js';
 import { onCapture } from '../domain/order-status.js';
 import { announceCancellation } from './cancel-order.js';
-import { changeStatus, lockOrder, type OrderView } from './orders.js';
+import { changeStatus, lockOrder, moveIfAllowed, type OrderView } from './orders.js';
 
 export type CaptureResult =
   | { readonly kind: 'paid' }
@@ -16,9 +16,24 @@ export type CaptureResult =
  * order's total, in its currency, pays a waiting order. A capture that is not (mischarged)
  * cancels the order; one for an order that can no longer be paid (a cancellation that overtook
  * the charge) announces the cancellation again. Either way payments refunds it — a cancelled
- * order keeps no money, whatever order its events came in — and the refusal is recorded.
+ * order keeps no money, whatever order its events came in — and the refusal is recorded. The
+ * common case, a capture that pays its order, is one statement (`moveIfAllowed`); any other is
+ * decided the plain way (`decideCapture`), with the same outcome and rows.
  */
 export async function takeCapture(
+  tx: Tx,
+  capture: MessageOf<'orders.payment-captured.v1'>,
+  at: Date,
+): Promise<CaptureResult> {
+  const { orderId } = capture.body;
+  const change = { now: at, causationId: capture.messageId, paying: capture.body };
+  return (await moveIfAllowed(tx, orderId, 'payment-captured', change))
+    ? { kind: 'paid' }
+    : decideCapture(tx, capture, at);
+}
+
+/** The plain way of {@link takeCapture}: lock the order and read it, decide (`onCapture`), then write. */
+export async function decideCapture(
   tx: Tx,
   capture: MessageOf<'orders.payment-captured.v1'>,
   at: Date,

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Tx, PrismaClient } from '../db.js';
-import { nextStatus, type OrderStatus, type OrderTrigger } from '../domain/order-status.js';
+import { moveOf, nextStatus, type OrderStatus, type OrderTrigger } from '../domain/order-status.js';
 import type { PricedLine, RequestedLine } from '../domain/pricing.js';
 
 /** An order as a customer asks for it: what the request says, and who the token says they are. */
@@ -88,11 +88,24 @@ export type Owner = string | undefined;
 
 /**
  * Moves an order on `trigger` if the state machine allows it from its current status, bumping
- * its version and recording which message (if any) caused the change and why. The row is locked
- * first, so concurrent events for one order apply one after the other. Another owner's order is
- * `unknown_order`, as if it did not exist.
+ * its version and recording which message (if any) caused the change and why. Concurrent events
+ * for one order apply one after the other, on the order's row. Another owner's order is
+ * `unknown_order`, as if it did not exist. The common case is one statement (`moveIfAllowed`);
+ * when that moves nothing, the plain way decides (`decideAndMove`): the same outcome and rows
+ * either way (orders.int.spec.ts, "gives the outcomes and rows of the plain way").
  */
 export async function applyTransition(
+  tx: Tx,
+  orderId: string,
+  trigger: OrderTrigger,
+  change: StatusChange & { owner?: Owner },
+): Promise<TransitionResult> {
+  const moved = await moveIfAllowed(tx, orderId, trigger, change);
+  return moved ? { kind: 'changed', order: moved } : decideAndMove(tx, orderId, trigger, change);
+}
+
+/** The plain way of {@link applyTransition}: lock the order and read it, let the state machine decide, then write. */
+export async function decideAndMove(
   tx: Tx,
   orderId: string,
   trigger: OrderTrigger,
@@ -124,22 +137,23 @@ export async function lockOrder(tx: Tx, orderId: string): Promise<OrderView | un
            (SELECT json_agg(json_build_object('sku', sku, 'quantity', quantity, 'unitPriceCents', unit_price_cents)
                             ORDER BY line_no) FROM order_lines WHERE order_id = orders.id) AS lines
     FROM orders WHERE id = ${orderId}::uuid FOR UPDATE`;
-  return row
-    ? toView({
-        id: row.id,
-        customerId: row.customer_id,
-        customerEmail: row.customer_email,
-        currency: row.currency,
-        paymentMethod: row.payment_method,
-        totalCents: row.total_cents,
-        status: row.status,
-        version: row.version,
-        createdAt: row.created_at,
-        updatedAt: row.updated_at,
-        lines: row.lines ?? [],
-      })
-    : undefined;
+  return row && viewOf(row);
 }
+
+const viewOf = (row: LockedOrder): OrderView =>
+  toView({
+    id: row.id,
+    customerId: row.customer_id,
+    customerEmail: row.customer_email,
+    currency: row.currency,
+    paymentMethod: row.payment_method,
+    totalCents: row.total_cents,
+    status: row.status,
+    version: row.version,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+    lines: row.lines ?? [],
+  });
 
 /** Moves a locked order to `status`: its next version and that version's history entry, in one statement. */
 export async function changeStatus(
@@ -156,6 +170,44 @@ export async function changeStatus(
     INSERT INTO order_status_changes (order_id, version, status, causation_id, reason, occurred_at)
     VALUES (${order.orderId}::uuid, ${version}, ${status}, ${causationId}::uuid, ${reason ?? null}, ${now})`;
   return { ...order, status, version, updatedAt: now.toISOString() };
+}
+
+/**
+ * The order moved on `trigger` in one statement — when its status allows it, it is the owner's
+ * and, for a capture (`paying`), the capture is its total in its currency — with its next version
+ * and that version's history entry; undefined when nothing moved, and then nothing was written.
+ * The row is locked by the write, so a concurrent change waits for this transaction, and this
+ * write, if it waited for one, judges the status that change left.
+ */
+export async function moveIfAllowed(
+  tx: Tx,
+  orderId: string,
+  trigger: OrderTrigger,
+  {
+    now,
+    causationId,
+    reason,
+    owner,
+    paying,
+  }: StatusChange & { owner?: Owner; paying?: { amountCents: number; currency: string } },
+): Promise<OrderView | undefined> {
+  const { from, to } = moveOf(trigger);
+  const [row] = await tx.$queryRaw<LockedOrder[]>`
+    WITH moved AS (
+      UPDATE orders SET status = ${to}, version = version + 1, updated_at = ${now}
+       WHERE id = ${orderId}::uuid AND status = ANY(${from}::text[])
+         AND (${owner ?? null}::text IS NULL OR customer_id = ${owner ?? null})
+         AND (${paying?.amountCents ?? null}::int IS NULL OR (total_cents = ${paying?.amountCents ?? null} AND currency = ${paying?.currency ?? null}))
+      RETURNING *
+    ), recorded AS (
+      INSERT INTO order_status_changes (order_id, version, status, causation_id, reason, occurred_at)
+      SELECT id, version, status, ${causationId}::uuid, ${reason ?? null}, ${now} FROM moved
+    )
+    SELECT id, customer_id, customer_email, currency, payment_method, status, version, total_cents, created_at, updated_at,
+           (SELECT json_agg(json_build_object('sku', sku, 'quantity', quantity, 'unitPriceCents', unit_price_cents)
+                            ORDER BY line_no) FROM order_lines WHERE order_id = moved.id) AS lines
+    FROM moved`;
+  return row && viewOf(row);
 }
 
 /** An order row as `lockOrder` reads it, with its lines. */

@@ -38,6 +38,15 @@ const TRANSITIONS: Record<OrderTrigger, Partial<Record<OrderStatus, OrderStatus>
   'reservation-expired': { PENDING: 'CANCELLED', RESERVED: 'CANCELLED', PAID: 'CANCELLED' },
 };
 
+/**
+ * Where `trigger` moves an order, and from which statuses: every trigger has one target, whatever
+ * the status it leaves (what lets one conditional write apply it: application/orders.ts).
+ */
+export function moveOf(trigger: OrderTrigger): { readonly from: OrderStatus[]; readonly to: OrderStatus } {
+  const moves = TRANSITIONS[trigger];
+  return { from: Object.keys(moves) as OrderStatus[], to: Object.values(moves)[0]! };
+}
+
 /** The status after `trigger`, or undefined when it no longer applies (a late or stale event). */
 export function nextStatus(status: OrderStatus, trigger: OrderTrigger): OrderStatus | undefined {
   return TRANSITIONS[trigger][status];
