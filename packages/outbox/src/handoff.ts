@@ -64,8 +64,8 @@ export class OutboxHandoff {
   readonly #events = new WeakMap<object, AnyEnvelope[]>();
   /** Publications and marks under way: what `stop` waits for. */
   readonly #inFlight = new Set<Promise<void>>();
-  /** Published, not yet marked: the next mark takes them all in one statement. */
-  #toMark: string[] = [];
+  /** Published, not yet marked, each with when it was: the next mark takes them all in one statement. */
+  #toMark: { readonly id: string; readonly at: Date }[] = [];
   /** Set while a mark waits (`markAfterMs`): ends the wait at once (`stop`). */
   #markNow: (() => void) | undefined;
 
@@ -121,7 +121,8 @@ export class OutboxHandoff {
     }
     // Publish first, mark second, as the relay does: a crash in between publishes them again.
     options.faults.crashIf('crash-after-publish', options.name);
-    this.#toMark.push(...events.map((event) => event.messageId));
+    const at = options.now(); // published_at says when it was published, not when it was marked
+    this.#toMark.push(...events.map((event) => ({ id: event.messageId, at })));
     if (this.#markNow) return; // the mark that waits takes these too
     const waited = new Promise<void>((resolve) => {
       const timer = setTimeout(resolve, options.markAfterMs);
@@ -133,14 +134,15 @@ export class OutboxHandoff {
     void this.#track(waited.then(() => this.#mark(options)));
   }
 
-  async #mark({ now, onError }: Required<HandoffOptions>): Promise<void> {
+  async #mark({ onError }: Required<HandoffOptions>): Promise<void> {
     this.#markNow = undefined;
-    const ids = this.#toMark;
+    const marks = this.#toMark;
     this.#toMark = [];
     try {
       await this.db.$executeRaw`
-        UPDATE outbox_messages SET published_at = ${now()}, attempts = attempts + 1, last_error = NULL
-         WHERE message_id = ANY(${ids}::uuid[]) AND published_at IS NULL`;
+        UPDATE outbox_messages SET published_at = mark.at, attempts = attempts + 1, last_error = NULL
+          FROM unnest(${marks.map((m) => m.id)}::uuid[], ${marks.map((m) => m.at)}::timestamptz[]) AS mark(id, at)
+         WHERE message_id = mark.id AND published_at IS NULL`;
     } catch (error) {
       onError(error); // left for the relay, which publishes them again
     }
