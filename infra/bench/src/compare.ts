@@ -54,6 +54,17 @@ export function compareRuns(ref: string, before: BenchRun, after: BenchRun): str
       `${target.pass ? 'PASS' : 'MISS'}  ${target.name}: ${was.measured} → ${target.measured}${ratio ? `  (${ratio})` : ''}`,
     );
   }
+  // Where the latency went, hop by hop, at the lightest load both runs offered.
+  const lightest = after.endToEnd?.steps[0]?.offered;
+  const hopsAt = (run: BenchRun) => run.endToEnd?.steps.find((step) => step.offered === lightest)?.hops;
+  const [hopsBefore, hopsAfter] = [hopsAt(before), hopsAt(after)];
+  if (hopsBefore && hopsAfter) {
+    lines.push(`each hop at ${lightest} orders/s, p50 / p95 ms, before → after:`);
+    for (const [hop, now] of Object.entries(hopsAfter)) {
+      const was = hopsBefore[hop as keyof typeof hopsBefore];
+      if (was) lines.push(`  ${hop}: ${was.p50} / ${was.p95} → ${now.p50} / ${now.p95}`);
+    }
+  }
   return lines.join('\n');
 }
 

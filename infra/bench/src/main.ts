@@ -1,4 +1,5 @@
 // `pnpm bench [--quick] [--out DIR] [--only consumer,relay,e2e,growth,profile] [--growth-sizes N,N] [--compare REF] [--render RUN.json]`: see bench.ts and the README.
+import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { renderRun, runBench, SECTIONS, type Section } from './bench.js';
 import { benchAt, compareRuns } from './compare.js';
@@ -45,5 +46,10 @@ const before = values.compare
   : undefined;
 const { run, files } = await runBench({ quick: values.quick, out, sections, ...(growthSizes ? { growthSizes } : {}) });
 console.log(`\nwrote ${files.markdown}, ${files.json}${files.chart ? `, ${files.chart}` : ''}`);
-if (before) console.log(`\n${compareRuns(values.compare!, before, run)}`);
+if (before) {
+  // Kept beside this run, so the comparison can be read again (and rendered: --render).
+  const kept = files.json.replace(/\.json$/, `.before-${values.compare!.replace(/[^\w.-]/g, '_')}.json`);
+  writeFileSync(kept, JSON.stringify(before, null, 2));
+  console.log(`\n${compareRuns(values.compare!, before, run)}\n\nthe run compared with: ${kept}`);
+}
 process.exit(0);

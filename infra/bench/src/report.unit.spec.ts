@@ -151,8 +151,17 @@ describe('bench statistics', () => {
   it('compares two runs target by target, with the ratio of their figures', () => {
     const before = { ...run([]), endToEnd: { steps: [step(10, 400), step(20, 1000)], knee: 10 } };
     const after = { ...run([]), endToEnd: { steps: [step(10, 200), step(20, 300)], knee: 20 } };
+    before.endToEnd.steps[0] = {
+      ...before.endToEnd.steps[0]!,
+      hops: { 'orders relay': { p50: 27, p95: 158 } } as never,
+    };
+    after.endToEnd.steps[0] = { ...after.endToEnd.steps[0]!, hops: { 'orders relay': { p50: 10, p95: 30 } } as never };
     const lines = compareRuns('main', before, after).split('\n');
     expect(lines).toContain('MISS  end to end: knee ≥ 30 orders/s: 10 → 20  (2.00×)');
     expect(lines).toContain('PASS  end to end at 10 orders/s: POST→PAID p95 ≤ 400 ms: 400 ms → 200 ms  (0.50×)');
+    expect(lines.slice(-2)).toEqual([
+      'each hop at 10 orders/s, p50 / p95 ms, before → after:',
+      '  orders relay: 27 / 158 → 10 / 30',
+    ]);
   });
 });

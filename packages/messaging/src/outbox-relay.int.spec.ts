@@ -202,7 +202,7 @@ describe('outbox relay over BullMQ', () => {
       expect(handedRows).toEqual(relayedRows);
       await waitFor(() => reports.length === 12, { what: 'every delivery' });
       // published_at is when each row was published (before its deliveries), not when it was marked.
-      const [{ inOrder }] = await db.prisma.$queryRaw<{ inOrder: boolean }[]>`
+      const [{ inOrder } = { inOrder: false }] = await db.prisma.$queryRaw<{ inOrder: boolean }[]>`
         SELECT bool_and(o.published_at <= p.processed_at) AS "inOrder"
           FROM outbox_messages o JOIN processed_messages p ON p.message_id = o.message_id
          WHERE o.message_id = ANY(${handed.map((e) => e.messageId)}::uuid[])`;
