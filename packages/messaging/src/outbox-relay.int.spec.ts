@@ -46,6 +46,39 @@ beforeEach(async () => {
 
 const writeOrders = (count: number) => writeOrdersIn(db.prisma, count);
 
+/** Every subscriber of order-placed consuming, each delivery reported. */
+function subscribe() {
+  const reports: DeliveryReport[] = [];
+  const consumers = SUBSCRIBERS.map((consumer) =>
+    startConsumer({
+      catalogue: shop,
+      consumer,
+      inbox: createInbox({ db: db.prisma }),
+      handler: reserveOneUnit(consumer),
+      prefix,
+      onDelivery: (report) => reports.push(report),
+    }),
+  );
+  return { reports, consumers };
+}
+
+/** Completed jobs not kept: a second publication of a message id is a second job. */
+const KEEP_NOTHING = { ...defaultDeliveryPolicy, keepCompletedMs: 0 };
+
+/** Runs `script` (in test/) with its fault switch set to kill it after it published 5 rows and before it marked them. */
+async function killedBetweenPublishAndMark(script: string, env: Record<string, string>) {
+  const child = startScript(new URL(`../test/${script}`, import.meta.url), {
+    DATABASE_URL: db.url,
+    IDEM_PREFIX: prefix,
+    IDEM_FAULTS_ENABLED: '1',
+    IDEM_FAULTS: 'crash-after-publish count=1',
+    ...env,
+  });
+  await printed(child, 'ready');
+  expect(await exited(child)).toBe('SIGKILL');
+  expect(await db.prisma.outboxMessage.count({ where: { publishedAt: null } })).toBe(5); // published, never marked
+}
+
 async function queueCounts(consumer: ConsumerName) {
   const queue = new Queue(consumer, { connection: redis, prefix });
   return queue.getJobCounts('wait', 'active', 'completed', 'failed');
@@ -53,38 +86,15 @@ async function queueCounts(consumer: ConsumerName) {
 
 describe('outbox relay over BullMQ', () => {
   it('republishes after a relay is SIGKILLed between publish and mark, and every consumer suppresses the second copy', async () => {
-    const reports: DeliveryReport[] = [];
-    const consumers = SUBSCRIBERS.map((consumer) =>
-      startConsumer({
-        catalogue: shop,
-        consumer,
-        inbox: createInbox({ db: db.prisma }),
-        handler: reserveOneUnit(consumer),
-        prefix,
-        onDelivery: (report) => reports.push(report),
-      }),
-    );
+    const { reports, consumers } = subscribe();
     try {
       const written = await writeOrders(5);
-      const child = startScript(new URL('../test/relay-process.ts', import.meta.url), {
-        DATABASE_URL: db.url,
-        IDEM_PREFIX: prefix,
-        IDEM_FAULTS_ENABLED: '1',
-        IDEM_FAULTS: 'crash-after-publish count=1',
-      });
-      await printed(child, 'ready');
-      expect(await exited(child)).toBe('SIGKILL');
-      expect(await db.prisma.outboxMessage.count({ where: { publishedAt: null } })).toBe(5); // published, never marked
-
+      await killedBetweenPublishAndMark('relay-process.ts', {});
       const count = (outcome: string) => reports.filter((r) => r.outcome.outcome === outcome).length;
       await waitFor(() => count('processed') === 10, { what: 'the first copies' });
 
       // A healthy relay publishes the unmarked rows again: the accepted duplicate.
-      const publisher = createPublisher({
-        catalogue: shop,
-        prefix,
-        policy: { ...defaultDeliveryPolicy, keepCompletedMs: 0 },
-      });
+      const publisher = createPublisher({ catalogue: shop, prefix, policy: KEEP_NOTHING });
       const relay = createRelay({ db: db.prisma, publish: (batch) => publisher.publish(batch) });
       expect(await relay.publishBatch()).toEqual({ published: 5 });
       await publisher.close();
@@ -167,17 +177,7 @@ describe('outbox relay over BullMQ', () => {
   });
 
   it("hands a transaction's events to the broker at its commit: the same rows and deliveries as the relay gives, no relay running", async () => {
-    const reports: DeliveryReport[] = [];
-    const consumers = SUBSCRIBERS.map((consumer) =>
-      startConsumer({
-        catalogue: shop,
-        consumer,
-        inbox: createInbox({ db: db.prisma }),
-        handler: reserveOneUnit(consumer),
-        prefix,
-        onDelivery: (report) => reports.push(report),
-      }),
-    );
+    const { reports, consumers } = subscribe();
     const publisher = createPublisher({ catalogue: shop, prefix });
     const writer = runningAfterCommit(db.connect());
     const published: number[] = [];
@@ -239,38 +239,14 @@ describe('outbox relay over BullMQ', () => {
   });
 
   it('republishes after a writer is SIGKILLed between its handoff and the mark, and every consumer suppresses the second copy', async () => {
-    const reports: DeliveryReport[] = [];
-    const consumers = SUBSCRIBERS.map((consumer) =>
-      startConsumer({
-        catalogue: shop,
-        consumer,
-        inbox: createInbox({ db: db.prisma }),
-        handler: reserveOneUnit(consumer),
-        prefix,
-        onDelivery: (report) => reports.push(report),
-      }),
-    );
+    const { reports, consumers } = subscribe();
     try {
-      const child = startScript(new URL('../test/writer-process.ts', import.meta.url), {
-        DATABASE_URL: db.url,
-        IDEM_PREFIX: prefix,
-        IDEM_FAULTS_ENABLED: '1',
-        IDEM_FAULTS: 'crash-after-publish count=1',
-        SWEEP_AFTER_MS: '500',
-        ORDERS: '5',
-      });
-      await printed(child, 'ready');
-      expect(await exited(child)).toBe('SIGKILL');
-      expect(await db.prisma.outboxMessage.count({ where: { publishedAt: null } })).toBe(5); // published, never marked
+      await killedBetweenPublishAndMark('writer-process.ts', { SWEEP_AFTER_MS: '500', ORDERS: '5' });
       const count = (outcome: string) => reports.filter((r) => r.outcome.outcome === outcome).length;
       await waitFor(() => count('processed') === 10, { what: 'the first copies' });
 
       // What the writer left, the relay sweeps: the accepted duplicate.
-      const publisher = createPublisher({
-        catalogue: shop,
-        prefix,
-        policy: { ...defaultDeliveryPolicy, keepCompletedMs: 0 },
-      });
+      const publisher = createPublisher({ catalogue: shop, prefix, policy: KEEP_NOTHING });
       const relay = createRelay({ db: db.prisma, publish: (batch) => publisher.publish(batch) });
       let swept = 0; // each row comes due on its own (written a moment apart): one sweep may take some
       await waitFor(async () => (swept += (await relay.publishBatch()).published) === 5, { what: 'the sweep' });

@@ -21,7 +21,7 @@ import { handleStockReserved } from './consumers/stock-reserved.js';
 import { connectDatabase } from './db.js';
 import { decideCapture, takeCapture } from './application/captures.js';
 import { applyTransition, createOrder, decideAndMove, type OrderView } from './application/orders.js';
-import { ORDER_STATUSES, type OrderStatus, type OrderTrigger } from './domain/order-status.js';
+import { ORDER_STATUSES, ORDER_TRIGGERS, type OrderStatus } from './domain/order-status.js';
 import { startOrders } from './service.js';
 
 const database = serviceDatabase('orders', {
@@ -763,15 +763,6 @@ describe('orders consumers', () => {
 });
 
 describe('the one-statement moves', () => {
-  const TRIGGERS: OrderTrigger[] = [
-    'stock-reserved',
-    'stock-rejected',
-    'payment-captured',
-    'payment-failed',
-    'payment-refunded',
-    'cancel',
-    'reservation-expired',
-  ];
   const at = new Date('2026-12-02T12:00:00.000Z');
   /** Two orders alike but for their ids, in `status`: one for the fast way, one for the plain. */
   const twins = async (status: OrderStatus) =>
@@ -807,7 +798,7 @@ describe('the one-statement moves', () => {
   it('gives the outcomes and rows of the plain way, from every status, for every trigger, owner or not', async () => {
     const causationId = randomUUID();
     for (const status of ORDER_STATUSES)
-      for (const trigger of TRIGGERS)
+      for (const trigger of ORDER_TRIGGERS)
         for (const owner of [undefined, 'ada', 'someone-else']) {
           const [fast, plain] = await twins(status);
           const change = { now: at, causationId, reason: 'why', ...(owner ? { owner } : {}) };

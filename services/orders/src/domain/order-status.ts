@@ -11,15 +11,18 @@ export const ORDER_STATUSES = [
 ] as const;
 export type OrderStatus = (typeof ORDER_STATUSES)[number];
 
-export type OrderTrigger =
-  | 'stock-reserved'
-  | 'stock-rejected'
-  | 'payment-captured'
-  | 'payment-failed'
-  | 'payment-refunded'
-  | 'cancel'
+/** What moves an order: the events about it, and a cancel request. */
+export const ORDER_TRIGGERS = [
+  'stock-reserved',
+  'stock-rejected',
+  'payment-captured',
+  'payment-failed',
+  'payment-refunded',
+  'cancel',
   /** Inventory gave the order's stock back: its payment did not complete in time. */
-  | 'reservation-expired';
+  'reservation-expired',
+] as const;
+export type OrderTrigger = (typeof ORDER_TRIGGERS)[number];
 
 /**
  * Events arrive on separate queues, so a payment event can overtake the stock-reserved that
