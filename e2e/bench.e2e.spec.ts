@@ -78,6 +78,7 @@ describe('pnpm bench --quick', () => {
       for (const level of run.broker!.durability) expect(level.rowsPerSecond).toBeGreaterThan(0);
       // The profile charges each service's samples, and counts what an order asks of PostgreSQL.
       for (const service of ['orders', 'inventory', 'payments', 'notifications']) {
+        expect(run.endToEnd!.steps[0]!.rssMb![service], `${service}'s resident memory`).toBeGreaterThan(0);
         expect(run.profile!.processes[service]!.totalMsPerOrder).toBeGreaterThan(0);
         expect(run.profile!.requestsPerOrder[`PostgreSQL statements: ${service}`]).toBeGreaterThan(0);
         expect(run.profile!.requestsPerOrder[`Redis scripts: ${service}`]).toBeGreaterThan(0);
@@ -93,9 +94,9 @@ describe('pnpm bench --quick', () => {
           expect.stringContaining('relays side by side ≥ 0.7'),
           expect.stringContaining('end to end at 10 orders/s: POST→PAID p50 ≤ 150 ms'),
           expect.stringContaining('end to end at 10 orders/s: POST→receipt p95 ≤ 600 ms'),
-          expect.stringContaining('round trips: ≤ 30 PostgreSQL statements per order'),
-          expect.stringContaining('round trips: ≤ 8 PostgreSQL transactions per order'),
-          expect.stringContaining('round trips: ≤ 20 Redis scripts per order'),
+          expect.stringContaining('end to end: knee ≥ 30 orders/s'),
+          // A quick run profiles a light load (5 orders/s): the statements' target there.
+          expect.stringContaining('round trips: ≤ 35 PostgreSQL statements per order'),
         ]),
       );
 
