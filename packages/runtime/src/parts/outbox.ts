@@ -7,9 +7,10 @@ import { periodic } from '../periodic.js';
 import { sharedWhileInFlight, type ServiceContext, type ServicePart } from '../run-service.js';
 
 /**
- * Everything about the service's outbox: its backlog gauges and the handoff of committed events
- * to the broker (every process, when the service's client runs work after commit), the relay
- * that sweeps what is left (role `relay`), the retention of published rows (role `workers`), and
+ * Everything about the service's outbox: its backlog gauges (every process), its publication
+ * (role `relay`: the handoff of the events this process's transactions commit, when the service's
+ * client runs work after commit, and the relay, which publishes what other processes — an API
+ * without the role — and crashes leave), the retention of published rows (role `workers`), and
  * the operator's routes for the rows the relay parked (role `http`).
  */
 export function outbox(): ServicePart {
@@ -17,7 +18,7 @@ export function outbox(): ServicePart {
     name: 'outbox',
     start(context) {
       backlogGauges(context);
-      const handoff = startHandoff(context);
+      const handoff = context.roles.has('relay') ? startHandoff(context) : undefined;
       const relay = context.roles.has('relay') ? startRelay(context) : undefined;
       const retention = context.roles.has('workers') ? startRetention(context) : undefined;
       return {
@@ -27,7 +28,7 @@ export function outbox(): ServicePart {
         async stop() {
           await retention?.stop();
           await relay?.stop();
-          await handoff.stop();
+          await handoff?.stop();
         },
       };
     },
