@@ -16,6 +16,8 @@ interface Committing {
 
 const transactions = new WeakMap<object, Committing>();
 
+type Method = (...args: unknown[]) => unknown;
+
 /**
  * Runs `work` right after `tx` commits. Returns false, and runs nothing, when `tx` is not a
  * transaction of a client made by {@link runningAfterCommit}. `work` must not throw: it runs after
@@ -35,11 +37,17 @@ export const clientOf = (tx: object): object | undefined => transactions.get(tx)
  * commit. Everything else is `db`'s own.
  */
 export function runningAfterCommit<C extends TransactionalClient<SqlClient>>(db: C): C {
+  // `db`'s methods bound to it once each, not on every call (`db.$queryRaw` is on the hot path).
+  const bound = new Map<PropertyKey, { readonly method: Method; readonly bound: Method }>();
   const client: C = new Proxy(db, {
     get(target, property) {
       if (property === '$transaction') return transaction;
       const value: unknown = Reflect.get(target, property, target);
-      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      if (typeof value !== 'function') return value;
+      let entry = bound.get(property);
+      if (entry?.method !== value)
+        bound.set(property, (entry = { method: value as Method, bound: value.bind(target) }));
+      return entry.bound;
     },
   });
   async function transaction<R>(fn: (tx: SqlClient) => Promise<R>, options?: object): Promise<R> {

@@ -10,6 +10,7 @@
 import type { AnyEnvelope } from '@idem/contracts';
 import { afterCommit, clientOf, type SqlClient } from '@idem/database';
 import { noFaults, type Faults } from '@idem/faults';
+import { markPublished } from './relay-batch.js';
 
 /** What a handoff needs to publish: the broker, and how it reports. */
 export interface HandoffOptions {
@@ -51,7 +52,10 @@ export function handoffFor(db: SqlClient): OutboxHandoff {
   return handoff;
 }
 
-/** The started handoff `enqueue` writes into for `tx`, if its client has one. */
+/**
+ * The handoff of `tx`'s client, if it has one — started or not: `enqueue` offers it every event,
+ * and one that has not started (or has stopped) declines, leaving the event to the relay.
+ */
 export const handoffOf = (tx: SqlClient): OutboxHandoff | undefined => {
   const client = clientOf(tx);
   return client && handoffs.get(client);
@@ -139,10 +143,7 @@ export class OutboxHandoff {
     const marks = this.#toMark;
     this.#toMark = [];
     try {
-      await this.db.$executeRaw`
-        UPDATE outbox_messages SET published_at = mark.at, attempts = attempts + 1, last_error = NULL
-          FROM unnest(${marks.map((m) => m.id)}::uuid[], ${marks.map((m) => m.at)}::timestamptz[]) AS mark(id, at)
-         WHERE message_id = mark.id AND published_at IS NULL`;
+      await markPublished(this.db, marks);
     } catch (error) {
       onError(error); // left for the relay, which publishes them again
     }

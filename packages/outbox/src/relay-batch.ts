@@ -38,6 +38,21 @@ interface OutboxRow {
 /** Publication timeouts one claimed batch may spend, one-by-one retries included (its locks are held meanwhile). */
 const ONE_BY_ONE_BUDGET = 4;
 
+/**
+ * Marks rows published, each at the time it was (a relay batch gives all of its rows one, a
+ * handoff each publication its own) and with its attempt counted: the relay's mark and the
+ * handoff's, in one statement however many rows.
+ */
+export async function markPublished(
+  db: SqlClient,
+  marks: readonly { readonly id: string; readonly at: Date }[],
+): Promise<number> {
+  return db.$executeRaw`
+    UPDATE outbox_messages SET published_at = mark.at, attempts = attempts + 1, last_error = NULL
+      FROM unnest(${marks.map((m) => m.id)}::uuid[], ${marks.map((m) => m.at)}::timestamptz[]) AS mark(id, at)
+     WHERE message_id = mark.id AND published_at IS NULL`;
+}
+
 export async function claimAndPublish<Tx extends SqlClient>(relay: BatchSettings<Tx>): Promise<RelayBatch> {
   const { db, publish, batchSize, publishTimeoutMs, faults, name, now } = relay;
   return db.$transaction(
@@ -65,9 +80,11 @@ export async function claimAndPublish<Tx extends SqlClient>(relay: BatchSettings
         // accepted duplicate, which every consumer's inbox suppresses. The reverse order
         // could lose them.
         faults.crashIf('crash-after-publish', name);
-        await tx.$executeRaw`
-            UPDATE outbox_messages SET published_at = ${now()}, attempts = attempts + 1, last_error = NULL
-             WHERE message_id = ANY(${published}::uuid[])`;
+        const at = now();
+        await markPublished(
+          tx,
+          published.map((id) => ({ id, at })),
+        );
       }
       return failure
         ? { published: published.length, error: failure.error, ...(failure.parked ? { parked: failure.parked } : {}) }
