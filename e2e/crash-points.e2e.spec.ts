@@ -137,6 +137,37 @@ describe('crash points, on real processes', () => {
     expect(copies.length).toBeLessThanOrEqual(2);
   }, 120_000);
 
+  it('notifications SIGKILLed after the commit that leased its e-mail to its own dispatcher, before sending: sent once, by a claim once the lease ran out', async () => {
+    // The consumer writes the e-mail already leased to the process's dispatcher, which takes it
+    // once the transaction commits; the kill comes right after that commit, before any SMTP.
+    const { exited: died } = await restartWithFaults(
+      system,
+      'notifications',
+      'crash-after-commit consumer=notifications.order-placed.v1 count=1',
+    );
+    const { orderId } = await order();
+    expect(await died).toBe('SIGKILL');
+    await system.restart('notifications');
+    const receivedEmail = () =>
+      readRows<{ status: string; attempts: number; message_id: string }>(
+        system.databaseUrls.notifications,
+        `SELECT status, attempts, message_id FROM email_work_items WHERE order_id = $1 AND kind = 'order-received'`,
+        [orderId],
+      );
+    const [sent] = await waitFor(
+      async () => ((await receivedEmail())[0]?.status === 'sent' ? receivedEmail() : false),
+      {
+        timeoutMs: 60_000,
+        what: 'the order-received e-mail to be sent by the restarted dispatcher',
+      },
+    );
+    // Written leased (one attempt), then claimed by the restarted process (the second): the dead
+    // process sent nothing, so the mail server has exactly one copy.
+    expect(sent!.attempts).toBe(2);
+    const mail = await getJson<{ messages: { MessageID: string }[] }>(`${system.urls.mail}/api/v1/messages?limit=1000`);
+    expect(mail.messages.filter((m) => `<${m.MessageID}>` === sent!.message_id)).toHaveLength(1);
+  }, 120_000);
+
   it('after all of it, the checker finds nothing lost and nothing doubled', async () => {
     const report = await waitFor(
       async () => {
