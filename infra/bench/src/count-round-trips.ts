@@ -44,6 +44,8 @@ if (dir) {
 
   // Which script each EVALSHA runs, by the name it was defined under (BullMQ's `moveToActive`, …).
   const scripts: Record<string, number> = {};
+  /** Every other command by its name (`xadd`, `bzpopmin`, …). */
+  const commands: Record<string, number> = {};
   const nameOf = new Map<string, string>();
   const sha1 = (lua: string) => createHash('sha1').update(lua).digest('hex');
   const defineCommand = Redis.prototype.defineCommand;
@@ -60,14 +62,17 @@ if (dir) {
       const first = String(command.args[0]);
       const name = nameOf.get(/^evalsha/i.test(command.name) ? first : sha1(first)) ?? 'another script';
       scripts[name] = (scripts[name] ?? 0) + 1;
-    }
+    } else commands[command.name] = (commands[command.name] ?? 0) + 1;
     return sendCommand.apply(this, args);
   };
 
   let answer = 0;
   process.on('SIGUSR2', () => {
     const file = join(dir, `round-trips.${process.pid}.json`);
-    writeFileSync(`${file}.new`, JSON.stringify({ ...counts, scripts, statementKinds: statements, answer: ++answer }));
+    writeFileSync(
+      `${file}.new`,
+      JSON.stringify({ ...counts, scripts, commands, statementKinds: statements, answer: ++answer }),
+    );
     renameSync(`${file}.new`, file); // whole, never half-written
   });
 }

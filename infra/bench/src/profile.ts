@@ -194,10 +194,11 @@ function requestsOf(before: RoundTrips, after: RoundTrips, placed: number): Reco
       requests[`${label}: ${service}`] = perOrder(after.byService[service][kind] - before.byService[service][kind]);
     }
   }
-  // What they were: the statements by service and kind, the scripts by name.
+  // What they were: the statements by service and kind, the scripts and other commands by name.
   for (const [counts, label] of [
     [(at: RoundTrips) => at.statementKinds, 'statement'],
     [(at: RoundTrips) => at.scripts, 'script'],
+    [(at: RoundTrips) => at.commands, 'command'],
   ] as const) {
     const kinds = Object.entries(counts(after))
       .map(([kind, n]) => [kind, perOrder(n - (counts(before)[kind] ?? 0))] as const)

@@ -95,12 +95,13 @@ export async function measureRoundTrips(options: {
 }
 
 /**
- * What the services asked (so far, or per order): each service's counts, the Lua scripts by name,
- * and the statements by service and kind (`orders: INSERT processed_messages`).
+ * What the services asked (so far, or per order): each service's counts, the Lua scripts and the
+ * other Redis commands by name, and the statements by service and kind (`orders: INSERT processed_messages`).
  */
 export interface RoundTrips {
   readonly byService: Counts;
   readonly scripts: Record<string, number>;
+  readonly commands: Record<string, number>;
   readonly statementKinds: Record<string, number>;
 }
 
@@ -109,6 +110,7 @@ export async function roundTripsSoFar(system: RunningSystem, dir: string): Promi
   const instances = [...system.processes].filter(([name]) => serviceOf(name) !== undefined);
   const byService = Object.fromEntries(SERVICES.map((service) => [service, zero()])) as Counts;
   const scripts: Record<string, number> = {};
+  const commands: Record<string, number> = {};
   const statementKinds: Record<string, number> = {};
   await Promise.all(
     instances.map(async ([name, child]) => {
@@ -123,13 +125,15 @@ export async function roundTripsSoFar(system: RunningSystem, dir: string): Promi
       }
       for (const kind of KINDS) byService[serviceOf(name)!][kind] += counts![kind];
       for (const [script, n] of Object.entries(counts!.scripts)) scripts[script] = (scripts[script] ?? 0) + n;
+      for (const [command, n] of Object.entries(counts!.commands ?? {}))
+        commands[command] = (commands[command] ?? 0) + n;
       for (const [kind, n] of Object.entries(counts!.statementKinds ?? {})) {
         const key = `${serviceOf(name)!}: ${kind}`;
         statementKinds[key] = (statementKinds[key] ?? 0) + n;
       }
     }),
   );
-  return { byService, scripts, statementKinds };
+  return { byService, scripts, commands, statementKinds };
 }
 
 /** A window of the run: the counts at its start and end, and how long it lasted. */
@@ -159,7 +163,12 @@ export function perOrder(busy: Window, idle: Window, orders: number): RoundTrips
     }
     return counts;
   };
-  return { byService, scripts: netted((at) => at.scripts), statementKinds: netted((at) => at.statementKinds) };
+  return {
+    byService,
+    scripts: netted((at) => at.scripts),
+    commands: netted((at) => at.commands),
+    statementKinds: netted((at) => at.statementKinds),
+  };
 }
 
 /** All services together. */
@@ -178,6 +187,7 @@ const serviceOf = (part: string): Service | undefined =>
 
 type Answer = RoundTripCounts & {
   scripts: Record<string, number>;
+  commands?: Record<string, number>;
   statementKinds?: Record<string, number>;
   answer: number;
 };
