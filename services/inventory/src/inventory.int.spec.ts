@@ -187,6 +187,54 @@ describe('inventory consumers', () => {
     );
     expect(await stock('mouse')).toEqual({ available: 10, reserved: 0 });
   });
+
+  it('commits an order of several lines, a SKU twice among them, once; captures and new orders on the same SKUs side by side never deadlock', async () => {
+    const capture = (orderId: string) =>
+      inbox().consume(
+        'inventory.payment-captured.v1',
+        {
+          ...orderPlacedMessage(),
+          type: 'payments.payment-captured.v1',
+          producer: 'payments',
+          body: { orderId, paymentIntentId: `pi_${orderId}`, amountCents: 100, currency: 'eur' },
+        },
+        handlePaymentCaptured({ now }),
+      );
+    const lines = [
+      { sku: 'mouse', quantity: 1 },
+      { sku: 'cable', quantity: 2 },
+      { sku: 'mouse', quantity: 1 },
+    ];
+    const first = placed(lines);
+    await inbox().consume('inventory.order-placed.v1', first, handleOrderPlaced({ now }));
+    expect(await capture(first.body.orderId)).toEqual({ outcome: 'processed' });
+    expect(await stock('mouse')).toEqual({ available: 8, reserved: 0 });
+    expect(await stock('cable')).toEqual({ available: 8, reserved: 0 });
+    expect(await db.reservation.findUniqueOrThrow({ where: { orderId: first.body.orderId } })).toMatchObject({
+      status: 'committed',
+    });
+
+    // Three orders reserved, then their captures beside three new orders naming the SKUs the
+    // other way round: each takes its locks in SKU order, so every one of them goes through.
+    const reserved = [placed(lines), placed(lines), placed(lines)];
+    for (const order of reserved) await inbox().consume('inventory.order-placed.v1', order, handleOrderPlaced({ now }));
+    const reversed = () =>
+      placed(
+        [
+          { sku: 'mouse', quantity: 1 },
+          { sku: 'cable', quantity: 1 },
+        ].reverse(),
+      );
+    const outcomes = await Promise.all([
+      ...reserved.map((order) => capture(order.body.orderId)),
+      ...[reversed(), reversed()].map((order) =>
+        inbox().consume('inventory.order-placed.v1', order, handleOrderPlaced({ now })),
+      ),
+    ]);
+    expect(outcomes).toEqual(Array.from({ length: 5 }, () => ({ outcome: 'processed' })));
+    expect(await stock('mouse')).toEqual({ available: 8 - 6 - 2, reserved: 2 });
+    expect(await stock('cable')).toEqual({ available: 8 - 6 - 2, reserved: 2 });
+  });
 });
 
 describe('reservation expiry', () => {
@@ -239,11 +287,11 @@ describe('reservation expiry', () => {
     expect(await stock('mouse')).toEqual({ available: 10, reserved: 0 });
   });
 
-  it('leaves a reservation that a capture holds between its read and its write to it: the paid stock stays sold', async () => {
+  it('leaves a reservation that a capture holds before its commit to it: the paid stock stays sold', async () => {
     const order = await reserve('cable', 2);
     const capturing = held(handlePaymentCaptured({ now }));
     const captured = inbox().consume('inventory.payment-captured.v1', captureOf(order.body.orderId), capturing.handler);
-    await capturing.reached; // the reservation is locked, not yet committed
+    await capturing.reached; // the reservation is committed and locked, the transaction not yet
     expect(await expireReservations(db, { ttlMs: TTL, now: later() })).toBe(0);
     capturing.release();
     expect(await captured).toEqual({ outcome: 'processed' });

@@ -50,15 +50,31 @@ export async function giveBack(tx: Tx, lines: readonly Line[], { held }: { held:
   }
 }
 
-/** The order was paid: what its reservation held is sold, and leaves `reserved`. Once. */
+/**
+ * The order was paid: what its reservation held is sold, and leaves `reserved`. Once: only a
+ * reservation still `reserved` is committed. One statement — the reservation's move and its stock
+ * — which locks the reservation, then its stock rows in SKU order (as `lockStock` takes them, so
+ * a capture and a reservation sharing SKUs never deadlock), and answers whether it committed.
+ */
 export async function commitReservation(tx: Tx, orderId: string, now: Date): Promise<boolean> {
-  const reservation = await lockReservation(tx, orderId);
-  if (reservation?.status !== 'reserved') return false;
-  for (const { sku, quantity } of quantitiesBySku(reservation.lines)) {
-    await tx.stockItem.update({ where: { sku }, data: { reserved: { decrement: quantity }, updatedAt: now } });
-  }
-  await tx.reservation.update({ where: { orderId }, data: { status: 'committed' } });
-  return true;
+  const [answer] = await tx.$queryRaw<{ committed: boolean }[]>`
+    WITH committed AS (
+      UPDATE reservations SET status = 'committed'
+       WHERE order_id = ${orderId}::uuid AND status = 'reserved'
+      RETURNING lines
+    ), sold AS (
+      SELECT line->>'sku' AS sku, sum((line->>'quantity')::int)::int AS quantity
+        FROM committed, jsonb_array_elements(committed.lines) AS line
+       GROUP BY 1
+    ), locked AS MATERIALIZED (
+      SELECT sku FROM stock_items WHERE sku IN (SELECT sku FROM sold) ORDER BY sku FOR UPDATE
+    ), taken AS (
+      UPDATE stock_items SET reserved = stock_items.reserved - sold.quantity, updated_at = ${now}
+        FROM sold JOIN locked USING (sku)
+       WHERE stock_items.sku = sold.sku
+    )
+    SELECT EXISTS (SELECT 1 FROM committed) AS committed`;
+  return answer!.committed;
 }
 
 async function lockReservation(tx: Tx, orderId: string) {
