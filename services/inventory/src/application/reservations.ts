@@ -62,10 +62,7 @@ export async function reserveStock(
     await enqueue(tx, shop, { ...answer, type: 'inventory.stock-rejected.v1', body: { orderId, shortages } }, at);
     return 'rejected';
   }
-  await takeStock(tx, requested, at);
-  await tx.reservation.create({
-    data: { orderId, status: 'reserved', lines: requested, createdAt: at, correlationId },
-  });
+  await takeStock(tx, { orderId, correlationId }, requested, at);
   const payment = { amountCents: order.totalCents, currency: order.currency, method: order.paymentMethod };
   await enqueue(
     tx,

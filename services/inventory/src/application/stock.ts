@@ -12,13 +12,25 @@ export async function lockStock(tx: Tx, skus: readonly string[]): Promise<Map<st
   return new Map(rows.map((row) => [row.sku, row.available]));
 }
 
-export async function takeStock(tx: Tx, lines: readonly Line[], now: Date): Promise<void> {
-  for (const { sku, quantity } of lines) {
-    await tx.stockItem.update({
-      where: { sku },
-      data: { available: { decrement: quantity }, reserved: { increment: quantity }, updatedAt: now },
-    });
-  }
+/**
+ * Reserves `lines` (each SKU once, its rows locked by `lockStock`) for the order: the stock moves
+ * from `available` to `reserved` and the reservation is written — one statement, every line.
+ */
+export async function takeStock(
+  tx: Tx,
+  reservation: { orderId: string; correlationId: string },
+  lines: readonly Line[],
+  now: Date,
+): Promise<void> {
+  await tx.$executeRaw`
+    WITH taken AS (
+      UPDATE stock_items
+         SET available = available - line.quantity, reserved = reserved + line.quantity, updated_at = ${now}
+        FROM unnest(${lines.map((l) => l.sku)}::text[], ${lines.map((l) => l.quantity)}::int[]) AS line(sku, quantity)
+       WHERE stock_items.sku = line.sku
+    )
+    INSERT INTO reservations (order_id, status, lines, created_at, correlation_id)
+    VALUES (${reservation.orderId}::uuid, 'reserved', ${JSON.stringify(lines)}::jsonb, ${now}, ${reservation.correlationId}::uuid)`;
 }
 
 /**
