@@ -19,7 +19,8 @@ import {
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { handleOrderCancelled } from './consumers/order-cancelled.js';
 import { handleStockReserved } from './consumers/stock-reserved.js';
-import { connectDatabase } from './db.js';
+import { connectDatabase, type PrismaClient, type Tx } from './db.js';
+import { recordCharge } from './application/provider-answers.js';
 import { loadConfig, SIMULATOR_API_KEY } from './config.js';
 import { PACKAGE_TABLES } from './tables.js';
 import { createPaymentWorker } from './workers/payment-worker.js';
@@ -429,6 +430,70 @@ describe('payments.order-cancelled.v1', () => {
     );
     expect(simulator.refunds()).toHaveLength(1);
     expect(intentsFor(message.body.orderId)).toHaveLength(1);
+  });
+});
+
+describe("a cancellation racing the charge's answer (the worker and a message, one attempt row)", () => {
+  /** An attempt as the worker holds it after its claim: one provider call made, its answer not yet recorded. */
+  async function claimedAttempt() {
+    const message = stockReserved();
+    await reserve(message);
+    const { orderId } = message.body;
+    await db.paymentAttempt.update({ where: { orderId }, data: { providerCalls: 1, leaseOwner: 'a-worker' } });
+    return attemptOf(orderId);
+  }
+  const recorder = (recorderDb: PrismaClient) => ({
+    db: recorderDb,
+    log: createLogger('payments', 'silent'),
+    now,
+    retryDelayMs: 1,
+  });
+  const capturedAnswer = { kind: 'succeeded', id: 'pi_answered' } as const;
+  /** Refunded: the capture recorded and announced, and a refund asked for with its own key. */
+  async function expectRefundAsked(orderId: string) {
+    expect(await attemptOf(orderId)).toMatchObject({
+      status: 'refund_pending',
+      paymentIntentId: 'pi_answered',
+      refundIdempotencyKey: expect.any(String),
+      leaseOwner: null,
+    });
+    const captured = (await eventsOf()).filter(
+      (event) => event.type === 'payments.payment-captured.v1' && event.aggregateId === orderId,
+    );
+    expect(captured).toHaveLength(1);
+  }
+
+  it('asks for the refund when the cancel, held after its write, commits first and the capture waits on the row', async () => {
+    const attempt = await claimedAttempt();
+    const cancelling = held(handleOrderCancelled({ now }), { statements: 99 }); // held before its commit
+    const cancelled = inbox().consume(
+      'payments.order-cancelled.v1',
+      orderCancelled(attempt.orderId),
+      cancelling.handler,
+    );
+    await cancelling.reached;
+    const recorded = recordCharge(recorder(db), attempt, capturedAnswer);
+    await finishedOrWaiting(db, recorded); // the one-statement capture waits for the cancel's row lock
+    cancelling.release();
+    await Promise.all([cancelled, recorded]);
+    await expectRefundAsked(attempt.orderId);
+  });
+
+  it('asks for the refund when the capture, held after its one-statement write, commits first and the cancel waits', async () => {
+    const attempt = await claimedAttempt();
+    const capturing = held((work: (tx: Tx) => Promise<unknown>, tx: Tx) => work(tx), { statements: 99 });
+    const holdingDb = {
+      $transaction: (work: (tx: Tx) => Promise<unknown>, options?: object) =>
+        db.$transaction((tx) => capturing.handler(work, tx), options),
+    } as unknown as PrismaClient;
+    const recorded = recordCharge(recorder(holdingDb), attempt, capturedAnswer);
+    await capturing.reached;
+    expect(await db.paymentAttempt.count({ where: { orderId: attempt.orderId, status: 'captured' } })).toBe(0);
+    const cancelled = cancel(attempt.orderId);
+    await finishedOrWaiting(db, cancelled);
+    capturing.release();
+    await Promise.all([cancelled, recorded]);
+    await expectRefundAsked(attempt.orderId);
   });
 });
 

@@ -78,14 +78,19 @@ export async function recordCharge(recorder: Recorder, attempt: PaymentAttempt, 
   }
   if (result.kind === 'rejected') return recordParked(recorder, attempt, result.code, result.reason);
   await recorder.db.$transaction(async (tx) => {
+    const at = recorder.now();
+    // The common answer, a capture nobody asked to cancel meanwhile, is one conditional write; a
+    // cancellation committed first makes it write nothing (it re-checks the row it waited for),
+    // and every other case is decided the plain way, with the same outcome and rows.
+    if (result.kind === 'succeeded' && (await captureIfNotCancelled(tx, attempt, result.id, at))) return;
     const [current] = await tx.$queryRaw<{ status: string; cancel_requested_at: Date | null }[]>`
       SELECT status, cancel_requested_at FROM payment_attempts WHERE id = ${attempt.id}::uuid FOR UPDATE`;
     // Another worker (whose lease this one outlived) may have recorded the same answer.
     if (current?.status !== 'pending') return;
     const cancelRequested = current.cancel_requested_at !== null;
     await (result.kind === 'succeeded'
-      ? recordCaptured(tx, attempt, result.id, { cancelRequested, at: recorder.now() })
-      : recordFailed(tx, attempt, result, { cancelRequested, at: recorder.now() }));
+      ? recordCaptured(tx, attempt, result.id, { cancelRequested, at })
+      : recordFailed(tx, attempt, result, { cancelRequested, at }));
   });
 }
 
@@ -98,6 +103,16 @@ const chargeEvent = (attempt: PaymentAttempt) => ({
   correlationId: attempt.correlationId,
   causationId: attempt.causationId,
 });
+
+/** A pending attempt with no cancellation asked for is captured, with its event; false when it is not such an attempt. */
+async function captureIfNotCancelled(tx: Tx, attempt: PaymentAttempt, paymentIntentId: string, at: Date) {
+  const { count } = await tx.paymentAttempt.updateMany({
+    where: { id: attempt.id, status: 'pending', cancelRequestedAt: null },
+    data: { ...answered(at), paymentIntentId, status: afterCharge('succeeded', { cancelRequested: false }) },
+  });
+  if (count === 1) await announceCapture(tx, attempt, paymentIntentId, at);
+  return count === 1;
+}
 
 async function recordCaptured(
   tx: Tx,
@@ -116,8 +131,12 @@ async function recordCaptured(
     },
   });
   if (status === 'refund_pending') await notify(tx, ATTEMPTS_CHANNEL); // cancelled while charging: refund it
+  await announceCapture(tx, attempt, paymentIntentId, at);
+}
+
+function announceCapture(tx: Tx, attempt: PaymentAttempt, paymentIntentId: string, at: Date) {
   const { orderId, amountCents, currency } = attempt;
-  await enqueue(
+  return enqueue(
     tx,
     shop,
     {
