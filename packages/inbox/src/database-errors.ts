@@ -111,3 +111,10 @@ function errorMessage(error: unknown): string {
   // Prisma prefixes its messages with the invocation site; the last line is the informative one.
   return typeof message === 'string' ? (message.trim().split('\n').at(-1) ?? message) : String(error);
 }
+
+/** @internal Thrown inside the transaction by the `rollback-after-handler` fault switch. */
+export class ForcedRollback extends Error {
+  constructor() {
+    super('rollback forced after the handler ran (fault switch rollback-after-handler)');
+  }
+}

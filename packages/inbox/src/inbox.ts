@@ -3,10 +3,11 @@ import { boundReason } from '@idem/contracts';
 import type { SqlClient, TransactionalClient, TransactionOptions } from '@idem/database';
 import { noFaults, type Faults } from '@idem/faults';
 import { bodyHash } from './body-hash.js';
-import { classifyFailure, isProcessedMessageConflict } from './database-errors.js';
+import { classifyFailure, ForcedRollback, isProcessedMessageConflict } from './database-errors.js';
 import { createDeadLetters, type DeadLetters } from './dead-letters.js';
 import { duplicateOf, DuplicateShortcut, storedBodyHashes, type ConflictingDuplicate } from './duplicates.js';
 import { consumeTogether } from './group-commit.js';
+import { consumeInOneStatement, type OneStatementHandler } from './one-statement.js';
 import type { DeliveryOutcome, HandlerResult, MessageHandler } from './outcomes.js';
 
 /**
@@ -15,11 +16,11 @@ import type { DeliveryOutcome, HandlerResult, MessageHandler } from './outcomes.
  * then apply the business change, and commit both; a duplicate changes nothing. `consume` below
  * is that algorithm and nothing else. Beside it, each in its own module: what makes it cheaper
  * without changing an outcome (duplicates.ts: the duplicate shortcut; group-commit.ts: several
- * messages per commit). The article's common mistakes are not here: the lessons make them, behind
+ * messages per commit; one-statement.ts: a record and a one-statement write as one round trip). The article's common mistakes are not here: the lessons make them, behind
  * this same interface (`infra/lessons/src/wrong-ways.ts`).
  */
 
-export type { ConflictingDuplicate, MessageHandler };
+export type { ConflictingDuplicate, MessageHandler, OneStatementHandler };
 
 /** The service's database, clock and fault switches. */
 export interface InboxOptions<Tx extends SqlClient> {
@@ -38,13 +39,6 @@ export interface InboxOptions<Tx extends SqlClient> {
 class Refusal extends Error {
   constructor(readonly result: Extract<HandlerResult, { outcome: 'permanent_failure' | 'transient_failure' }>) {
     super(result.reason);
-  }
-}
-
-/** Thrown inside the transaction by the `rollback-after-handler` fault switch. */
-class ForcedRollback extends Error {
-  constructor() {
-    super('rollback forced after the handler ran (fault switch rollback-after-handler)');
   }
 }
 
@@ -102,20 +96,43 @@ export class Inbox<Tx extends SqlClient> {
         return result;
       }, this.transaction);
     } catch (error) {
-      if (isProcessedMessageConflict(error)) {
-        this.shortcut.seen(consumer);
-        const stored = (await storedBodyHashes(this.db, consumer, [id])).get(id);
-        return duplicateOf(consumer, message.messageId, stored, hash, this.report);
-      }
       if (error instanceof Refusal) {
         const { outcome, code, reason } = error.result;
         return { outcome, code, reason: boundReason(reason) };
       }
-      if (error instanceof ForcedRollback) {
-        return { outcome: 'transient_failure', code: 'forced_rollback', reason: error.message };
-      }
-      return { ...classifyFailure(error), error };
+      return this.outcomeOfError(consumer, message, hash, error);
     }
+  }
+
+  /**
+   * The same guarantee as {@link Inbox.consume} in one statement, for a handler whose common
+   * case is one conditional write (one-statement.ts): the record and the write together, no
+   * transaction around them; `consume` itself when the write does not apply.
+   */
+  consumeInOneStatement<M extends AnyEnvelope>(
+    consumer: string,
+    message: M,
+    handler: OneStatementHandler<Tx, M>,
+  ): Promise<DeliveryOutcome> {
+    return consumeInOneStatement(this, consumer, message, handler);
+  }
+
+  /**
+   * @internal How a delivery ends whose transaction failed: a duplicate when its record's key
+   * was taken (the only way a second delivery is told apart), a forced rollback when a fault
+   * switch made it, otherwise the database's error, classified.
+   */
+  async outcomeOfError(consumer: string, message: AnyEnvelope, hash: string, error: unknown): Promise<DeliveryOutcome> {
+    if (isProcessedMessageConflict(error)) {
+      this.shortcut.seen(consumer);
+      const id = message.messageId.toLowerCase();
+      const stored = (await storedBodyHashes(this.db, consumer, [id])).get(id);
+      return duplicateOf(consumer, message.messageId, stored, hash, this.report);
+    }
+    if (error instanceof ForcedRollback) {
+      return { outcome: 'transient_failure', code: 'forced_rollback', reason: error.message };
+    }
+    return { ...classifyFailure(error), error };
   }
 
   /**

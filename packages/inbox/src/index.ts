@@ -1,4 +1,5 @@
 export { createInbox, Inbox, type InboxOptions, type MessageHandler, type ConflictingDuplicate } from './inbox.js';
+export { hasOneStatement, type OneStatementEffect, type OneStatementHandler } from './one-statement.js';
 export * from './outcomes.js';
 export { classifyFailure, isProcessedMessageConflict, type FailureClassification } from './database-errors.js';
 export { advanceAggregateVersion } from './aggregate-versions.js';

@@ -1,7 +1,7 @@
 import { envelopeSchema, parseEnvelope, type AnyEnvelope, type Catalogue, type ParseResult } from '@idem/contracts';
 import type { SqlClient } from '@idem/database';
 import { noFaults, type Faults } from '@idem/faults';
-import { isSettled, type DeliveryOutcome, type Inbox, type MessageHandler } from '@idem/inbox';
+import { hasOneStatement, isSettled, type DeliveryOutcome, type Inbox, type MessageHandler } from '@idem/inbox';
 import type { Span } from '@opentelemetry/api';
 import { UnrecoverableError, type Job } from 'bullmq';
 import { endProcess, startCommit, startProcess, under } from './consumer-spans.js';
@@ -16,6 +16,8 @@ import { DeliveryBatches } from './delivery-batches.js';
  *         → DeliveryBatches.add         waits while a batch commits (delivery-batches.ts)
  *           → commitBatch(deliveries)   one transaction: alone, or several together
  *             → Inbox.consume           the article's algorithm (@idem/inbox inbox.ts)
+ *             → Inbox.consumeInOneStatement   the same in one statement, for a handler that has
+ *                                       one (@idem/inbox one-statement.ts), else consume
  *             → Inbox.consumeBatch      the same for several (@idem/inbox group-commit.ts)
  *       ← the outcome: settle (return), retry (throw), or a dead letter (keepDeadLetter, then throw)
  */
@@ -201,7 +203,13 @@ export class ConsumerRunner<Tx extends SqlClient> {
     const { consumer, inbox, handler } = this.#options;
     if (deliveries.length === 1) {
       const [{ envelope, span }] = deliveries as [Delivery];
-      return [await under(span, () => inbox.consume(consumer, envelope, handler))];
+      return [
+        await under(span, () =>
+          hasOneStatement(handler)
+            ? inbox.consumeInOneStatement(consumer, envelope, handler)
+            : inbox.consume(consumer, envelope, handler),
+        ),
+      ];
     }
     const span = startCommit(
       consumer,

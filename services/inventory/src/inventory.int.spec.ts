@@ -235,6 +235,45 @@ describe('inventory consumers', () => {
     expect(await stock('mouse')).toEqual({ available: 8 - 6 - 2, reserved: 2 });
     expect(await stock('cable')).toEqual({ available: 8 - 6 - 2, reserved: 2 });
   });
+
+  it('ends a capture delivered in one statement as consume ends it, whatever became of the reservation', async () => {
+    const capture = (orderId: string): Envelope<'payments.payment-captured.v1'> => ({
+      ...orderPlacedMessage(),
+      type: 'payments.payment-captured.v1',
+      producer: 'payments',
+      body: { orderId, paymentIntentId: `pi_${orderId}`, amountCents: 200, currency: 'eur' },
+    });
+    const consumer = 'inventory.payment-captured.v1';
+    const handler = handlePaymentCaptured({ now });
+    // Each way with a SKU of its own (both start with 10): `mouse` in one statement, `cable` through consume.
+    const ways = { oneStatement: 'mouse', plain: 'cable' } as const;
+    for (const before of ['reserved', 'committed', 'released', 'never placed'] as const) {
+      const outcomes: Record<string, string> = {};
+      const rows: Record<string, unknown> = {};
+      for (const [way, sku] of Object.entries(ways)) {
+        const order = placed([{ sku, quantity: 2 }]);
+        const { orderId } = order.body;
+        if (before !== 'never placed')
+          await inbox().consume('inventory.order-placed.v1', order, handleOrderPlaced({ now }));
+        if (before === 'committed') await inbox().consume(consumer, capture(orderId), handler);
+        if (before === 'released')
+          await inbox().consume('inventory.order-cancelled.v1', cancelled(orderId, 3), handleOrderCancelled({ now }));
+        const message = capture(orderId);
+        const outcome =
+          way === 'oneStatement'
+            ? await inbox().consumeInOneStatement(consumer, message, handler)
+            : await inbox().consume(consumer, message, handler);
+        outcomes[way] = outcome.outcome;
+        rows[way] = {
+          stock: await stock(sku),
+          reservation: (await db.reservation.findUnique({ where: { orderId } }))?.status ?? 'none',
+          recorded: await db.processedMessage.count({ where: { consumer, messageId: message.messageId } }),
+        };
+      }
+      expect(outcomes.oneStatement, before).toBe(outcomes.plain);
+      expect(rows.oneStatement, before).toEqual(rows.plain);
+    }
+  });
 });
 
 describe('reservation expiry', () => {

@@ -586,19 +586,19 @@ function unsigned(customerId: string): string {
   return `${part({ alg: 'none' })}.${part({ sub: customerId, iss, aud, exp: Math.floor(Date.now() / 1000) + 600 })}.`;
 }
 
-describe('orders consumers', () => {
-  const inbox = () => createInbox({ db });
-  const event = <T extends 'inventory.stock-reserved.v1' | 'payments.payment-captured.v1'>(
-    type: T,
-    body: Envelope<T>['body'],
-  ): Envelope<T> => ({ ...orderPlacedMessage(), type, producer: type.split('.')[0]!, body }) as Envelope<T>;
-  const reserved = (orderId: string) =>
-    event('inventory.stock-reserved.v1', {
-      orderId,
-      lines: [{ sku: 'keyboard', quantity: 1 }],
-      payment: { amountCents: 100, currency: 'eur', method: 'pm_card_visa' },
-    });
+const inbox = () => createInbox({ db });
+const event = <T extends 'inventory.stock-reserved.v1' | 'payments.payment-captured.v1'>(
+  type: T,
+  body: Envelope<T>['body'],
+): Envelope<T> => ({ ...orderPlacedMessage(), type, producer: type.split('.')[0]!, body }) as Envelope<T>;
+const reserved = (orderId: string) =>
+  event('inventory.stock-reserved.v1', {
+    orderId,
+    lines: [{ sku: 'keyboard', quantity: 1 }],
+    payment: { amountCents: 100, currency: 'eur', method: 'pm_card_visa' },
+  });
 
+describe('orders consumers', () => {
   it('moves the order on each event, records the causing message, and ignores the redelivery', async () => {
     const { orderId } = await orderOf(await post('/orders', validOrder()));
     const message = reserved(orderId);
@@ -872,6 +872,40 @@ describe('the one-statement moves', () => {
         const what = `${amountCents} ${currency} from ${status}`;
         expect(same(fastResult, fast), what).toBe(same(plainResult, plain));
         expect(await rowsOf(fast, fastCapture.messageId), what).toBe(await rowsOf(plain, plainCapture.messageId));
+      }
+  });
+
+  it('ends a delivery in one statement as consume ends it, from every status: stock reserved, a capture of the total or not', async () => {
+    const recorded = async (consumer: string, messageId: string) =>
+      (await db.processedMessage.count({ where: { consumer, messageId } })) === 1;
+    const deliveries = [
+      ['orders.stock-reserved.v1', handleStockReserved({ now: () => at }), (orderId: string) => reserved(orderId)],
+      ...[9998, 9997].map(
+        (amountCents) =>
+          [
+            'orders.payment-captured.v1',
+            handlePaymentCaptured({ now: () => at }),
+            (orderId: string) =>
+              testMessage('payments.payment-captured.v1', {
+                aggregateId: orderId,
+                aggregateVersion: 2,
+                body: { orderId, paymentIntentId: 'pi_1', amountCents, currency: 'eur' },
+              }),
+          ] as const,
+      ),
+    ] as const;
+    for (const status of ORDER_STATUSES)
+      for (const [consumer, handler, messageOf] of deliveries) {
+        const [fast, plain] = await twins(status);
+        const [fastMessage, plainMessage] = [messageOf(fast), messageOf(plain)];
+        const fastOutcome = await inbox().consumeInOneStatement(consumer, fastMessage as never, handler as never);
+        const plainOutcome = await inbox().consume(consumer, plainMessage as never, handler as never);
+        const what = `${consumer} ${JSON.stringify(fastMessage.body)} from ${status}`;
+        expect(same(fastOutcome, fast), what).toBe(same(plainOutcome, plain));
+        expect(await rowsOf(fast, fastMessage.messageId), what).toBe(await rowsOf(plain, plainMessage.messageId));
+        expect(await recorded(consumer, fastMessage.messageId), what).toBe(
+          await recorded(consumer, plainMessage.messageId),
+        );
       }
   });
 });

@@ -1,3 +1,4 @@
+import { query, sql, type Sql } from '@idem/database';
 import type { PrismaClient, Tx } from '../db.js';
 import { quantitiesBySku, type Line } from '../domain/reservation.js';
 
@@ -64,13 +65,26 @@ export async function giveBack(tx: Tx, lines: readonly Line[], { held }: { held:
 
 /**
  * The order was paid: what its reservation held is sold, and leaves `reserved`. Once: only a
- * reservation still `reserved` is committed. One statement — the reservation's move and its stock
- * — which locks the reservation, then its stock rows in SKU order (as `lockStock` takes them, so
- * a capture and a reservation sharing SKUs never deadlock), and answers whether it committed.
+ * reservation still `reserved` is committed. One statement ({@link commitWrite}); answers whether
+ * it committed.
  */
 export async function commitReservation(tx: Tx, orderId: string, now: Date): Promise<boolean> {
-  const [answer] = await tx.$queryRaw<{ committed: boolean }[]>`
-    WITH committed AS (
+  const [answer] = await query<{ committed: boolean }>(
+    tx,
+    sql`WITH ${commitWrite(orderId, now)} SELECT EXISTS (SELECT 1 FROM committed) AS committed`,
+  );
+  return answer!.committed;
+}
+
+/**
+ * {@link commitReservation}'s write as the WITH list of a statement: the reservation's move
+ * (`committed` has a row when it moved) and its stock, locking the reservation, then its stock
+ * rows in SKU order (as `lockStock` takes them, so a capture and a reservation sharing SKUs never
+ * deadlock). The capture's consumer gives it to the inbox to run with its record as one statement.
+ */
+export function commitWrite(orderId: string, now: Date): Sql {
+  return sql`
+    committed AS (
       UPDATE reservations SET status = 'committed'
        WHERE order_id = ${orderId}::uuid AND status = 'reserved'
       RETURNING lines
@@ -84,9 +98,7 @@ export async function commitReservation(tx: Tx, orderId: string, now: Date): Pro
       UPDATE stock_items SET reserved = stock_items.reserved - sold.quantity, updated_at = ${now}
         FROM sold JOIN locked USING (sku)
        WHERE stock_items.sku = sold.sku
-    )
-    SELECT EXISTS (SELECT 1 FROM committed) AS committed`;
-  return answer!.committed;
+    )`;
 }
 
 async function lockReservation(tx: Tx, orderId: string) {

@@ -1,18 +1,27 @@
-import { processed, stale, type MessageHandler } from '@idem/inbox';
+import { processed, stale, type OneStatementHandler } from '@idem/inbox';
 import type { MessageOf } from '@idem/shop';
 import type { Tx } from '../db.js';
-import { commitReservation } from '../application/stock.js';
+import { commitReservation, commitWrite } from '../application/stock.js';
 
-/** inventory.payment-captured.v1: the order is paid, so what its reservation held is sold (once). */
-export function handlePaymentCaptured({
-  now,
-}: {
-  now: () => Date;
-}): MessageHandler<Tx, MessageOf<'inventory.payment-captured.v1'>> {
-  return async (message, tx) => {
-    const { orderId } = message.body;
-    if (await commitReservation(tx, orderId, now())) return processed;
-    // Released first (a cancel overtook the payment; the refund follows), or committed already.
-    return stale(`order ${orderId} holds no reserved stock any more; nothing to commit`);
-  };
+type PaymentCaptured = MessageOf<'inventory.payment-captured.v1'>;
+
+/**
+ * inventory.payment-captured.v1: the order is paid, so what its reservation held is sold (once);
+ * when it still holds it, the commitment and the inbox's record are one statement.
+ */
+export function handlePaymentCaptured({ now }: { now: () => Date }): OneStatementHandler<Tx, PaymentCaptured> {
+  return Object.assign(
+    async (message: PaymentCaptured, tx: Tx) => {
+      const { orderId } = message.body;
+      if (await commitReservation(tx, orderId, now())) return processed;
+      // Released first (a cancel overtook the payment; the refund follows), or committed already.
+      return stale(`order ${orderId} holds no reserved stock any more; nothing to commit`);
+    },
+    {
+      inOneStatement: (message: PaymentCaptured) => ({
+        with: commitWrite(message.body.orderId, now()),
+        wrote: 'committed',
+      }),
+    },
+  );
 }

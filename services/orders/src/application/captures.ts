@@ -1,8 +1,9 @@
+import type { OneStatementEffect } from '@idem/inbox';
 import type { MessageOf } from '@idem/shop';
 import type { PrismaClient, Tx } from '../db.js';
 import { onCapture } from '../domain/order-status.js';
 import { announceCancellation } from './cancel-order.js';
-import { changeStatus, lockOrder, moveIfAllowed, type OrderView } from './orders.js';
+import { changeStatus, lockOrder, moveIfAllowed, moveWrite, type OrderView } from './orders.js';
 
 export type CaptureResult =
   | { readonly kind: 'paid' }
@@ -25,12 +26,21 @@ export async function takeCapture(
   capture: MessageOf<'orders.payment-captured.v1'>,
   at: Date,
 ): Promise<CaptureResult> {
-  const { orderId } = capture.body;
-  const change = { now: at, causationId: capture.messageId, paying: capture.body };
-  return (await moveIfAllowed(tx, orderId, 'payment-captured', change))
+  return (await moveIfAllowed(tx, capture.body.orderId, 'payment-captured', paying(capture, at)))
     ? { kind: 'paid' }
     : decideCapture(tx, capture, at);
 }
+
+/** {@link takeCapture}'s common case, a capture that pays its order, as the inbox's one statement with its record. */
+export function captureInOneStatement(capture: MessageOf<'orders.payment-captured.v1'>, at: Date): OneStatementEffect {
+  return { with: moveWrite(capture.body.orderId, 'payment-captured', paying(capture, at)), wrote: 'moved' };
+}
+
+const paying = (capture: MessageOf<'orders.payment-captured.v1'>, at: Date) => ({
+  now: at,
+  causationId: capture.messageId,
+  paying: capture.body,
+});
 
 /** The plain way of {@link takeCapture}: lock the order and read it, decide (`onCapture`), then write. */
 export async function decideCapture(

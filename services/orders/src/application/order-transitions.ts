@@ -1,8 +1,8 @@
 import type { AnyEnvelope } from '@idem/contracts';
-import { permanentFailure, processed, stale, type HandlerResult } from '@idem/inbox';
+import { permanentFailure, processed, stale, type HandlerResult, type OneStatementEffect } from '@idem/inbox';
 import type { Tx } from '../db.js';
 import type { OrderTrigger } from '../domain/order-status.js';
-import { applyTransition, type TransitionResult } from './orders.js';
+import { applyTransition, moveWrite, type TransitionResult } from './orders.js';
 
 /**
  * The use case of most of the orders service's consumers: move the order on the event, through
@@ -20,6 +20,18 @@ export function moveOrderOn(
     causationId: message.messageId,
     ...(reason === undefined ? {} : { reason }),
   });
+}
+
+/** {@link moveOrderOn}'s common case, the move applying, as the inbox's one statement with its record. */
+export function moveOrderOnInOneStatement(
+  trigger: OrderTrigger,
+  message: AnyEnvelope & { body: { orderId: string } },
+  { at }: { at: Date },
+): OneStatementEffect {
+  return {
+    with: moveWrite(message.body.orderId, trigger, { now: at, causationId: message.messageId }),
+    wrote: 'moved',
+  };
 }
 
 /**

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { query, sql, type Sql } from '@idem/database';
 import type { Tx, PrismaClient } from '../db.js';
 import { moveOf, nextStatus, type OrderStatus, type OrderTrigger } from '../domain/order-status.js';
 import type { PricedLine, RequestedLine } from '../domain/pricing.js';
@@ -172,6 +173,9 @@ export async function changeStatus(
   return { ...order, status, version, updatedAt: now.toISOString() };
 }
 
+/** What {@link moveIfAllowed} needs to know of a move besides the order and its trigger. */
+export type MoveCondition = StatusChange & { owner?: Owner; paying?: { amountCents: number; currency: string } };
+
 /**
  * The order moved on `trigger` in one statement — when its status allows it, it is the owner's
  * and, for a capture (`paying`), the capture is its total in its currency — with its next version
@@ -183,17 +187,33 @@ export async function moveIfAllowed(
   tx: Tx,
   orderId: string,
   trigger: OrderTrigger,
-  {
-    now,
-    causationId,
-    reason,
-    owner,
-    paying,
-  }: StatusChange & { owner?: Owner; paying?: { amountCents: number; currency: string } },
+  change: MoveCondition,
 ): Promise<OrderView | undefined> {
+  const [row] = await query<LockedOrder>(
+    tx,
+    sql`
+      WITH ${moveWrite(orderId, trigger, change)}
+      SELECT id, customer_id, customer_email, currency, payment_method, status, version, total_cents, created_at, updated_at,
+             (SELECT json_agg(json_build_object('sku', sku, 'quantity', quantity, 'unitPriceCents', unit_price_cents)
+                              ORDER BY line_no) FROM order_lines WHERE order_id = moved.id) AS lines
+      FROM moved`,
+  );
+  return row && viewOf(row);
+}
+
+/**
+ * {@link moveIfAllowed}'s write as the WITH list of a statement: `moved` has the order's row when
+ * it moved, `recorded` writes the history entry. A consumer whose common case is this move gives
+ * it to the inbox to run with its record as one statement (@idem/inbox one-statement.ts).
+ */
+export function moveWrite(
+  orderId: string,
+  trigger: OrderTrigger,
+  { now, causationId, reason, owner, paying }: MoveCondition,
+): Sql {
   const { from, to } = moveOf(trigger);
-  const [row] = await tx.$queryRaw<LockedOrder[]>`
-    WITH moved AS (
+  return sql`
+    moved AS (
       UPDATE orders SET status = ${to}, version = version + 1, updated_at = ${now}
        WHERE id = ${orderId}::uuid AND status = ANY(${from}::text[])
          AND (${owner ?? null}::text IS NULL OR customer_id = ${owner ?? null})
@@ -202,12 +222,7 @@ export async function moveIfAllowed(
     ), recorded AS (
       INSERT INTO order_status_changes (order_id, version, status, causation_id, reason, occurred_at)
       SELECT id, version, status, ${causationId}::uuid, ${reason ?? null}, ${now} FROM moved
-    )
-    SELECT id, customer_id, customer_email, currency, payment_method, status, version, total_cents, created_at, updated_at,
-           (SELECT json_agg(json_build_object('sku', sku, 'quantity', quantity, 'unitPriceCents', unit_price_cents)
-                            ORDER BY line_no) FROM order_lines WHERE order_id = moved.id) AS lines
-    FROM moved`;
-  return row && viewOf(row);
+    )`;
 }
 
 /** An order row as `lockOrder` reads it, with its lines. */

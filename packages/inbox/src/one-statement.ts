@@ -1,0 +1,82 @@
+/**
+ * One statement for a delivery whose handler's common case is one conditional write — an order
+ * moved on, a reservation committed: the inbox's record and that write travel together, with no
+ * transaction around them (no BEGIN, no COMMIT: one round trip where `consume` makes four).
+ *
+ * The handler gives its write as the WITH list of a statement and names the CTE that returns a row
+ * when it wrote (`OneStatementEffect`); the inbox adds its record, inserted only when that CTE has a
+ * row, and runs the statement alone. It is `consume`'s algorithm in one atomic statement:
+ * - a first delivery whose write applies: the write and the record commit together (`processed`);
+ * - a duplicate: its record's insert fails on the primary key — waiting, like `consume`'s, for a
+ *   concurrent delivery of the same message to commit — and the failure takes the write with it;
+ * - a write that does not apply (the state moved on, or this is not the handler's common case):
+ *   nothing is written, and `consume` decides the delivery, its plain way, as it always would.
+ * So every delivery ends as `consume` would end it ("gives the outcomes and rows of consume",
+ * one-statement.int.spec.ts), and the common one costs one statement. With no transaction there
+ * is no transaction timeout either: the statement waits for a row lock as long as its holder,
+ * whose own transaction has one.
+ */
+import type { AnyEnvelope } from '@idem/contracts';
+import { identifier, query, sql, type Sql, type SqlClient } from '@idem/database';
+import { bodyHash } from './body-hash.js';
+import { ForcedRollback } from './database-errors.js';
+import { duplicateOf } from './duplicates.js';
+import type { Inbox } from './inbox.js';
+import type { DeliveryOutcome, MessageHandler } from './outcomes.js';
+
+/** A handler's common case as one statement's WITH list, and the CTE that has a row when it wrote. */
+export interface OneStatementEffect {
+  /** `name AS (UPDATE … RETURNING …), …`: data-modifying CTEs, as PostgreSQL allows them (at the top level). */
+  readonly with: Sql;
+  /** The CTE of `with` that returns a row when the write applied, and none when it did not. */
+  readonly wrote: string;
+}
+
+/** A handler (the plain way, in `consume`'s transaction) with its common case as one statement. */
+export type OneStatementHandler<Tx, M extends AnyEnvelope = AnyEnvelope> = MessageHandler<Tx, M> & {
+  readonly inOneStatement: (message: M) => OneStatementEffect;
+};
+
+/** Whether `handler` has a one-statement common case. */
+export const hasOneStatement = <Tx, M extends AnyEnvelope>(
+  handler: MessageHandler<Tx, M>,
+): handler is OneStatementHandler<Tx, M> => 'inOneStatement' in handler;
+
+export async function consumeInOneStatement<Tx extends SqlClient, M extends AnyEnvelope>(
+  inbox: Inbox<Tx>,
+  consumer: string,
+  message: M,
+  handler: OneStatementHandler<Tx, M>,
+): Promise<DeliveryOutcome> {
+  const hash = bodyHash(message.body);
+  const id = message.messageId.toLowerCase();
+  const known = (await inbox.shortcut.processedAmong(consumer, [id])).get(id);
+  if (known !== undefined) return duplicateOf(consumer, message.messageId, known, hash, inbox.report);
+  try {
+    const effect = handler.inOneStatement(message);
+    const statement = sql`
+      WITH ${effect.with},
+      inbox_record AS (
+        INSERT INTO processed_messages (consumer, message_id, body_hash, processed_at)
+        SELECT ${consumer}, ${message.messageId}::uuid, ${hash}, ${inbox.now()}
+         WHERE EXISTS (SELECT 1 FROM ${identifier(effect.wrote)})
+        RETURNING 1
+      )
+      SELECT count(*)::int AS recorded FROM inbox_record`;
+    const [{ recorded } = { recorded: 0 }] = inbox.faults.fires('rollback-after-handler', consumer)
+      ? await rolledBack(inbox, statement)
+      : await query<{ recorded: number }>(inbox.db, statement);
+    if (recorded === 1) return { outcome: 'processed' };
+  } catch (error) {
+    return inbox.outcomeOfError(consumer, message, hash, error);
+  }
+  return inbox.consume(consumer, message, handler);
+}
+
+/** `consume`'s `rollback-after-handler` window: the statement runs in a transaction that is then rolled back. */
+function rolledBack<Tx extends SqlClient>(inbox: Inbox<Tx>, statement: Sql): Promise<never> {
+  return inbox.db.$transaction(async (tx) => {
+    await query(tx, statement);
+    throw new ForcedRollback();
+  }, inbox.transaction);
+}
