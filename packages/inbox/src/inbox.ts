@@ -16,8 +16,9 @@ import type { DeliveryOutcome, HandlerResult, MessageHandler } from './outcomes.
  * then apply the business change, and commit both; a duplicate changes nothing. `consume` below
  * is that algorithm and nothing else. Beside it, each in its own module: what makes it cheaper
  * without changing an outcome (duplicates.ts: the duplicate shortcut; group-commit.ts: several
- * messages per commit; one-statement.ts: a record and a one-statement write as one round trip). The article's common mistakes are not here: the lessons make them, behind
- * this same interface (`infra/lessons/src/wrong-ways.ts`).
+ * messages per commit; one-statement.ts: the record and a one-statement write as one round
+ * trip). The article's common mistakes are not here: the lessons make them, behind this same
+ * interface (`infra/lessons/src/wrong-ways.ts`).
  */
 
 export type { ConflictingDuplicate, MessageHandler, OneStatementHandler };
