@@ -433,6 +433,46 @@ describe('payments.order-cancelled.v1', () => {
   });
 });
 
+describe('a stock-reserved delivered in one statement', () => {
+  it('ends as consume ends it: a first, after a cancellation, a second reservation of the order, a copy', async () => {
+    const consumer = 'payments.stock-reserved.v1';
+    const handler = handleStockReserved({ now });
+    const rowsOf = async (orderId: string) => ({
+      attempts: (await db.paymentAttempt.findMany({ where: { orderId } })).map((a) => ({
+        status: a.status,
+        amountCents: a.amountCents,
+        providerCalls: a.providerCalls,
+      })),
+      cancelled: (
+        await db.$queryRaw<{ cancelled: boolean }[]>`
+        SELECT cancelled_at IS NOT NULL AS cancelled FROM payment_orders WHERE order_id = ${orderId}::uuid`
+      )[0]?.cancelled,
+    });
+    for (const before of ['nothing', 'cancelled', 'reserved by another message', 'the same message'] as const) {
+      const outcomes: Record<string, string> = {};
+      const rows: Record<string, unknown> = {};
+      for (const way of ['oneStatement', 'plain'] as const) {
+        const message = stockReserved();
+        const { orderId } = message.body;
+        if (before === 'cancelled') await cancel(orderId);
+        if (before === 'reserved by another message') await reserve(stockReserved(orderId));
+        if (before === 'the same message') await reserve(message);
+        const outcome =
+          way === 'oneStatement'
+            ? await inbox().consumeInOneStatement(consumer, message, handler)
+            : await inbox().consume(consumer, message, handler);
+        outcomes[way] = outcome.outcome;
+        rows[way] = {
+          ...(await rowsOf(orderId)),
+          recorded: await db.processedMessage.count({ where: { consumer, messageId: message.messageId } }),
+        };
+      }
+      expect(outcomes.oneStatement, before).toBe(outcomes.plain);
+      expect(rows.oneStatement, before).toEqual(rows.plain);
+    }
+  });
+});
+
 describe("a cancellation racing the charge's answer (the worker and a message, one attempt row)", () => {
   /** An attempt as the worker holds it after its claim: one provider call made, its answer not yet recorded. */
   async function claimedAttempt() {

@@ -1,37 +1,48 @@
 import { randomUUID } from 'node:crypto';
 import { traceparentOf } from '@idem/contracts';
-import { notify } from '@idem/database';
+import { notify, query, sql, type Sql } from '@idem/database';
 import type { PrismaClient, Tx } from '../db.js';
 import { newChargeKey, newRefundKey, onCancel } from '../domain/payment-attempt.js';
 
 /** The channel the payment worker LISTENs on: an attempt became due (a charge or a refund). */
 export const ATTEMPTS_CHANNEL = 'idem_payment_attempts';
 
+/** The order whose payment {@link openAttempt} opens, as its stock-reserved message says it. */
+export interface OrderToPay {
+  readonly orderId: string;
+  readonly payment: { amountCents: number; currency: string; method: string };
+  readonly correlationId: string;
+  readonly causationId: string;
+}
+
 /**
  * Opens the order's payment attempt with a fresh provider idempotency key, persisted here, in the
  * inbox transaction; no provider call happens inside a transaction (the payment worker makes it).
  * The attempt is unique per order (the business key), so a second reservation of the order opens
- * nothing; an order cancelled first is `cancelled` and nothing is charged.
+ * nothing; an order cancelled first is `cancelled` and nothing is charged. One statement
+ * ({@link openWrite}).
  */
-export async function openAttempt(
-  tx: Tx,
-  order: {
-    orderId: string;
-    payment: { amountCents: number; currency: string; method: string };
-    correlationId: string;
-    causationId: string;
-  },
-  at: Date,
-): Promise<'opened' | 'cancelled'> {
+export async function openAttempt(tx: Tx, order: OrderToPay, at: Date): Promise<'opened' | 'cancelled'> {
+  const [known] = await query<{ cancelled: boolean }>(
+    tx,
+    sql`WITH ${openWrite(order, at)} SELECT known.cancelled_at IS NOT NULL AS cancelled FROM known`,
+  );
+  return known?.cancelled ? 'cancelled' : 'opened';
+}
+
+/**
+ * {@link openAttempt}'s write as the WITH list of a statement. First the order's row, written
+ * (locked) as the cancellation writes it: a cancellation under way makes this wait for its commit
+ * and then read its tombstone; one that comes later waits for this commit and then finds the
+ * attempt. Then the attempt (`opened` has a row when it was written), unless the order is
+ * cancelled or has one (the business key), with the payment worker's wake-up, delivered at the
+ * commit. The stock-reserved consumer gives it to the inbox to run with its record as one
+ * statement; when nothing is opened, the order's row was there already and is left as it was.
+ */
+export function openWrite(order: OrderToPay, at: Date): Sql {
   const { orderId, payment } = order;
-  const id = randomUUID();
-  // One statement. First the order's row, written (locked) as the cancellation writes it: a
-  // cancellation under way makes this wait for its commit and then read its tombstone; one that
-  // comes later waits for this commit and then finds the attempt. Then the attempt, unless the
-  // order is cancelled or has one (the business key), and the payment worker's wake-up, delivered
-  // when this transaction commits.
-  const [known] = await tx.$queryRaw<{ cancelled: boolean }[]>`
-    WITH known AS (
+  return sql`
+    known AS (
       INSERT INTO payment_orders (order_id, created_at) VALUES (${orderId}::uuid, ${at})
       ON CONFLICT (order_id) DO UPDATE SET cancelled_at = payment_orders.cancelled_at
       RETURNING cancelled_at
@@ -39,17 +50,13 @@ export async function openAttempt(
       INSERT INTO payment_attempts (id, order_id, amount_cents, currency, payment_method, status, idempotency_key,
                                     idempotency_key_created_at, next_attempt_at, correlation_id, causation_id,
                                     traceparent, created_at, updated_at)
-      SELECT ${id}::uuid, ${orderId}::uuid, ${payment.amountCents}, ${payment.currency}, ${payment.method}, 'pending',
-             ${newChargeKey()}, ${at}, ${at}, ${order.correlationId}::uuid, ${order.causationId}::uuid,
+      SELECT ${randomUUID()}::uuid, ${orderId}::uuid, ${payment.amountCents}, ${payment.currency}, ${payment.method},
+             'pending', ${newChargeKey()}, ${at}, ${at}, ${order.correlationId}::uuid, ${order.causationId}::uuid,
              ${traceparentOf() ?? null}, ${at}, ${at}
       FROM known WHERE known.cancelled_at IS NULL
       ON CONFLICT DO NOTHING
-      RETURNING 1
-    )
-    SELECT known.cancelled_at IS NOT NULL AS cancelled,
-           (SELECT count(pg_notify(${ATTEMPTS_CHANNEL}, '')) FROM opened) AS woken
-    FROM known`;
-  return known?.cancelled ? 'cancelled' : 'opened';
+      RETURNING pg_notify(${ATTEMPTS_CHANNEL}, '')
+    )`;
 }
 
 /**

@@ -1,19 +1,28 @@
-import { processed, stale, type MessageHandler } from '@idem/inbox';
+import { processed, stale, type OneStatementHandler } from '@idem/inbox';
 import type { MessageOf } from '@idem/shop';
-import { openAttempt } from '../application/payment-attempts.js';
+import { openAttempt, openWrite, type OrderToPay } from '../application/payment-attempts.js';
 import type { Tx } from '../db.js';
 
-/** payments.stock-reserved.v1: the order's stock is held, so its payment is due. */
-export function handleStockReserved({
-  now,
-}: {
-  now: () => Date;
-}): MessageHandler<Tx, MessageOf<'payments.stock-reserved.v1'>> {
-  return async (message, tx) => {
-    const { orderId, payment } = message.body;
-    const { correlationId, messageId: causationId } = message;
-    if ((await openAttempt(tx, { orderId, payment, correlationId, causationId }, now())) === 'cancelled')
-      return stale(`order ${orderId} was cancelled before its payment was due; nothing is charged`);
-    return processed;
-  };
+type StockReserved = MessageOf<'payments.stock-reserved.v1'>;
+
+const orderToPay = ({ body: { orderId, payment }, correlationId, messageId }: StockReserved): OrderToPay => ({
+  orderId,
+  payment,
+  correlationId,
+  causationId: messageId,
+});
+
+/**
+ * payments.stock-reserved.v1: the order's stock is held, so its payment is due; when its attempt
+ * is opened, that and the inbox's record are one statement.
+ */
+export function handleStockReserved({ now }: { now: () => Date }): OneStatementHandler<Tx, StockReserved> {
+  return Object.assign(
+    async (message: StockReserved, tx: Tx) => {
+      if ((await openAttempt(tx, orderToPay(message), now())) === 'cancelled')
+        return stale(`order ${message.body.orderId} was cancelled before its payment was due; nothing is charged`);
+      return processed;
+    },
+    { inOneStatement: (message: StockReserved) => ({ with: openWrite(orderToPay(message), now()), wrote: 'opened' }) },
+  );
 }
