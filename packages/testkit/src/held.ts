@@ -1,4 +1,4 @@
-import type { SqlClient } from '@idem/database';
+import type { SqlClient, TransactionalClient, TransactionOptions } from '@idem/database';
 
 /** A handler whose transaction waits, part-way, until the test lets it go on. */
 export interface HeldHandler<H> {
@@ -38,6 +38,23 @@ export function held<M, R, Tx extends object>(
     return result;
   };
   return { handler: wrapped, reached, release };
+}
+
+/**
+ * `db` for code that opens its own transaction (an HTTP use case, a worker's record) rather than
+ * receiving the inbox's: each transaction it opens is held as {@link held} holds a handler's,
+ * after its first `statements` statements or before its commit.
+ */
+export function heldTransactions<C extends TransactionalClient<SqlClient>>(
+  db: C,
+  options: { statements?: number } = {},
+): HeldHandler<C> {
+  const holding = held((work: (tx: SqlClient) => Promise<unknown>, tx: SqlClient) => work(tx), options);
+  const holdingDb = {
+    $transaction: (work: (tx: SqlClient) => Promise<unknown>, transaction?: TransactionOptions) =>
+      db.$transaction((tx) => holding.handler(work, tx), transaction),
+  } as unknown as C;
+  return { handler: holdingDb, reached: holding.reached, release: holding.release };
 }
 
 /** `client`, with `gate` awaited before each statement it runs. */

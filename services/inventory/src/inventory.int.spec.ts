@@ -2,7 +2,16 @@ import { randomUUID } from 'node:crypto';
 import type { Envelope } from '@idem/shop';
 import { createInbox } from '@idem/inbox';
 import { createPublisher, defaultDeliveryPolicy, type Publisher } from '@idem/messaging';
-import { deleteQueues, held, orderPlacedMessage, redisUrl, serviceDatabase, uniqueName, waitFor } from '@idem/testkit';
+import {
+  deleteQueues,
+  finishedOrWaiting,
+  held,
+  orderPlacedMessage,
+  redisUrl,
+  serviceDatabase,
+  uniqueName,
+  waitFor,
+} from '@idem/testkit';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig } from './config.js';
@@ -234,6 +243,47 @@ describe('inventory consumers', () => {
     expect(outcomes).toEqual(Array.from({ length: 5 }, () => ({ outcome: 'processed' })));
     expect(await stock('mouse')).toEqual({ available: 8 - 6 - 2, reserved: 2 });
     expect(await stock('cable')).toEqual({ available: 8 - 6 - 2, reserved: 2 });
+  });
+
+  it('serialises a capture and a cancel on the reservation row, whichever holds it first: the stock ends given back once', async () => {
+    const captured = (orderId: string): Envelope<'payments.payment-captured.v1'> => ({
+      ...orderPlacedMessage(),
+      type: 'payments.payment-captured.v1',
+      producer: 'payments',
+      body: { orderId, paymentIntentId: `pi_${orderId}`, amountCents: 200, currency: 'eur' },
+    });
+    const cancelling = (orderId: string, handler: ReturnType<typeof handleOrderCancelled>) =>
+      inbox().consume('inventory.order-cancelled.v1', cancelled(orderId, 3), handler);
+    // The capture held before its commit (its one statement has committed the reservation and
+    // holds its row): the cancel waits, then finds it committed and gives the sold stock back.
+    const first = placed([{ sku: 'mouse', quantity: 2 }]);
+    await inbox().consume('inventory.order-placed.v1', first, handleOrderPlaced({ now }));
+    const capturing = held(handlePaymentCaptured({ now }));
+    const capture = inbox().consume('inventory.payment-captured.v1', captured(first.body.orderId), capturing.handler);
+    await capturing.reached;
+    const cancel = cancelling(first.body.orderId, handleOrderCancelled({ now }));
+    await finishedOrWaiting(db, cancel);
+    capturing.release();
+    expect(await capture).toEqual({ outcome: 'processed' });
+    expect(await cancel).toEqual({ outcome: 'processed' });
+    expect(await stock('mouse')).toEqual({ available: 10, reserved: 0 });
+    // The cancel held between its read (the reservation, locked) and its write: the capture in one
+    // statement waits on the row, then finds nothing reserved and commits nothing (stale).
+    const second = placed([{ sku: 'cable', quantity: 2 }]);
+    await inbox().consume('inventory.order-placed.v1', second, handleOrderPlaced({ now }));
+    const holding = held(handleOrderCancelled({ now }), { statements: 2 });
+    const cancelHeld = cancelling(second.body.orderId, holding.handler);
+    await holding.reached;
+    const late = inbox().consumeInOneStatement(
+      'inventory.payment-captured.v1',
+      captured(second.body.orderId),
+      handlePaymentCaptured({ now }),
+    );
+    await finishedOrWaiting(db, late);
+    holding.release();
+    expect(await cancelHeld).toEqual({ outcome: 'processed' });
+    expect(await late).toMatchObject({ outcome: 'stale' });
+    expect(await stock('cable')).toEqual({ available: 10, reserved: 0 });
   });
 
   it('ends a capture delivered in one statement as consume ends it, whatever became of the reservation', async () => {

@@ -6,6 +6,7 @@ import {
   deleteQueues,
   finishedOrWaiting,
   held,
+  heldTransactions,
   orderPlacedMessage,
   serviceDatabase,
   testMessage,
@@ -18,7 +19,7 @@ import { handlePaymentCaptured } from './consumers/payment-captured.js';
 import { handlePaymentFailed } from './consumers/payment-failed.js';
 import { handleReservationExpired } from './consumers/reservation-expired.js';
 import { handleStockReserved } from './consumers/stock-reserved.js';
-import { connectDatabase, type PrismaClient, type Tx } from './db.js';
+import { connectDatabase } from './db.js';
 import { cancelOrder } from './application/cancel-order.js';
 import { decideCapture, takeCapture } from './application/captures.js';
 import { applyTransition, createOrder, decideAndMove, type OrderView } from './application/orders.js';
@@ -725,41 +726,43 @@ describe('orders consumers', () => {
     expect(await cancellationsOf(orderId)).toHaveLength(1);
   });
 
-  it('serialises them the other way round: a cancel held after its write, the capture waiting on the row sees CANCELLED and asks for the refund', async () => {
-    const { orderId } = await orderOf(await post('/orders', validOrder()));
-    const { customerId } = await db.order.findUniqueOrThrow({ where: { id: orderId } });
-    // The cancel's transaction, held after its first statement: the one-statement move has
-    // written CANCELLED and holds the row; its announcement and its commit have not run.
-    const cancelling = held((work: (tx: Tx) => Promise<unknown>, tx: Tx) => work(tx));
-    const holdingDb = {
-      $transaction: (work: (tx: Tx) => Promise<unknown>, options?: object) =>
-        db.$transaction((tx) => cancelling.handler(work, tx), options),
-    } as unknown as PrismaClient;
-    const cancelled = cancelOrder(holdingDb, {
-      orderId,
-      reason: 'changed my mind',
-      owner: customerId,
-      correlationId: randomUUID(),
-      now,
-    });
-    await cancelling.reached;
-    const late = capture(orderId);
-    const captured = consumeCapture(late);
-    await finishedOrWaiting(db, captured); // the capture's one-statement move waits on the row
-    cancelling.release();
-    expect(await cancelled).toMatchObject({ kind: 'cancelled' });
-    expect(await captured).toEqual({ outcome: 'processed' });
-    // The capture came second: its write found the order no longer payable, moved nothing, and
-    // the plain way refused it and announced the cancellation again, so payments refunds it.
-    const order = await orderOf(await get(`/orders/${orderId}`));
-    expect(order.history.map((h) => h.status)).toEqual(['PENDING', 'CANCELLED']);
-    expect(await db.refusedCapture.findMany({ where: { orderId } })).toEqual([
-      expect.objectContaining({ refusal: 'not_payable', orderStatus: 'CANCELLED' }),
-    ]);
-    const [first, again] = await cancellationsOf(orderId);
-    expect(first).toMatchObject({ causationId: null });
-    expect(again).toMatchObject({ aggregateVersion: first!.aggregateVersion, causationId: late.messageId });
-  });
+  it.each(['consume', 'consumeInOneStatement'] as const)(
+    'serialises them the other way round (%s): a cancel held after its write, the capture waiting on the row sees CANCELLED and asks for the refund',
+    async (route) => {
+      const { orderId } = await orderOf(await post('/orders', validOrder()));
+      const { customerId } = await db.order.findUniqueOrThrow({ where: { id: orderId } });
+      // The cancel's transaction, held after its first statement: the one-statement move has
+      // written CANCELLED and holds the row; its announcement and its commit have not run.
+      const cancelling = heldTransactions(db);
+      const cancelled = cancelOrder(cancelling.handler, {
+        orderId,
+        reason: 'changed my mind',
+        owner: customerId,
+        correlationId: randomUUID(),
+        now,
+      });
+      await cancelling.reached;
+      const late = capture(orderId);
+      const captured =
+        route === 'consume'
+          ? consumeCapture(late)
+          : inbox().consumeInOneStatement('orders.payment-captured.v1', late, handlePaymentCaptured({ now }));
+      await finishedOrWaiting(db, captured); // the capture's one-statement move waits on the row
+      cancelling.release();
+      expect(await cancelled).toMatchObject({ kind: 'cancelled' });
+      expect(await captured).toEqual({ outcome: 'processed' });
+      // The capture came second: its write found the order no longer payable, moved nothing, and
+      // the plain way refused it and announced the cancellation again, so payments refunds it.
+      const order = await orderOf(await get(`/orders/${orderId}`));
+      expect(order.history.map((h) => h.status)).toEqual(['PENDING', 'CANCELLED']);
+      expect(await db.refusedCapture.findMany({ where: { orderId } })).toEqual([
+        expect.objectContaining({ refusal: 'not_payable', orderStatus: 'CANCELLED' }),
+      ]);
+      const [first, again] = await cancellationsOf(orderId);
+      expect(first).toMatchObject({ causationId: null });
+      expect(again).toMatchObject({ aggregateVersion: first!.aggregateVersion, causationId: late.messageId });
+    },
+  );
 
   it('cancels an order whose reservation expired, says why, and announces it so its payment stops', async () => {
     const { orderId } = await orderOf(await post('/orders', validOrder()));

@@ -11,6 +11,7 @@ import {
   exited,
   finishedOrWaiting,
   held,
+  heldTransactions,
   orderPlacedMessage,
   startScript,
   uniqueName,
@@ -19,7 +20,7 @@ import {
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { handleOrderCancelled } from './consumers/order-cancelled.js';
 import { handleStockReserved } from './consumers/stock-reserved.js';
-import { connectDatabase, type PrismaClient, type Tx } from './db.js';
+import { connectDatabase, type PrismaClient } from './db.js';
 import { recordCharge } from './application/provider-answers.js';
 import { loadConfig, SIMULATOR_API_KEY } from './config.js';
 import { PACKAGE_TABLES } from './tables.js';
@@ -521,12 +522,8 @@ describe("a cancellation racing the charge's answer (the worker and a message, o
 
   it('asks for the refund when the capture, held after its one-statement write, commits first and the cancel waits', async () => {
     const attempt = await claimedAttempt();
-    const capturing = held((work: (tx: Tx) => Promise<unknown>, tx: Tx) => work(tx), { statements: 99 });
-    const holdingDb = {
-      $transaction: (work: (tx: Tx) => Promise<unknown>, options?: object) =>
-        db.$transaction((tx) => capturing.handler(work, tx), options),
-    } as unknown as PrismaClient;
-    const recorded = recordCharge(recorder(holdingDb), attempt, capturedAnswer);
+    const capturing = heldTransactions(db, { statements: 99 }); // held before its commit
+    const recorded = recordCharge(recorder(capturing.handler), attempt, capturedAnswer);
     await capturing.reached;
     expect(await db.paymentAttempt.count({ where: { orderId: attempt.orderId, status: 'captured' } })).toBe(0);
     const cancelled = cancel(attempt.orderId);
