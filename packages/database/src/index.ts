@@ -2,7 +2,7 @@ export { migrate, readMigrations, createDatabaseIfMissing, dropDatabase, Migrati
 export type { MigrateOptions, MigrationFile } from './migrate.js';
 export { findSchemaDrift } from './schema-drift.js';
 export type { SqlClient, TransactionalClient, TransactionOptions } from './sql-client.js';
-export { identifier, query, sql, Sql } from './sql.js';
+export { execute, identifier, query, sql, Sql } from './sql.js';
 export { readOnly, type ReadQuery } from './read-only.js';
 export {
   createPool,

@@ -40,6 +40,13 @@ export function identifier(name: string): Sql {
 
 /** Runs `statement` on `db` (a client or a transaction) and returns its rows. */
 export async function query<R>(db: SqlClient, statement: Sql): Promise<R[]> {
-  const strings = Object.assign([...statement.strings], { raw: [...statement.strings] });
-  return db.$queryRaw<R[]>(strings as unknown as TemplateStringsArray, ...statement.values);
+  return db.$queryRaw<R[]>(template(statement), ...statement.values);
 }
+
+/** Runs `statement` on `db` (a client or a transaction) and returns how many rows it wrote. */
+export async function execute(db: SqlClient, statement: Sql): Promise<number> {
+  return db.$executeRaw(template(statement), ...statement.values);
+}
+
+const template = ({ strings }: Sql) =>
+  Object.assign([...strings], { raw: [...strings] }) as unknown as TemplateStringsArray;

@@ -2,7 +2,7 @@ export { createInbox, Inbox, type InboxOptions, type MessageHandler, type Confli
 export { hasOneStatement, type OneStatementEffect, type OneStatementHandler } from './one-statement.js';
 export * from './outcomes.js';
 export { classifyFailure, isProcessedMessageConflict, type FailureClassification } from './database-errors.js';
-export { advanceAggregateVersion } from './aggregate-versions.js';
+export { advanceAggregateVersion, aggregateVersionAdvance, type AggregateVersion } from './aggregate-versions.js';
 export type { DeadLetter, DeadLetterCursor, DeadLetterFilter, DeadLetters, NewDeadLetter } from './dead-letters.js';
 export {
   createInboxRetention,

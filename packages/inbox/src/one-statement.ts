@@ -30,6 +30,8 @@ export interface OneStatementEffect {
   readonly with: Sql;
   /** The CTE of `with` that returns a row when the write applied, and none when it did not. */
   readonly wrote: string;
+  /** Run once the statement has committed having written (an event's handoff: @idem/outbox `enqueueInOneStatement`). */
+  readonly afterCommit?: () => void;
 }
 
 /** A handler (the plain way, in `consume`'s transaction) with its common case as one statement. */
@@ -52,8 +54,10 @@ export async function consumeInOneStatement<Tx extends SqlClient, M extends AnyE
   const id = message.messageId.toLowerCase();
   const known = (await inbox.shortcut.processedAmong(consumer, [id])).get(id);
   if (known !== undefined) return duplicateOf(consumer, message.messageId, known, hash, inbox.report);
+  let effect: OneStatementEffect;
+  let recorded: number;
   try {
-    const effect = handler.inOneStatement(message);
+    effect = handler.inOneStatement(message);
     const statement = sql`
       WITH ${effect.with},
       inbox_record AS (
@@ -63,14 +67,15 @@ export async function consumeInOneStatement<Tx extends SqlClient, M extends AnyE
         RETURNING 1
       )
       SELECT count(*)::int AS recorded FROM inbox_record`;
-    const [{ recorded } = { recorded: 0 }] = inbox.faults.fires('rollback-after-handler', consumer)
+    [{ recorded } = { recorded: 0 }] = inbox.faults.fires('rollback-after-handler', consumer)
       ? await rolledBack(inbox, statement)
       : await query<{ recorded: number }>(inbox.db, statement);
-    if (recorded === 1) return { outcome: 'processed' };
   } catch (error) {
     return inbox.outcomeOfError(consumer, message, hash, error);
   }
-  return inbox.consume(consumer, message, handler);
+  if (recorded !== 1) return inbox.consume(consumer, message, handler);
+  effect.afterCommit?.();
+  return { outcome: 'processed' };
 }
 
 /** `consume`'s `rollback-after-handler` window: the statement runs in a transaction that is then rolled back. */

@@ -1,7 +1,7 @@
 import { subscribersOf, type ConsumerName } from '@idem/shop';
 import { createInbox } from '@idem/inbox';
-import { runningAfterCommit } from '@idem/database';
-import { createRelay, handoffFor } from '@idem/outbox';
+import { query, runningAfterCommit, sql } from '@idem/database';
+import { createRelay, enqueueInOneStatement, handoffFor } from '@idem/outbox';
 import {
   createTestDatabase,
   deleteQueues,
@@ -16,7 +16,7 @@ import {
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { reserveOneUnit, writeOrders as writeOrdersIn } from '../test/fixtures.js';
+import { orderPlaced, reserveOneUnit, writeOrders as writeOrdersIn } from '../test/fixtures.js';
 import { startConsumer, type DeliveryReport } from './consumer.js';
 import { defaultDeliveryPolicy } from './delivery-policy.js';
 import { createPublisher } from './publisher.js';
@@ -218,6 +218,40 @@ describe('outbox relay over BullMQ', () => {
       await handoffFor(writer).stop();
       await Promise.all(consumers.map((c) => c.close(1000)));
       await publisher.close();
+    }
+  });
+
+  it('hands over an event a statement wrote alone once its writer says it committed, and writes none where its condition did not hold', async () => {
+    const writer = runningAfterCommit(db.connect());
+    const published: string[] = [];
+    handoffFor(writer).start({
+      publish: async (envelopes) => void published.push(...envelopes.map((e) => e.messageId)),
+    });
+    /** One statement with an event in it, as the inbox's one-statement route runs one. */
+    const writeAlone = async (holds: boolean) => {
+      const event = enqueueInOneStatement(writer, shop, orderPlaced(), new Date(), sql`${holds}::boolean`);
+      const [{ wrote } = { wrote: 0 }] = await query<{ wrote: number }>(
+        writer,
+        sql`WITH event AS (${event.insert}) SELECT count(*)::int AS wrote FROM event`,
+      );
+      if (wrote === 1) event.afterCommit();
+      return event.envelope;
+    };
+    try {
+      const written = await writeAlone(true);
+      await writeAlone(false);
+      await waitFor(
+        async () => (await db.prisma.outboxMessage.count({ where: { publishedAt: { not: null } } })) === 1,
+        {
+          what: 'the handoff marks its row',
+        },
+      );
+      expect(published).toEqual([written.messageId]);
+      const rows = await db.prisma.outboxMessage.findMany();
+      expect(rows.map((row) => row.messageId)).toEqual([written.messageId]);
+      expect(rows[0]!.nextAttemptAt.getTime()).toBeGreaterThan(rows[0]!.createdAt.getTime()); // left to the handoff
+    } finally {
+      await handoffFor(writer).stop();
     }
   });
 

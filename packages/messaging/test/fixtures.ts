@@ -3,7 +3,7 @@
  * that is visibly wrong when applied twice.
  */
 import { randomUUID } from 'node:crypto';
-import { shop, type Envelope } from '@idem/shop';
+import { shop, type Envelope, type EventDraft } from '@idem/shop';
 import { processed, stale, type MessageHandler } from '@idem/inbox';
 import { enqueue } from '@idem/outbox';
 import type { PrismaClient } from '@idem/testkit';
@@ -35,31 +35,27 @@ export const reserveOneUnit =
 export async function writeOrders(db: PrismaClient, count: number): Promise<Envelope[]> {
   return db.$transaction(async (tx) => {
     const written: Envelope[] = [];
-    for (let i = 0; i < count; i++) {
-      const orderId = randomUUID();
-      written.push(
-        await enqueue(
-          tx,
-          shop,
-          {
-            type: 'orders.order-placed.v1',
-            body: {
-              orderId,
-              customerEmail: 'ada@example.com',
-              currency: 'eur',
-              paymentMethod: 'pm_card_visa',
-              lines: [{ sku: 'sku-1', quantity: 1, unitPriceCents: 100 }],
-              totalCents: 100,
-            },
-            aggregateId: orderId,
-            aggregateVersion: 1,
-            correlationId: randomUUID(),
-            causationId: null,
-          },
-          new Date(),
-        ),
-      );
-    }
+    for (let i = 0; i < count; i++) written.push(await enqueue(tx, shop, orderPlaced(), new Date()));
     return written;
   });
+}
+
+/** A new order-placed event of one unit, to enqueue. */
+export function orderPlaced(): EventDraft<'orders.order-placed.v1'> {
+  const orderId = randomUUID();
+  return {
+    type: 'orders.order-placed.v1',
+    body: {
+      orderId,
+      customerEmail: 'ada@example.com',
+      currency: 'eur',
+      paymentMethod: 'pm_card_visa',
+      lines: [{ sku: 'sku-1', quantity: 1, unitPriceCents: 100 }],
+      totalCents: 100,
+    },
+    aggregateId: orderId,
+    aggregateVersion: 1,
+    correlationId: randomUUID(),
+    causationId: null,
+  };
 }

@@ -53,13 +53,11 @@ export function handoffFor(db: SqlClient): OutboxHandoff {
 }
 
 /**
- * The handoff of `tx`'s client, if it has one — started or not: `enqueue` offers it every event,
- * and one that has not started (or has stopped) declines, leaving the event to the relay.
+ * The handoff of `db` (a transaction's client, or a client), if it has one — started or not:
+ * `enqueue` offers it every event, and one that has not started (or has stopped) declines,
+ * leaving the event to the relay.
  */
-export const handoffOf = (tx: SqlClient): OutboxHandoff | undefined => {
-  const client = clientOf(tx);
-  return client && handoffs.get(client);
-};
+export const handoffOf = (db: SqlClient): OutboxHandoff | undefined => handoffs.get(clientOf(db) ?? db);
 
 /** Hands committed events to the broker, then marks them published; see the module's comment. */
 export class OutboxHandoff {
@@ -111,6 +109,19 @@ export class OutboxHandoff {
     }
     events.push(envelope);
     return new Date(now.getTime() + this.#options.sweepAfterMs);
+  }
+
+  /**
+   * `take` for an event written by a statement that runs alone (`enqueueInOneStatement`): no
+   * transaction to wait for, so the writer calls `handOver` once its statement has committed the
+   * row. Undefined when not started.
+   */
+  takeAlone(envelope: AnyEnvelope, now: Date): { readonly sweepAt: Date; readonly handOver: () => void } | undefined {
+    if (!this.#options) return undefined;
+    return {
+      sweepAt: new Date(now.getTime() + this.#options.sweepAfterMs),
+      handOver: () => void this.#track(this.#handOver([envelope])),
+    };
   }
 
   async #handOver(events: AnyEnvelope[]): Promise<void> {

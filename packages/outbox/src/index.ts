@@ -1,4 +1,4 @@
-export { enqueue, OUTBOX_CHANNEL } from './enqueue.js';
+export { enqueue, enqueueInOneStatement, OUTBOX_CHANNEL, type EventInOneStatement } from './enqueue.js';
 export { handoffFor, OutboxHandoff, SWEEP_AFTER_MS, type HandoffOptions } from './handoff.js';
 export {
   createPooledRelay,

@@ -81,10 +81,10 @@ describe('inventory consumers', () => {
       { sku: 'cable', quantity: 1 },
       { sku: 'mouse', quantity: 1 },
     ]);
-    expect(await inbox().consume('inventory.order-placed.v1', message, handleOrderPlaced({ now }))).toEqual({
+    expect(await inbox().consume('inventory.order-placed.v1', message, handleOrderPlaced({ db, now }))).toEqual({
       outcome: 'processed',
     });
-    expect(await inbox().consume('inventory.order-placed.v1', message, handleOrderPlaced({ now }))).toEqual({
+    expect(await inbox().consume('inventory.order-placed.v1', message, handleOrderPlaced({ db, now }))).toEqual({
       outcome: 'duplicate',
     });
     expect(await stock('mouse')).toEqual({ available: 7, reserved: 3 });
@@ -111,7 +111,7 @@ describe('inventory consumers', () => {
       { sku: 'cable', quantity: 11 },
       { sku: 'ghost', quantity: 1 },
     ]);
-    await inbox().consume('inventory.order-placed.v1', message, handleOrderPlaced({ now }));
+    await inbox().consume('inventory.order-placed.v1', message, handleOrderPlaced({ db, now }));
     expect(await stock('mouse')).toEqual({ available: 10, reserved: 0 });
     const [event] = await db.outboxMessage.findMany();
     expect(event!.envelope).toMatchObject({
@@ -127,7 +127,7 @@ describe('inventory consumers', () => {
 
   it('releases a reservation once when the order is cancelled, and a duplicate cancel changes nothing', async () => {
     const order = placed([{ sku: 'mouse', quantity: 4 }]);
-    await inbox().consume('inventory.order-placed.v1', order, handleOrderPlaced({ now }));
+    await inbox().consume('inventory.order-placed.v1', order, handleOrderPlaced({ db, now }));
     const cancel = cancelled(order.body.orderId, 3);
     expect(await inbox().consume('inventory.order-cancelled.v1', cancel, handleOrderCancelled({ now }))).toEqual({
       outcome: 'processed',
@@ -148,7 +148,7 @@ describe('inventory consumers', () => {
       cancelled(order.body.orderId, 2),
       handleOrderCancelled({ now }),
     );
-    expect(await inbox().consume('inventory.order-placed.v1', order, handleOrderPlaced({ now }))).toMatchObject({
+    expect(await inbox().consume('inventory.order-placed.v1', order, handleOrderPlaced({ db, now }))).toMatchObject({
       outcome: 'stale',
     });
     expect(await stock('mouse')).toEqual({ available: 10, reserved: 0 });
@@ -157,7 +157,7 @@ describe('inventory consumers', () => {
 
   it('releases the stock of an order whose payment failed, once', async () => {
     const order = placed([{ sku: 'cable', quantity: 2 }]);
-    await inbox().consume('inventory.order-placed.v1', order, handleOrderPlaced({ now }));
+    await inbox().consume('inventory.order-placed.v1', order, handleOrderPlaced({ db, now }));
     const failed: Envelope<'payments.payment-failed.v1'> = {
       ...orderPlacedMessage(),
       type: 'payments.payment-failed.v1',
@@ -175,7 +175,7 @@ describe('inventory consumers', () => {
 
   it('commits the stock of a paid order: it leaves reserved and stays sold; a cancel after it gives it back', async () => {
     const order = placed([{ sku: 'mouse', quantity: 3 }]);
-    await inbox().consume('inventory.order-placed.v1', order, handleOrderPlaced({ now }));
+    await inbox().consume('inventory.order-placed.v1', order, handleOrderPlaced({ db, now }));
     expect(await stock('mouse')).toEqual({ available: 7, reserved: 3 });
     const captured: Envelope<'payments.payment-captured.v1'> = {
       ...orderPlacedMessage(),
@@ -215,7 +215,7 @@ describe('inventory consumers', () => {
       { sku: 'mouse', quantity: 1 },
     ];
     const first = placed(lines);
-    await inbox().consume('inventory.order-placed.v1', first, handleOrderPlaced({ now }));
+    await inbox().consume('inventory.order-placed.v1', first, handleOrderPlaced({ db, now }));
     expect(await capture(first.body.orderId)).toEqual({ outcome: 'processed' });
     expect(await stock('mouse')).toEqual({ available: 8, reserved: 0 });
     expect(await stock('cable')).toEqual({ available: 8, reserved: 0 });
@@ -226,7 +226,8 @@ describe('inventory consumers', () => {
     // Three orders reserved, then their captures beside three new orders naming the SKUs the
     // other way round: each takes its locks in SKU order, so every one of them goes through.
     const reserved = [placed(lines), placed(lines), placed(lines)];
-    for (const order of reserved) await inbox().consume('inventory.order-placed.v1', order, handleOrderPlaced({ now }));
+    for (const order of reserved)
+      await inbox().consume('inventory.order-placed.v1', order, handleOrderPlaced({ db, now }));
     const reversed = () =>
       placed(
         [
@@ -237,7 +238,7 @@ describe('inventory consumers', () => {
     const outcomes = await Promise.all([
       ...reserved.map((order) => capture(order.body.orderId)),
       ...[reversed(), reversed()].map((order) =>
-        inbox().consume('inventory.order-placed.v1', order, handleOrderPlaced({ now })),
+        inbox().consume('inventory.order-placed.v1', order, handleOrderPlaced({ db, now })),
       ),
     ]);
     expect(outcomes).toEqual(Array.from({ length: 5 }, () => ({ outcome: 'processed' })));
@@ -257,7 +258,7 @@ describe('inventory consumers', () => {
     // The capture held before its commit (its one statement has committed the reservation and
     // holds its row): the cancel waits, then finds it committed and gives the sold stock back.
     const first = placed([{ sku: 'mouse', quantity: 2 }]);
-    await inbox().consume('inventory.order-placed.v1', first, handleOrderPlaced({ now }));
+    await inbox().consume('inventory.order-placed.v1', first, handleOrderPlaced({ db, now }));
     const capturing = held(handlePaymentCaptured({ now }));
     const capture = inbox().consume('inventory.payment-captured.v1', captured(first.body.orderId), capturing.handler);
     await capturing.reached;
@@ -270,7 +271,7 @@ describe('inventory consumers', () => {
     // The cancel held between its read (the reservation, locked) and its write: the capture in one
     // statement waits on the row, then finds nothing reserved and commits nothing (stale).
     const second = placed([{ sku: 'cable', quantity: 2 }]);
-    await inbox().consume('inventory.order-placed.v1', second, handleOrderPlaced({ now }));
+    await inbox().consume('inventory.order-placed.v1', second, handleOrderPlaced({ db, now }));
     const holding = held(handleOrderCancelled({ now }), { statements: 2 });
     const cancelHeld = cancelling(second.body.orderId, holding.handler);
     await holding.reached;
@@ -304,7 +305,7 @@ describe('inventory consumers', () => {
         const order = placed([{ sku, quantity: 2 }]);
         const { orderId } = order.body;
         if (before !== 'never placed')
-          await inbox().consume('inventory.order-placed.v1', order, handleOrderPlaced({ now }));
+          await inbox().consume('inventory.order-placed.v1', order, handleOrderPlaced({ db, now }));
         if (before === 'committed') await inbox().consume(consumer, capture(orderId), handler);
         if (before === 'released')
           await inbox().consume('inventory.order-cancelled.v1', cancelled(orderId, 3), handleOrderCancelled({ now }));
@@ -324,6 +325,116 @@ describe('inventory consumers', () => {
       expect(rows.oneStatement, before).toEqual(rows.plain);
     }
   });
+
+  it('ends an order-placed delivered in one statement as consume ends it: covered, short, unknown, cancelled first, a copy', async () => {
+    const consumer = 'inventory.order-placed.v1';
+    const handler = handleOrderPlaced({ db, now });
+    type Case = {
+      lines: (sku: (name: string) => string) => { sku: string; quantity: number }[];
+      cancelledFirst?: true;
+      copy?: true;
+    };
+    const cases: Record<string, Case> = {
+      'covered, a SKU twice': {
+        lines: (sku) => [
+          { sku: sku('a'), quantity: 2 },
+          { sku: sku('b'), quantity: 1 },
+          { sku: sku('a'), quantity: 1 },
+        ],
+      },
+      'the last units': { lines: (sku) => [{ sku: sku('a'), quantity: 10 }] },
+      'one line short': {
+        lines: (sku) => [
+          { sku: sku('a'), quantity: 1 },
+          { sku: sku('b'), quantity: 11 },
+        ],
+      },
+      'an unknown SKU': {
+        lines: (sku) => [
+          { sku: sku('a'), quantity: 1 },
+          { sku: sku('ghost'), quantity: 1 },
+        ],
+      },
+      'cancelled first': { lines: (sku) => [{ sku: sku('a'), quantity: 1 }], cancelledFirst: true },
+      'a copy': { lines: (sku) => [{ sku: sku('a'), quantity: 1 }], copy: true },
+    };
+    for (const [name, { lines, cancelledFirst, copy }] of Object.entries(cases)) {
+      const seen: Record<string, string> = {};
+      for (const way of ['one', 'plain'] as const) {
+        const sku = (name: string) => `${way}-${name}`;
+        await db.stockItem.deleteMany({ where: { sku: { startsWith: `${way}-` } } });
+        await db.stockItem.createMany({
+          data: ['a', 'b'].map((n) => ({ sku: sku(n), available: 10, updatedAt: now() })),
+        });
+        await db.outboxMessage.deleteMany();
+        const order = placed(lines(sku));
+        const { orderId } = order.body;
+        if (cancelledFirst)
+          await inbox().consume('inventory.order-cancelled.v1', cancelled(orderId, 2), handleOrderCancelled({ now }));
+        const deliver = () =>
+          way === 'one'
+            ? inbox().consumeInOneStatement(consumer, order, handler)
+            : inbox().consume(consumer, order, handler);
+        const outcomes = copy ? [await deliver(), await deliver()] : [await deliver()];
+        const reservation = await db.reservation.findUnique({ where: { orderId } });
+        const events = await db.outboxMessage.findMany({ orderBy: { position: 'asc' } });
+        seen[way] = JSON.stringify({
+          outcomes: outcomes.map((o) => o.outcome),
+          stock: await db.stockItem.findMany({
+            where: { sku: { startsWith: `${way}-` } },
+            orderBy: { sku: 'asc' },
+            select: { sku: true, available: true, reserved: true },
+          }),
+          reservation: reservation && { status: reservation.status, lines: reservation.lines },
+          events: events.map((e) => ({ type: e.type, body: (e.envelope as { body: unknown }).body })),
+          versions: await db.$queryRaw`SELECT version FROM aggregate_versions WHERE aggregate_id = ${orderId}`,
+          recorded: await db.processedMessage.count({ where: { consumer, messageId: order.messageId } }),
+        })
+          .replaceAll(`${way}-`, '')
+          .replaceAll(orderId, 'the order');
+      }
+      expect(seen.one, name).toEqual(seen.plain);
+    }
+  });
+
+  it('serialises a reservation in one statement with a plain one for the same last units, and with a cancel of its order', async () => {
+    const consumer = 'inventory.order-placed.v1';
+    // A plain reservation held between its locking read of the stock and its write: the one
+    // statement waits on the stock rows, then reads what the first left (2) and reserves nothing.
+    const holding = held(handleOrderPlaced({ db, now }), { statements: 2 });
+    const first = inbox().consume(consumer, placed([{ sku: 'mouse', quantity: 8 }]), holding.handler);
+    await holding.reached;
+    const second = placed([{ sku: 'mouse', quantity: 5 }]);
+    const racing = inbox().consumeInOneStatement(consumer, second, handleOrderPlaced({ db, now }));
+    await finishedOrWaiting(db, racing);
+    holding.release();
+    expect(await first).toEqual({ outcome: 'processed' });
+    expect(await racing).toEqual({ outcome: 'processed' });
+    expect(await stock('mouse')).toEqual({ available: 2, reserved: 8 });
+    expect(await db.reservation.findUniqueOrThrow({ where: { orderId: second.body.orderId } })).toMatchObject({
+      status: 'rejected',
+    });
+    expect(await outboxTypes()).toEqual(['inventory.stock-reserved.v1', 'inventory.stock-rejected.v1']);
+
+    // A cancel held after it left its version: the one statement waits on the version's row,
+    // then finds the order cancelled and reserves nothing (stale).
+    await db.outboxMessage.deleteMany();
+    const order = placed([{ sku: 'cable', quantity: 1 }]);
+    const cancelling = held(handleOrderCancelled({ now }), { statements: 1 });
+    const cancel = inbox().consume(
+      'inventory.order-cancelled.v1',
+      cancelled(order.body.orderId, 2),
+      cancelling.handler,
+    );
+    await cancelling.reached;
+    const late = inbox().consumeInOneStatement(consumer, order, handleOrderPlaced({ db, now }));
+    await finishedOrWaiting(db, late);
+    cancelling.release();
+    expect(await cancel).toEqual({ outcome: 'processed' });
+    expect(await late).toMatchObject({ outcome: 'stale' });
+    expect(await stock('cable')).toEqual({ available: 10, reserved: 0 });
+    expect(await outboxTypes()).toEqual([]);
+  });
 });
 
 describe('reservation expiry', () => {
@@ -332,7 +443,7 @@ describe('reservation expiry', () => {
   const later = () => new Date(Date.now() + TTL + 1_000);
   const reserve = async (sku: string, quantity: number) => {
     const order = placed([{ sku, quantity }]);
-    await inbox().consume('inventory.order-placed.v1', order, handleOrderPlaced({ now }));
+    await inbox().consume('inventory.order-placed.v1', order, handleOrderPlaced({ db, now }));
     return order;
   };
   const captureOf = (orderId: string): Envelope<'payments.payment-captured.v1'> => ({

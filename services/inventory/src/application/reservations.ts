@@ -1,7 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { causedBy } from '@idem/contracts';
-import { advanceAggregateVersion } from '@idem/inbox';
-import { enqueue } from '@idem/outbox';
+import { sql } from '@idem/database';
+import {
+  advanceAggregateVersion,
+  aggregateVersionAdvance,
+  type AggregateVersion,
+  type OneStatementEffect,
+} from '@idem/inbox';
+import { enqueue, enqueueInOneStatement } from '@idem/outbox';
 import { shop } from '@idem/shop';
 import type { PrismaClient, Tx } from '../db.js';
 import {
@@ -11,7 +17,7 @@ import {
   RESERVATION_VERSION,
   type Line,
 } from '../domain/reservation.js';
-import { giveBack, lockStock, releaseReservation, takeStock } from './stock.js';
+import { giveBack, lockedStock, lockStock, releaseReservation, takeStock, takeWrite } from './stock.js';
 
 /** The order event a reservation answers: which order, at which version, and the message that said so. */
 export interface OrderEvent {
@@ -21,17 +27,25 @@ export interface OrderEvent {
   readonly aggregateVersion: number;
 }
 
-/**
- * Records the order's version as seen by inventory, unless a newer one was: false means the
- * message is stale. A cancel leaves its version here as a tombstone for a late order-placed.
- */
-function advanceOrderVersion(tx: Tx, event: OrderEvent, now: Date) {
-  return advanceAggregateVersion(tx, {
-    scope: 'inventory:order',
-    aggregateId: event.aggregateId,
-    version: event.aggregateVersion,
-    now,
-  });
+/** The order's version as inventory applies it: a cancel leaves its version as a tombstone for a late order-placed. */
+const orderVersion = (event: OrderEvent, now: Date): AggregateVersion => ({
+  scope: 'inventory:order',
+  aggregateId: event.aggregateId,
+  version: event.aggregateVersion,
+  now,
+});
+
+/** Records the order's version as seen by inventory, unless a newer one was: false means the message is stale. */
+const advanceOrderVersion = (tx: Tx, event: OrderEvent, now: Date) =>
+  advanceAggregateVersion(tx, orderVersion(event, now));
+
+/** A placed order, as inventory reserves it. */
+export interface PlacedOrder {
+  readonly orderId: string;
+  readonly lines: readonly Line[];
+  readonly totalCents: number;
+  readonly currency: string;
+  readonly paymentMethod: string;
 }
 
 /**
@@ -41,7 +55,7 @@ function advanceOrderVersion(tx: Tx, event: OrderEvent, now: Date) {
 export async function reserveStock(
   tx: Tx,
   event: OrderEvent,
-  order: { orderId: string; lines: readonly Line[]; totalCents: number; currency: string; paymentMethod: string },
+  order: PlacedOrder,
   at: Date,
 ): Promise<'reserved' | 'rejected' | 'stale'> {
   if (!(await advanceOrderVersion(tx, event, at))) return 'stale';
@@ -52,26 +66,71 @@ export async function reserveStock(
     requested.map((line) => line.sku),
   );
   const shortages = findShortages(requested, available);
-  const answer = { aggregateId: orderId, aggregateVersion: RESERVATION_VERSION, ...causedBy(event) };
-  const { correlationId } = event;
-
   if (shortages.length > 0) {
     await tx.reservation.create({
-      data: { orderId, status: 'rejected', lines: requested, createdAt: at, correlationId },
+      data: { orderId, status: 'rejected', lines: requested, createdAt: at, correlationId: event.correlationId },
     });
-    await enqueue(tx, shop, { ...answer, type: 'inventory.stock-rejected.v1', body: { orderId, shortages } }, at);
+    await enqueue(
+      tx,
+      shop,
+      { ...answer(event, orderId), type: 'inventory.stock-rejected.v1', body: { orderId, shortages } },
+      at,
+    );
     return 'rejected';
   }
-  await takeStock(tx, { orderId, correlationId }, requested, at);
-  const payment = { amountCents: order.totalCents, currency: order.currency, method: order.paymentMethod };
-  await enqueue(
-    tx,
-    shop,
-    { ...answer, type: 'inventory.stock-reserved.v1', body: { orderId, lines: requested, payment } },
-    at,
-  );
+  await takeStock(tx, { orderId, correlationId: event.correlationId }, requested, at);
+  await enqueue(tx, shop, stockReserved(event, order, requested), at);
   return 'reserved';
 }
+
+/**
+ * {@link reserveStock}'s common case — stock that covers every line, for an order not cancelled
+ * here — as the WITH list of one statement (`reserved` has a row when it reserved): the stock rows
+ * locked in SKU order, as `lockStock` takes them, then the order's version, the stock, the
+ * reservation and its event, each only if what it needs holds. A shortage or a stale order writes
+ * nothing, and the plain way decides the delivery.
+ */
+export function reserveWrite(db: PrismaClient, event: OrderEvent, order: PlacedOrder, at: Date): OneStatementEffect {
+  const requested = quantitiesBySku(order.lines);
+  const reserved = enqueueInOneStatement(
+    db,
+    shop,
+    stockReserved(event, order, requested),
+    at,
+    sql`EXISTS (SELECT 1 FROM reserved)`,
+  );
+  const covered = sql`
+    (SELECT count(*) FROM locked
+       JOIN unnest(${requested.map((l) => l.sku)}::text[], ${requested.map((l) => l.quantity)}::int[]) AS line(sku, quantity)
+      USING (sku)
+      WHERE locked.available >= line.quantity) = ${requested.length}::int`;
+  return {
+    with: sql`
+      locked AS MATERIALIZED (${lockedStock(requested.map((line) => line.sku))}),
+      advanced AS (${aggregateVersionAdvance(orderVersion(event, at), covered)}),
+      ${takeWrite({ orderId: order.orderId, correlationId: event.correlationId }, requested, at, sql`EXISTS (SELECT 1 FROM advanced)`)},
+      event AS (${reserved.insert})`,
+    wrote: 'reserved',
+    afterCommit: reserved.afterCommit,
+  };
+}
+
+/** The head of inventory's answer about an order's reservation (stock-reserved or stock-rejected). */
+const answer = (event: OrderEvent, orderId: string) => ({
+  aggregateId: orderId,
+  aggregateVersion: RESERVATION_VERSION,
+  ...causedBy(event),
+});
+
+const stockReserved = (event: OrderEvent, order: PlacedOrder, requested: Line[]) => ({
+  ...answer(event, order.orderId),
+  type: 'inventory.stock-reserved.v1' as const,
+  body: {
+    orderId: order.orderId,
+    lines: requested,
+    payment: { amountCents: order.totalCents, currency: order.currency, method: order.paymentMethod },
+  },
+});
 
 /**
  * Releases a cancelled order's stock once. A cancel that arrives before its order-placed still

@@ -8,30 +8,46 @@ import { quantitiesBySku, type Line } from '../domain/reservation.js';
  * them), and the fixed order rules out deadlocks between orders sharing several SKUs.
  */
 export async function lockStock(tx: Tx, skus: readonly string[]): Promise<Map<string, number>> {
-  const rows = await tx.$queryRaw<{ sku: string; available: number }[]>`
-    SELECT sku, available FROM stock_items WHERE sku = ANY(${skus}::text[]) ORDER BY sku FOR UPDATE`;
+  const rows = await query<{ sku: string; available: number }>(tx, lockedStock(skus));
   return new Map(rows.map((row) => [row.sku, row.available]));
 }
+
+/** {@link lockStock}'s query, for a statement's WITH list. */
+export const lockedStock = (skus: readonly string[]): Sql =>
+  sql`SELECT sku, available FROM stock_items WHERE sku = ANY(${skus}::text[]) ORDER BY sku FOR UPDATE`;
 
 /**
  * Reserves `lines` (each SKU once, its rows locked by `lockStock`) for the order: the stock moves
  * from `available` to `reserved` and the reservation is written — one statement, every line.
  */
-export async function takeStock(
-  tx: Tx,
-  reservation: { orderId: string; correlationId: string },
-  lines: readonly Line[],
-  now: Date,
-): Promise<void> {
-  await tx.$executeRaw`
-    WITH taken AS (
+export async function takeStock(tx: Tx, reservation: NewReservation, lines: readonly Line[], now: Date): Promise<void> {
+  await query(tx, sql`WITH ${takeWrite(reservation, lines, now, sql`TRUE`)} SELECT 1`);
+}
+
+/** A reservation about to be written: whose, and the order's correlation id. */
+export interface NewReservation {
+  readonly orderId: string;
+  readonly correlationId: string;
+}
+
+/**
+ * {@link takeStock}'s write as the WITH list of a statement, applied only when `onlyIf` holds
+ * there: `reserved` has a row when it was.
+ */
+export function takeWrite(reservation: NewReservation, lines: readonly Line[], now: Date, onlyIf: Sql): Sql {
+  return sql`
+    taken AS (
       UPDATE stock_items
          SET available = available - line.quantity, reserved = reserved + line.quantity, updated_at = ${now}
         FROM unnest(${lines.map((l) => l.sku)}::text[], ${lines.map((l) => l.quantity)}::int[]) AS line(sku, quantity)
-       WHERE stock_items.sku = line.sku
-    )
-    INSERT INTO reservations (order_id, status, lines, created_at, correlation_id)
-    VALUES (${reservation.orderId}::uuid, 'reserved', ${JSON.stringify(lines)}::jsonb, ${now}, ${reservation.correlationId}::uuid)`;
+       WHERE stock_items.sku = line.sku AND ${onlyIf}
+    ), reserved AS (
+      INSERT INTO reservations (order_id, status, lines, created_at, correlation_id)
+      SELECT ${reservation.orderId}::uuid, 'reserved', ${JSON.stringify(lines)}::jsonb, ${now}::timestamptz,
+             ${reservation.correlationId}::uuid
+       WHERE ${onlyIf}
+      RETURNING order_id
+    )`;
 }
 
 /**

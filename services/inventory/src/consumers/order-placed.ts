@@ -1,17 +1,27 @@
-import { processed, stale, type MessageHandler } from '@idem/inbox';
+import { processed, stale, type OneStatementHandler } from '@idem/inbox';
 import type { MessageOf } from '@idem/shop';
-import { reserveStock } from '../application/reservations.js';
-import type { Tx } from '../db.js';
+import { reserveStock, reserveWrite } from '../application/reservations.js';
+import type { PrismaClient, Tx } from '../db.js';
 
-/** inventory.order-placed.v1: reserve the order's stock (or reject it), in the inbox transaction. */
+type OrderPlaced = MessageOf<'inventory.order-placed.v1'>;
+
+/**
+ * inventory.order-placed.v1: reserve the order's stock (or reject it), in the inbox transaction;
+ * when the stock covers it, the reservation, its event and the inbox's record are one statement.
+ */
 export function handleOrderPlaced({
+  db,
   now,
 }: {
+  db: PrismaClient;
   now: () => Date;
-}): MessageHandler<Tx, MessageOf<'inventory.order-placed.v1'>> {
-  return async (message, tx) => {
-    if ((await reserveStock(tx, message, message.body, now())) === 'stale')
-      return stale(`order ${message.body.orderId} was cancelled before it was placed here; nothing is reserved`);
-    return processed;
-  };
+}): OneStatementHandler<Tx, OrderPlaced> {
+  return Object.assign(
+    async (message: OrderPlaced, tx: Tx) => {
+      if ((await reserveStock(tx, message, message.body, now())) === 'stale')
+        return stale(`order ${message.body.orderId} was cancelled before it was placed here; nothing is reserved`);
+      return processed;
+    },
+    { inOneStatement: (message: OrderPlaced) => reserveWrite(db, message, message.body, now()) },
+  );
 }
