@@ -11,7 +11,6 @@ import {
   exited,
   finishedOrWaiting,
   held,
-  heldTransactions,
   orderPlacedMessage,
   startScript,
   uniqueName,
@@ -21,7 +20,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { handleOrderCancelled } from './consumers/order-cancelled.js';
 import { handleStockReserved } from './consumers/stock-reserved.js';
 import { connectDatabase, type PrismaClient } from './db.js';
-import { recordCharge } from './application/provider-answers.js';
+import { recordCharge, recordFinalAnswer } from './application/provider-answers.js';
 import { loadConfig, SIMULATOR_API_KEY } from './config.js';
 import { PACKAGE_TABLES } from './tables.js';
 import { createPaymentWorker } from './workers/payment-worker.js';
@@ -520,17 +519,81 @@ describe("a cancellation racing the charge's answer (the worker and a message, o
     await expectRefundAsked(attempt.orderId);
   });
 
-  it('asks for the refund when the capture, held after its one-statement write, commits first and the cancel waits', async () => {
+  it('asks for the refund when the capture, one statement, commits while the cancel is held before it reads the attempt', async () => {
     const attempt = await claimedAttempt();
-    const capturing = heldTransactions(db, { statements: 99 }); // held before its commit
-    const recorded = recordCharge(recorder(capturing.handler), attempt, capturedAnswer);
-    await capturing.reached;
-    expect(await db.paymentAttempt.count({ where: { orderId: attempt.orderId, status: 'captured' } })).toBe(0);
-    const cancelled = cancel(attempt.orderId);
-    await finishedOrWaiting(db, cancelled);
-    capturing.release();
-    await Promise.all([cancelled, recorded]);
+    // The cancel held after its tombstone, before its locking read of the attempt: the capture
+    // (its write and its event, no transaction) commits meanwhile; the cancel then reads it
+    // captured and asks for the refund.
+    const cancelling = held(handleOrderCancelled({ now }), { statements: 1 });
+    const cancelled = inbox().consume(
+      'payments.order-cancelled.v1',
+      orderCancelled(attempt.orderId),
+      cancelling.handler,
+    );
+    await cancelling.reached;
+    await recordCharge(recorder(db), attempt, capturedAnswer);
+    expect(await attemptOf(attempt.orderId)).toMatchObject({ status: 'captured' });
+    cancelling.release();
+    expect(await cancelled).toEqual({ outcome: 'processed' });
     await expectRefundAsked(attempt.orderId);
+  });
+});
+
+describe("the charge's answer in one statement", () => {
+  it('records every answer as the plain transaction records it: a capture, a capture after a cancel, a decline, a second answer', async () => {
+    const at = new Date();
+    const recorder = { db, log: createLogger('payments', 'silent'), now: () => at, retryDelayMs: 1 };
+    const answers = {
+      captured: { kind: 'succeeded', id: 'pi_answered' },
+      declined: { kind: 'declined', code: 'card_declined', reason: 'Your card was declined.' },
+    } as const;
+    const cases = [
+      { name: 'a capture', answer: answers.captured },
+      { name: 'a capture after a cancel', answer: answers.captured, cancelledFirst: true },
+      { name: 'a decline', answer: answers.declined },
+      { name: 'a second answer', answer: answers.captured, answeredFirst: true },
+    ];
+    for (const { name, answer, cancelledFirst, answeredFirst } of cases) {
+      const seen: Record<string, unknown> = {};
+      for (const way of ['recordCharge', 'plain'] as const) {
+        const message = stockReserved();
+        const { orderId } = message.body;
+        await reserve(message);
+        await db.paymentAttempt.update({ where: { orderId }, data: { providerCalls: 1, leaseOwner: 'a-worker' } });
+        if (cancelledFirst) await cancel(orderId);
+        if (answeredFirst) await recordFinalAnswer(db, await attemptOf(orderId), answer, at);
+        const attempt = await attemptOf(orderId);
+        await (way === 'recordCharge'
+          ? recordCharge(recorder, attempt, answer)
+          : recordFinalAnswer(db, attempt, answer, at));
+        const row = await attemptOf(orderId);
+        seen[way] = {
+          row: {
+            ...row,
+            id: 'the attempt',
+            orderId: 'the order',
+            idempotencyKey: 'its key',
+            causationId: 'its cause',
+            correlationId: 'its correlation',
+            refundIdempotencyKey: row.refundIdempotencyKey && 'a refund key',
+            cancelCausationId: row.cancelCausationId && 'the cancel',
+            createdAt: 0,
+            idempotencyKeyCreatedAt: 0,
+            cancelRequestedAt: row.cancelRequestedAt && 'asked',
+            traceparent: 0,
+            nextAttemptAt: row.nextAttemptAt.getTime() === at.getTime() ? 'the answer' : 'as opened',
+          },
+          events: (await eventsOf())
+            .filter((event) => event.aggregateId === orderId)
+            .map((event) => ({
+              type: event.type,
+              version: event.aggregateVersion,
+              body: { ...event.body, orderId: 'the order' },
+            })),
+        };
+      }
+      expect(seen.recordCharge, name).toEqual(seen.plain);
+    }
   });
 });
 

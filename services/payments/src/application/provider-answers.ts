@@ -1,6 +1,6 @@
 import { boundReason } from '@idem/contracts';
-import { notify } from '@idem/database';
-import { enqueue } from '@idem/outbox';
+import { notify, query, sql } from '@idem/database';
+import { enqueue, enqueueInOneStatement } from '@idem/outbox';
 import { shop } from '@idem/shop';
 import type { Logger } from '@idem/runtime';
 import type { PrismaClient, Tx } from '../db.js';
@@ -77,12 +77,25 @@ export async function recordCharge(recorder: Recorder, attempt: PaymentAttempt, 
     return recordRetry(recorder, attempt, `PaymentIntent ${result.id} is processing`);
   }
   if (result.kind === 'rejected') return recordParked(recorder, attempt, result.code, result.reason);
-  await recorder.db.$transaction(async (tx) => {
-    const at = recorder.now();
-    // The common answer, a capture nobody asked to cancel meanwhile, is one conditional write; a
-    // cancellation committed first makes it write nothing (it re-checks the row it waited for),
-    // and every other case is decided the plain way, with the same outcome and rows.
-    if (result.kind === 'succeeded' && (await captureIfNotCancelled(tx, attempt, result.id, at))) return;
+  const at = recorder.now();
+  // The common answer, a capture nobody asked to cancel meanwhile, is one statement with its
+  // event; a cancellation committed first makes it write nothing (it re-checks the row it waited
+  // for), and every other case is decided the plain way, with the same outcome and rows.
+  if (result.kind === 'succeeded' && (await captureInOneStatement(recorder.db, attempt, result.id, at))) return;
+  await recordFinalAnswer(recorder.db, attempt, result, at);
+}
+
+/**
+ * A final answer the plain way: the attempt locked and read, then written with its event, in one
+ * transaction — what {@link recordCharge} does when its one statement does not apply.
+ */
+export async function recordFinalAnswer(
+  db: PrismaClient,
+  attempt: PaymentAttempt,
+  result: Extract<ProviderResult, { kind: 'succeeded' | 'declined' }>,
+  at: Date,
+): Promise<void> {
+  await db.$transaction(async (tx) => {
     const [current] = await tx.$queryRaw<{ status: string; cancel_requested_at: Date | null }[]>`
       SELECT status, cancel_requested_at FROM payment_attempts WHERE id = ${attempt.id}::uuid FOR UPDATE`;
     // Another worker (whose lease this one outlived) may have recorded the same answer.
@@ -104,14 +117,32 @@ const chargeEvent = (attempt: PaymentAttempt) => ({
   causationId: attempt.causationId,
 });
 
-/** A pending attempt with no cancellation asked for is captured, with its event; false when it is not such an attempt. */
-async function captureIfNotCancelled(tx: Tx, attempt: PaymentAttempt, paymentIntentId: string, at: Date) {
-  const { count } = await tx.paymentAttempt.updateMany({
-    where: { id: attempt.id, status: 'pending', cancelRequestedAt: null },
-    data: { ...answered(at), paymentIntentId, status: afterCharge('succeeded', { cancelRequested: false }) },
-  });
-  if (count === 1) await announceCapture(tx, attempt, paymentIntentId, at);
-  return count === 1;
+/**
+ * A pending attempt with no cancellation asked for is captured, with its event, in one statement
+ * (no transaction); false when it is not such an attempt, and nothing is written.
+ */
+async function captureInOneStatement(db: PrismaClient, attempt: PaymentAttempt, paymentIntentId: string, at: Date) {
+  const event = enqueueInOneStatement(
+    db,
+    shop,
+    capturedEvent(attempt, paymentIntentId),
+    at,
+    sql`EXISTS (SELECT 1 FROM captured)`,
+  );
+  const [{ captured } = { captured: 0 }] = await query<{ captured: number }>(
+    db,
+    sql`
+      WITH captured AS (
+        UPDATE payment_attempts
+           SET status = ${afterCharge('succeeded', { cancelRequested: false })}, payment_intent_id = ${paymentIntentId},
+               lease_owner = NULL, lease_expires_at = NULL, last_error = NULL, updated_at = ${at}
+         WHERE id = ${attempt.id}::uuid AND status = 'pending' AND cancel_requested_at IS NULL
+        RETURNING 1
+      ), event AS (${event.insert})
+      SELECT count(*)::int AS captured FROM captured`,
+  );
+  if (captured === 1) event.afterCommit();
+  return captured === 1;
 }
 
 async function recordCaptured(
@@ -131,21 +162,16 @@ async function recordCaptured(
     },
   });
   if (status === 'refund_pending') await notify(tx, ATTEMPTS_CHANNEL); // cancelled while charging: refund it
-  await announceCapture(tx, attempt, paymentIntentId, at);
+  await enqueue(tx, shop, capturedEvent(attempt, paymentIntentId), at);
 }
 
-function announceCapture(tx: Tx, attempt: PaymentAttempt, paymentIntentId: string, at: Date) {
+function capturedEvent(attempt: PaymentAttempt, paymentIntentId: string) {
   const { orderId, amountCents, currency } = attempt;
-  return enqueue(
-    tx,
-    shop,
-    {
-      ...chargeEvent(attempt),
-      type: 'payments.payment-captured.v1',
-      body: { orderId, paymentIntentId, amountCents, currency },
-    },
-    at,
-  );
+  return {
+    ...chargeEvent(attempt),
+    type: 'payments.payment-captured.v1' as const,
+    body: { orderId, paymentIntentId, amountCents, currency },
+  };
 }
 
 async function recordFailed(
