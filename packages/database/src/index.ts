@@ -15,6 +15,7 @@ export { packageModels, type TableSet } from './table-set.js';
 export {
   claimLeased,
   localTakerIn,
+  localTakerOf,
   takeHere,
   type LeaseClaim,
   type LocalTaker,

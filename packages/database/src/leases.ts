@@ -109,6 +109,13 @@ export function localTakerIn<Item>(
   table: string,
 ): (LocalTaker<Item> & { handOver(item: Item): void }) | undefined {
   const client = clientOf(tx);
-  const taker = client && (takers.get(client)?.get(table) as LocalTaker<Item> | undefined);
+  const taker = client && localTakerOf<Item>(client, table);
   return taker && { ...taker, handOver: (item) => void afterCommit(tx, () => taker.take(item)) };
 }
+
+/**
+ * The worker that takes what `db` writes into `table` with a statement that runs alone (it is its
+ * own commit): the writer calls `take` once that statement has committed its item.
+ */
+export const localTakerOf = <Item>(db: object, table: string): LocalTaker<Item> | undefined =>
+  takers.get(db)?.get(table) as LocalTaker<Item> | undefined;

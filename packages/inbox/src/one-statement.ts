@@ -14,7 +14,10 @@
  * So every delivery ends as `consume` would end it ("gives the outcomes and rows of consume",
  * one-statement.int.spec.ts), and the common one costs one statement. With no transaction there
  * is no transaction timeout either: the statement waits for a row lock as long as its holder,
- * whose own transaction has one.
+ * whose own transaction has one. What a transaction would do after its commit (an event's
+ * handoff, a work item taken by its own process) the effect's `afterCommit` does once the
+ * statement has committed with its record. A handler may read before it writes (the order a
+ * receipt is about) only what cannot change under it: the read is not in the statement.
  */
 import type { AnyEnvelope } from '@idem/contracts';
 import { identifier, query, sql, type Sql, type SqlClient } from '@idem/database';
@@ -34,9 +37,20 @@ export interface OneStatementEffect {
   readonly afterCommit?: () => void;
 }
 
-/** A handler (the plain way, in `consume`'s transaction) with its common case as one statement. */
+/**
+ * A handler (the plain way, in `consume`'s transaction) with its common case as one statement, to
+ * run on `db` (the inbox's client: where an event or a work item written by it is handed over).
+ */
 export type OneStatementHandler<Tx, M extends AnyEnvelope = AnyEnvelope> = MessageHandler<Tx, M> & {
-  readonly inOneStatement: (message: M) => OneStatementEffect;
+  /**
+   * The statement's write; undefined when the message is not the handler's common case (the
+   * plain way then decides it). It may read first, outside any transaction: only what cannot
+   * change under it (a row written once, never updated), as the statement does not re-check it.
+   */
+  readonly inOneStatement: (
+    message: M,
+    db: SqlClient,
+  ) => OneStatementEffect | undefined | Promise<OneStatementEffect | undefined>;
 };
 
 /** Whether `handler` has a one-statement common case. */
@@ -54,34 +68,46 @@ export async function consumeInOneStatement<Tx extends SqlClient, M extends AnyE
   const id = message.messageId.toLowerCase();
   const known = (await inbox.shortcut.processedAmong(consumer, [id])).get(id);
   if (known !== undefined) return duplicateOf(consumer, message.messageId, known, hash, inbox.report);
-  let effect: OneStatementEffect;
-  let recorded: number;
+  let effect: OneStatementEffect | undefined;
+  let recorded = false;
   try {
-    effect = handler.inOneStatement(message);
-    const statement = sql`
-      WITH ${effect.with},
-      inbox_record AS (
-        INSERT INTO processed_messages (consumer, message_id, body_hash, processed_at)
-        SELECT ${consumer}, ${message.messageId}::uuid, ${hash}, ${inbox.now()}
-         WHERE EXISTS (SELECT 1 FROM ${identifier(effect.wrote)})
-        RETURNING 1
-      )
-      SELECT count(*)::int AS recorded FROM inbox_record`;
-    [{ recorded } = { recorded: 0 }] = inbox.faults.fires('rollback-after-handler', consumer)
-      ? await rolledBack(inbox, statement)
-      : await query<{ recorded: number }>(inbox.db, statement);
+    effect = await handler.inOneStatement(message, inbox.db);
+    if (effect) recorded = await writeAndRecord(inbox, consumer, message, hash, effect);
   } catch (error) {
     return inbox.outcomeOfError(consumer, message, hash, error);
   }
-  if (recorded !== 1) return inbox.consume(consumer, message, handler);
+  if (!effect || !recorded) return inbox.consume(consumer, message, handler);
   effect.afterCommit?.();
   return { outcome: 'processed' };
 }
 
-/** `consume`'s `rollback-after-handler` window: the statement runs in a transaction that is then rolled back. */
-function rolledBack<Tx extends SqlClient>(inbox: Inbox<Tx>, statement: Sql): Promise<never> {
-  return inbox.db.$transaction(async (tx) => {
-    await query(tx, statement);
-    throw new ForcedRollback();
-  }, inbox.transaction);
+/**
+ * Runs the handler's write with the inbox's record, inserted only when the write applied; true
+ * when it was. In `consume`'s `rollback-after-handler` window, the statement runs in a
+ * transaction that is then rolled back.
+ */
+async function writeAndRecord<Tx extends SqlClient>(
+  inbox: Inbox<Tx>,
+  consumer: string,
+  message: AnyEnvelope,
+  hash: string,
+  effect: OneStatementEffect,
+): Promise<boolean> {
+  const statement = sql`
+    WITH ${effect.with},
+    inbox_record AS (
+      INSERT INTO processed_messages (consumer, message_id, body_hash, processed_at)
+      SELECT ${consumer}, ${message.messageId}::uuid, ${hash}, ${inbox.now()}
+       WHERE EXISTS (SELECT 1 FROM ${identifier(effect.wrote)})
+      RETURNING 1
+    )
+    SELECT count(*)::int AS recorded FROM inbox_record`;
+  if (inbox.faults.fires('rollback-after-handler', consumer))
+    // Throws: the statement's write and record are rolled back, as `consume`'s would be.
+    await inbox.db.$transaction(async (tx) => {
+      await query(tx, statement);
+      throw new ForcedRollback();
+    }, inbox.transaction);
+  const [{ recorded } = { recorded: 0 }] = await query<{ recorded: number }>(inbox.db, statement);
+  return recorded === 1;
 }

@@ -81,10 +81,10 @@ describe('inventory consumers', () => {
       { sku: 'cable', quantity: 1 },
       { sku: 'mouse', quantity: 1 },
     ]);
-    expect(await inbox().consume('inventory.order-placed.v1', message, handleOrderPlaced({ db, now }))).toEqual({
+    expect(await inbox().consume('inventory.order-placed.v1', message, handleOrderPlaced({ now }))).toEqual({
       outcome: 'processed',
     });
-    expect(await inbox().consume('inventory.order-placed.v1', message, handleOrderPlaced({ db, now }))).toEqual({
+    expect(await inbox().consume('inventory.order-placed.v1', message, handleOrderPlaced({ now }))).toEqual({
       outcome: 'duplicate',
     });
     expect(await stock('mouse')).toEqual({ available: 7, reserved: 3 });
@@ -111,7 +111,7 @@ describe('inventory consumers', () => {
       { sku: 'cable', quantity: 11 },
       { sku: 'ghost', quantity: 1 },
     ]);
-    await inbox().consume('inventory.order-placed.v1', message, handleOrderPlaced({ db, now }));
+    await inbox().consume('inventory.order-placed.v1', message, handleOrderPlaced({ now }));
     expect(await stock('mouse')).toEqual({ available: 10, reserved: 0 });
     const [event] = await db.outboxMessage.findMany();
     expect(event!.envelope).toMatchObject({
@@ -127,7 +127,7 @@ describe('inventory consumers', () => {
 
   it('releases a reservation once when the order is cancelled, and a duplicate cancel changes nothing', async () => {
     const order = placed([{ sku: 'mouse', quantity: 4 }]);
-    await inbox().consume('inventory.order-placed.v1', order, handleOrderPlaced({ db, now }));
+    await inbox().consume('inventory.order-placed.v1', order, handleOrderPlaced({ now }));
     const cancel = cancelled(order.body.orderId, 3);
     expect(await inbox().consume('inventory.order-cancelled.v1', cancel, handleOrderCancelled({ now }))).toEqual({
       outcome: 'processed',
@@ -148,7 +148,7 @@ describe('inventory consumers', () => {
       cancelled(order.body.orderId, 2),
       handleOrderCancelled({ now }),
     );
-    expect(await inbox().consume('inventory.order-placed.v1', order, handleOrderPlaced({ db, now }))).toMatchObject({
+    expect(await inbox().consume('inventory.order-placed.v1', order, handleOrderPlaced({ now }))).toMatchObject({
       outcome: 'stale',
     });
     expect(await stock('mouse')).toEqual({ available: 10, reserved: 0 });
@@ -157,7 +157,7 @@ describe('inventory consumers', () => {
 
   it('releases the stock of an order whose payment failed, once', async () => {
     const order = placed([{ sku: 'cable', quantity: 2 }]);
-    await inbox().consume('inventory.order-placed.v1', order, handleOrderPlaced({ db, now }));
+    await inbox().consume('inventory.order-placed.v1', order, handleOrderPlaced({ now }));
     const failed: Envelope<'payments.payment-failed.v1'> = {
       ...orderPlacedMessage(),
       type: 'payments.payment-failed.v1',
@@ -175,7 +175,7 @@ describe('inventory consumers', () => {
 
   it('commits the stock of a paid order: it leaves reserved and stays sold; a cancel after it gives it back', async () => {
     const order = placed([{ sku: 'mouse', quantity: 3 }]);
-    await inbox().consume('inventory.order-placed.v1', order, handleOrderPlaced({ db, now }));
+    await inbox().consume('inventory.order-placed.v1', order, handleOrderPlaced({ now }));
     expect(await stock('mouse')).toEqual({ available: 7, reserved: 3 });
     const captured: Envelope<'payments.payment-captured.v1'> = {
       ...orderPlacedMessage(),
@@ -215,7 +215,7 @@ describe('inventory consumers', () => {
       { sku: 'mouse', quantity: 1 },
     ];
     const first = placed(lines);
-    await inbox().consume('inventory.order-placed.v1', first, handleOrderPlaced({ db, now }));
+    await inbox().consume('inventory.order-placed.v1', first, handleOrderPlaced({ now }));
     expect(await capture(first.body.orderId)).toEqual({ outcome: 'processed' });
     expect(await stock('mouse')).toEqual({ available: 8, reserved: 0 });
     expect(await stock('cable')).toEqual({ available: 8, reserved: 0 });
@@ -226,8 +226,7 @@ describe('inventory consumers', () => {
     // Three orders reserved, then their captures beside three new orders naming the SKUs the
     // other way round: each takes its locks in SKU order, so every one of them goes through.
     const reserved = [placed(lines), placed(lines), placed(lines)];
-    for (const order of reserved)
-      await inbox().consume('inventory.order-placed.v1', order, handleOrderPlaced({ db, now }));
+    for (const order of reserved) await inbox().consume('inventory.order-placed.v1', order, handleOrderPlaced({ now }));
     const reversed = () =>
       placed(
         [
@@ -238,7 +237,7 @@ describe('inventory consumers', () => {
     const outcomes = await Promise.all([
       ...reserved.map((order) => capture(order.body.orderId)),
       ...[reversed(), reversed()].map((order) =>
-        inbox().consume('inventory.order-placed.v1', order, handleOrderPlaced({ db, now })),
+        inbox().consume('inventory.order-placed.v1', order, handleOrderPlaced({ now })),
       ),
     ]);
     expect(outcomes).toEqual(Array.from({ length: 5 }, () => ({ outcome: 'processed' })));
@@ -258,7 +257,7 @@ describe('inventory consumers', () => {
     // The capture held before its commit (its one statement has committed the reservation and
     // holds its row): the cancel waits, then finds it committed and gives the sold stock back.
     const first = placed([{ sku: 'mouse', quantity: 2 }]);
-    await inbox().consume('inventory.order-placed.v1', first, handleOrderPlaced({ db, now }));
+    await inbox().consume('inventory.order-placed.v1', first, handleOrderPlaced({ now }));
     const capturing = held(handlePaymentCaptured({ now }));
     const capture = inbox().consume('inventory.payment-captured.v1', captured(first.body.orderId), capturing.handler);
     await capturing.reached;
@@ -271,7 +270,7 @@ describe('inventory consumers', () => {
     // The cancel held between its read (the reservation, locked) and its write: the capture in one
     // statement waits on the row, then finds nothing reserved and commits nothing (stale).
     const second = placed([{ sku: 'cable', quantity: 2 }]);
-    await inbox().consume('inventory.order-placed.v1', second, handleOrderPlaced({ db, now }));
+    await inbox().consume('inventory.order-placed.v1', second, handleOrderPlaced({ now }));
     const holding = held(handleOrderCancelled({ now }), { statements: 2 });
     const cancelHeld = cancelling(second.body.orderId, holding.handler);
     await holding.reached;
@@ -305,7 +304,7 @@ describe('inventory consumers', () => {
         const order = placed([{ sku, quantity: 2 }]);
         const { orderId } = order.body;
         if (before !== 'never placed')
-          await inbox().consume('inventory.order-placed.v1', order, handleOrderPlaced({ db, now }));
+          await inbox().consume('inventory.order-placed.v1', order, handleOrderPlaced({ now }));
         if (before === 'committed') await inbox().consume(consumer, capture(orderId), handler);
         if (before === 'released')
           await inbox().consume('inventory.order-cancelled.v1', cancelled(orderId, 3), handleOrderCancelled({ now }));
@@ -328,7 +327,7 @@ describe('inventory consumers', () => {
 
   it('ends an order-placed delivered in one statement as consume ends it: covered, short, unknown, cancelled first, a copy', async () => {
     const consumer = 'inventory.order-placed.v1';
-    const handler = handleOrderPlaced({ db, now });
+    const handler = handleOrderPlaced({ now });
     type Case = {
       lines: (sku: (name: string) => string) => { sku: string; quantity: number }[];
       cancelledFirst?: true;
@@ -401,11 +400,11 @@ describe('inventory consumers', () => {
     const consumer = 'inventory.order-placed.v1';
     // A plain reservation held between its locking read of the stock and its write: the one
     // statement waits on the stock rows, then reads what the first left (2) and reserves nothing.
-    const holding = held(handleOrderPlaced({ db, now }), { statements: 2 });
+    const holding = held(handleOrderPlaced({ now }), { statements: 2 });
     const first = inbox().consume(consumer, placed([{ sku: 'mouse', quantity: 8 }]), holding.handler);
     await holding.reached;
     const second = placed([{ sku: 'mouse', quantity: 5 }]);
-    const racing = inbox().consumeInOneStatement(consumer, second, handleOrderPlaced({ db, now }));
+    const racing = inbox().consumeInOneStatement(consumer, second, handleOrderPlaced({ now }));
     await finishedOrWaiting(db, racing);
     holding.release();
     expect(await first).toEqual({ outcome: 'processed' });
@@ -427,7 +426,7 @@ describe('inventory consumers', () => {
       cancelling.handler,
     );
     await cancelling.reached;
-    const late = inbox().consumeInOneStatement(consumer, order, handleOrderPlaced({ db, now }));
+    const late = inbox().consumeInOneStatement(consumer, order, handleOrderPlaced({ now }));
     await finishedOrWaiting(db, late);
     cancelling.release();
     expect(await cancel).toEqual({ outcome: 'processed' });
@@ -443,7 +442,7 @@ describe('reservation expiry', () => {
   const later = () => new Date(Date.now() + TTL + 1_000);
   const reserve = async (sku: string, quantity: number) => {
     const order = placed([{ sku, quantity }]);
-    await inbox().consume('inventory.order-placed.v1', order, handleOrderPlaced({ db, now }));
+    await inbox().consume('inventory.order-placed.v1', order, handleOrderPlaced({ now }));
     return order;
   };
   const captureOf = (orderId: string): Envelope<'payments.payment-captured.v1'> => ({

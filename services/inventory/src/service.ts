@@ -51,7 +51,7 @@ export async function startInventory(
         }),
       ),
       consumers(inbox, [
-        consumer(shop, 'inventory.order-placed.v1', handleOrderPlaced({ db, now })),
+        consumer(shop, 'inventory.order-placed.v1', handleOrderPlaced({ now })),
         consumer(shop, 'inventory.order-cancelled.v1', handleOrderCancelled({ now })),
         consumer(shop, 'inventory.payment-failed.v1', handlePaymentFailed({ now })),
         consumer(shop, 'inventory.payment-captured.v1', handlePaymentCaptured({ now })),

@@ -63,10 +63,11 @@ const captured = (orderId: string): Envelope<'payments.payment-captured.v1'> => 
   producer: 'payments',
   body: { orderId, paymentIntentId: 'pi_123', amountCents: 500, currency: 'eur' },
 });
+/** An order placed and paid, each delivered in one statement, as the runner delivers a message alone. */
 const placeAndCapture = async (client = db) => {
   const order = orderPlacedMessage();
-  await inbox(client).consume('notifications.order-placed.v1', order, handleOrderPlaced({ now }));
-  await inbox(client).consume(
+  await inbox(client).consumeInOneStatement('notifications.order-placed.v1', order, handleOrderPlaced({ now }));
+  await inbox(client).consumeInOneStatement(
     'notifications.payment-captured.v1',
     captured(order.body.orderId),
     handlePaymentCaptured({ now }),
@@ -113,6 +114,75 @@ describe('notifications consumers', () => {
       handlePaymentCaptured({ now }),
     );
     expect(await db.emailWorkItem.count({ where: { kind: 'receipt' } })).toBe(1);
+  });
+  it('ends an order-placed delivered in one statement as consume ends it: a first, a copy, another message about the order', async () => {
+    const consumer = 'notifications.order-placed.v1';
+    const handler = handleOrderPlaced({ now });
+    const at = new Date();
+    for (const before of ['nothing', 'the same message', 'another message about the order'] as const) {
+      const seen: Record<string, string> = {};
+      for (const way of ['oneStatement', 'plain'] as const) {
+        const order = { ...orderPlacedMessage(), occurredAt: at.toISOString() };
+        const { orderId } = order.body;
+        if (before === 'the same message') await inbox().consume(consumer, order, handler);
+        if (before === 'another message about the order')
+          await inbox().consume(consumer, { ...order, messageId: randomUUID() }, handler);
+        const outcome =
+          way === 'oneStatement'
+            ? await inbox().consumeInOneStatement(consumer, order, handleOrderPlaced({ now: () => at }))
+            : await inbox().consume(consumer, order, handleOrderPlaced({ now: () => at }));
+        const items = await db.emailWorkItem.findMany({ where: { orderId } });
+        seen[way] = JSON.stringify({
+          outcome: outcome.outcome,
+          summary: await db.orderSummary.findUnique({ where: { orderId } }),
+          items: items.map(({ id, messageId, createdAt, updatedAt, nextAttemptAt, ...item }) => ({
+            ...item,
+            messageId: messageId === `<email-${id}@idem.local>`,
+            written: [createdAt, updatedAt, nextAttemptAt].map((time) => time.getTime() === at.getTime()),
+          })),
+          recorded: await db.processedMessage.count({ where: { consumer, messageId: order.messageId } }),
+        })
+          .replaceAll(orderId, 'the order')
+          .replaceAll(orderId.slice(0, 8), 'the order');
+      }
+      expect(seen.oneStatement, before).toEqual(seen.plain);
+    }
+  });
+  it('ends a receipt delivered in one statement as consume ends it: a first, an order not known yet, a copy, another message', async () => {
+    const consumer = 'notifications.payment-captured.v1';
+    const at = new Date();
+    const handler = handlePaymentCaptured({ now: () => at });
+    const cases = ['a first', 'an order not known yet', 'a copy', 'another message about the order'] as const;
+    for (const before of cases) {
+      const seen: Record<string, string> = {};
+      for (const way of ['oneStatement', 'plain'] as const) {
+        const order = orderPlacedMessage();
+        const { orderId } = order.body;
+        if (before !== 'an order not known yet')
+          await inbox().consume('notifications.order-placed.v1', order, handleOrderPlaced({ now }));
+        const message = captured(orderId);
+        if (before === 'a copy') await inbox().consume(consumer, message, handler);
+        if (before === 'another message about the order')
+          await inbox().consume(consumer, { ...message, messageId: randomUUID() }, handler);
+        const outcome =
+          way === 'oneStatement'
+            ? await inbox().consumeInOneStatement(consumer, message, handler)
+            : await inbox().consume(consumer, message, handler);
+        const items = await db.emailWorkItem.findMany({ where: { orderId, kind: 'receipt' } });
+        seen[way] = JSON.stringify({
+          outcome: outcome.outcome,
+          items: items.map(({ id, messageId, createdAt, updatedAt, nextAttemptAt, ...item }) => ({
+            ...item,
+            messageId: messageId === `<email-${id}@idem.local>`,
+            written: [createdAt, updatedAt, nextAttemptAt].map((time) => time.getTime() === at.getTime()),
+          })),
+          recorded: await db.processedMessage.count({ where: { consumer, messageId: message.messageId } }),
+        })
+          .replaceAll(orderId, 'the order')
+          .replaceAll(orderId.slice(0, 8), 'the order');
+      }
+      expect(seen.oneStatement, before).toEqual(seen.plain);
+    }
   });
 });
 

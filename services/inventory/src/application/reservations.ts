@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { causedBy } from '@idem/contracts';
-import { sql } from '@idem/database';
+import { sql, type SqlClient } from '@idem/database';
 import {
   advanceAggregateVersion,
   aggregateVersionAdvance,
@@ -90,7 +90,7 @@ export async function reserveStock(
  * reservation and its event, each only if what it needs holds. A shortage or a stale order writes
  * nothing, and the plain way decides the delivery.
  */
-export function reserveWrite(db: PrismaClient, event: OrderEvent, order: PlacedOrder, at: Date): OneStatementEffect {
+export function reserveWrite(db: SqlClient, event: OrderEvent, order: PlacedOrder, at: Date): OneStatementEffect {
   const requested = quantitiesBySku(order.lines);
   const reserved = enqueueInOneStatement(
     db,
