@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { boundReason, traceparentOf } from '@idem/contracts';
+import { boundReason, traceparentOf, type AnyEnvelope } from '@idem/contracts';
 import {
   execute,
   localTakerIn,
@@ -10,7 +10,7 @@ import {
   type Sql,
   type SqlClient,
 } from '@idem/database';
-import type { OneStatementEffect } from '@idem/inbox';
+import { processed, transientFailure, type OneStatementEffect, type OneStatementHandler } from '@idem/inbox';
 import type { PrismaClient, Tx } from '../db.js';
 import { afterFailedSend } from '../domain/email-work-item.js';
 import { orderReceivedEmail, type Email, type OrderSummary } from '../domain/emails.js';
@@ -144,7 +144,7 @@ export function acceptOrderWrite(db: SqlClient, order: PlacedOrder, now: Date): 
  * Emails about a payment need the order's lines, which arrive with orders.order-placed.v1 on
  * another queue: `order_not_known_yet` until that has been processed (the delivery is retried).
  */
-export async function emailAboutOrder(
+async function emailAboutOrder(
   tx: Tx,
   orderId: string,
   kind: string,
@@ -162,7 +162,7 @@ export async function emailAboutOrder(
  * once and never changes, so it is read before the statement): `email` has a row when the email
  * was queued. Undefined when the order is not known yet, which the plain way decides.
  */
-export async function emailAboutOrderWrite(
+async function emailAboutOrderWrite(
   db: SqlClient,
   orderId: string,
   kind: string,
@@ -194,6 +194,31 @@ async function summaryOf(db: SqlClient, orderId: string): Promise<KeptOrder | un
         FROM order_summaries WHERE order_id = ${orderId}::uuid`,
   );
   return summary;
+}
+
+/**
+ * A message about an order's payment: queue its email (`kind`), once per order; when the order is
+ * known, the email and the inbox's record are one statement. Until the order's summary has
+ * arrived (orders.order-placed.v1, on another queue) the delivery is retried.
+ */
+export function emailAboutOrderHandler<M extends AnyEnvelope & { body: { orderId: string } }>(
+  kind: string,
+  write: (order: OrderSummary, message: M) => Email,
+  { now }: { now: () => Date },
+): OneStatementHandler<Tx, M> {
+  return Object.assign(
+    async (message: M, tx: Tx) => {
+      const { orderId } = message.body;
+      const queued = await emailAboutOrder(tx, orderId, kind, (order) => write(order, message), now());
+      if (queued === 'order_not_known_yet')
+        return transientFailure(queued, `order ${orderId} has not been seen here yet`);
+      return processed;
+    },
+    {
+      inOneStatement: (message: M, db: SqlClient) =>
+        emailAboutOrderWrite(db, message.body.orderId, kind, (order) => write(order, message), now()),
+    },
+  );
 }
 
 const released = { leaseOwner: null, leaseExpiresAt: null } as const;

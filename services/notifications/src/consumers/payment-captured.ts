@@ -1,6 +1,6 @@
 import type { MessageOf } from '@idem/shop';
 import { receiptEmail } from '../domain/emails.js';
-import { emailAboutOrderHandler } from './email-about-order.js';
+import { emailAboutOrderHandler } from '../application/work-items.js';
 
 /** notifications.payment-captured.v1: queue the receipt, once per order. */
 export const handlePaymentCaptured = ({ now }: { now: () => Date }) =>
