@@ -144,7 +144,7 @@ export function acceptOrderWrite(db: SqlClient, order: PlacedOrder, now: Date): 
  * Emails about a payment need the order's lines, which arrive with orders.order-placed.v1 on
  * another queue: `order_not_known_yet` until that has been processed (the delivery is retried).
  */
-async function emailAboutOrder(
+export async function emailAboutOrder(
   tx: Tx,
   orderId: string,
   kind: string,
