@@ -115,39 +115,46 @@ describe('notifications consumers', () => {
     );
     expect(await db.emailWorkItem.count({ where: { kind: 'receipt' } })).toBe(1);
   });
+  /** What deliveries left about an order, without what twins differ in by nature (ids, the order's id). */
+  async function leftAbout(orderId: string, at: Date, record: { consumer: string; messageId: string }) {
+    const items = await db.emailWorkItem.findMany({ where: { orderId }, orderBy: { kind: 'asc' } });
+    return JSON.stringify({
+      summary: await db.orderSummary.findUnique({ where: { orderId } }),
+      items: items.map(({ id, messageId, createdAt, updatedAt, nextAttemptAt, ...item }) => ({
+        ...item,
+        messageId: messageId === `<email-${id}@idem.local>`,
+        written: [createdAt, updatedAt, nextAttemptAt].map((time) => time.getTime() === at.getTime()),
+      })),
+      recorded: await db.processedMessage.count({ where: record }),
+    })
+      .replaceAll(orderId, 'the order')
+      .replaceAll(orderId.slice(0, 8), 'the order');
+  }
+  /** An order placed at `at`: twins differ only in their ids. */
+  const placedAt = (at: Date) => ({ ...orderPlacedMessage(), occurredAt: at.toISOString() });
+
   it('ends an order-placed delivered in one statement as consume ends it: a first, a copy, another message about the order', async () => {
     const consumer = 'notifications.order-placed.v1';
-    const handler = handleOrderPlaced({ now });
     const at = new Date();
+    const handler = handleOrderPlaced({ now: () => at });
     for (const before of ['nothing', 'the same message', 'another message about the order'] as const) {
       const seen: Record<string, string> = {};
       for (const way of ['oneStatement', 'plain'] as const) {
-        const order = { ...orderPlacedMessage(), occurredAt: at.toISOString() };
-        const { orderId } = order.body;
+        const order = placedAt(at);
         if (before === 'the same message') await inbox().consume(consumer, order, handler);
         if (before === 'another message about the order')
           await inbox().consume(consumer, { ...order, messageId: randomUUID() }, handler);
         const outcome =
           way === 'oneStatement'
-            ? await inbox().consumeInOneStatement(consumer, order, handleOrderPlaced({ now: () => at }))
-            : await inbox().consume(consumer, order, handleOrderPlaced({ now: () => at }));
-        const items = await db.emailWorkItem.findMany({ where: { orderId } });
-        seen[way] = JSON.stringify({
-          outcome: outcome.outcome,
-          summary: await db.orderSummary.findUnique({ where: { orderId } }),
-          items: items.map(({ id, messageId, createdAt, updatedAt, nextAttemptAt, ...item }) => ({
-            ...item,
-            messageId: messageId === `<email-${id}@idem.local>`,
-            written: [createdAt, updatedAt, nextAttemptAt].map((time) => time.getTime() === at.getTime()),
-          })),
-          recorded: await db.processedMessage.count({ where: { consumer, messageId: order.messageId } }),
-        })
-          .replaceAll(orderId, 'the order')
-          .replaceAll(orderId.slice(0, 8), 'the order');
+            ? await inbox().consumeInOneStatement(consumer, order, handler)
+            : await inbox().consume(consumer, order, handler);
+        seen[way] =
+          `${outcome.outcome} ${await leftAbout(order.body.orderId, at, { consumer, messageId: order.messageId })}`;
       }
       expect(seen.oneStatement, before).toEqual(seen.plain);
     }
   });
+
   it('ends a receipt delivered in one statement as consume ends it: a first, an order not known yet, a copy, another message', async () => {
     const consumer = 'notifications.payment-captured.v1';
     const at = new Date();
@@ -156,10 +163,10 @@ describe('notifications consumers', () => {
     for (const before of cases) {
       const seen: Record<string, string> = {};
       for (const way of ['oneStatement', 'plain'] as const) {
-        const order = orderPlacedMessage();
+        const order = placedAt(at);
         const { orderId } = order.body;
         if (before !== 'an order not known yet')
-          await inbox().consume('notifications.order-placed.v1', order, handleOrderPlaced({ now }));
+          await inbox().consume('notifications.order-placed.v1', order, handleOrderPlaced({ now: () => at }));
         const message = captured(orderId);
         if (before === 'a copy') await inbox().consume(consumer, message, handler);
         if (before === 'another message about the order')
@@ -168,18 +175,7 @@ describe('notifications consumers', () => {
           way === 'oneStatement'
             ? await inbox().consumeInOneStatement(consumer, message, handler)
             : await inbox().consume(consumer, message, handler);
-        const items = await db.emailWorkItem.findMany({ where: { orderId, kind: 'receipt' } });
-        seen[way] = JSON.stringify({
-          outcome: outcome.outcome,
-          items: items.map(({ id, messageId, createdAt, updatedAt, nextAttemptAt, ...item }) => ({
-            ...item,
-            messageId: messageId === `<email-${id}@idem.local>`,
-            written: [createdAt, updatedAt, nextAttemptAt].map((time) => time.getTime() === at.getTime()),
-          })),
-          recorded: await db.processedMessage.count({ where: { consumer, messageId: message.messageId } }),
-        })
-          .replaceAll(orderId, 'the order')
-          .replaceAll(orderId.slice(0, 8), 'the order');
+        seen[way] = `${outcome.outcome} ${await leftAbout(orderId, at, { consumer, messageId: message.messageId })}`;
       }
       expect(seen.oneStatement, before).toEqual(seen.plain);
     }
