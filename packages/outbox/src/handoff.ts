@@ -108,7 +108,7 @@ export class OutboxHandoff {
       this.#events.set(tx, (events = taken));
     }
     events.push(envelope);
-    return new Date(now.getTime() + this.#options.sweepAfterMs);
+    return this.#sweepAt(now, this.#options);
   }
 
   /**
@@ -119,9 +119,14 @@ export class OutboxHandoff {
   takeAlone(envelope: AnyEnvelope, now: Date): { readonly sweepAt: Date; readonly handOver: () => void } | undefined {
     if (!this.#options) return undefined;
     return {
-      sweepAt: new Date(now.getTime() + this.#options.sweepAfterMs),
+      sweepAt: this.#sweepAt(now, this.#options),
       handOver: () => void this.#track(this.#handOver([envelope])),
     };
+  }
+
+  /** When the relay may sweep a row written for this handoff at `now`. */
+  #sweepAt(now: Date, { sweepAfterMs }: Required<HandoffOptions>): Date {
+    return new Date(now.getTime() + sweepAfterMs);
   }
 
   async #handOver(events: AnyEnvelope[]): Promise<void> {

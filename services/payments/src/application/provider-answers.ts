@@ -17,7 +17,8 @@ import { ATTEMPTS_CHANNEL } from './payment-attempts.js';
 
 /**
  * What the payment worker writes once the provider has answered: the attempt's new state and its
- * event, together in one transaction; or, for an answer that is not final, when to ask again.
+ * event, together (one statement for the common capture, one transaction otherwise); or, for an
+ * answer that is not final, when to ask again.
  */
 export interface Recorder {
   readonly db: PrismaClient;

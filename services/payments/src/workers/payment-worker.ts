@@ -63,7 +63,7 @@ type PaymentWorker = Recorder &
  * Charges and refunds due payment attempts. Each attempt is claimed with a lease (SKIP LOCKED,
  * so workers never take the same one at once), the provider is called outside any
  * transaction with the attempt's persisted idempotency key, and the result and its event are
- * recorded together in one transaction. A crash between the provider's answer and the record
+ * recorded together (one statement for a capture, or one transaction). A crash between the provider's answer and the record
  * leaves the lease to expire; the next call with the same key returns the same PaymentIntent.
  */
 export function createPaymentWorker(options: PaymentWorkerOptions): BackgroundWorker & { runOnce(): Promise<number> } {
