@@ -148,6 +148,37 @@ describe('inbox.consumeInOneStatement', () => {
     });
   });
 
+  it('runs the effect’s afterCommit once its statement committed with its record — never for a copy, a write that did not apply, a rollback — and takes a declined message the plain way', async () => {
+    const committed: string[] = [];
+    const faults = createFaults(parseFaultRules('rollback-after-handler consumer=inventory.oneStatement count=1'));
+    const inbox = createInbox({ db: db.prisma, faults });
+    const plain = reserving(SKUS.oneStatement);
+    const handler: OneStatementHandler<Tx, OrderPlaced> = Object.assign(plain.bind(null), {
+      // Asynchronous, as a handler that reads first is.
+      inOneStatement: async (message: OrderPlaced) => {
+        if (message.body.customerEmail === 'decline@example.com') return undefined;
+        const effect = await plain.inOneStatement(message, db.prisma);
+        return effect && { ...effect, afterCommit: () => void committed.push(message.messageId) };
+      },
+    });
+    const deliver = (message: OrderPlaced) => inbox.consumeInOneStatement('inventory.oneStatement', message, handler);
+    const [first, second, soldOut] = [orderPlacedMessage(), orderPlacedMessage(), orderPlacedMessage()];
+    expect(await deliver(first)).toMatchObject({ outcome: 'transient_failure', code: 'forced_rollback' });
+    expect(committed).toEqual([]);
+    expect(await deliver(first)).toEqual(processed);
+    expect(await deliver(first)).toMatchObject({ outcome: 'duplicate' });
+    expect(committed).toEqual([first.messageId]);
+    // Declined: the plain way decides it (and takes the last unit); sold out: nothing written.
+    const declined = { ...second, body: { ...second.body, customerEmail: 'decline@example.com' } };
+    expect(await deliver(declined)).toEqual(processed);
+    expect(await deliver(soldOut)).toMatchObject({ outcome: 'stale' });
+    expect(committed).toEqual([first.messageId]);
+    expect(await rowsOf('oneStatement')).toMatchObject({
+      available: 0,
+      reservations: [first.body.orderId, declined.body.orderId].sort(),
+    });
+  });
+
   it('rolls back what the statement wrote when the rollback-after-handler switch fires, and the redelivery processes it', async () => {
     const faults = createFaults(parseFaultRules('rollback-after-handler consumer=inventory.oneStatement count=1'));
     const message = orderPlacedMessage();
