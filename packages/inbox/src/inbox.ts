@@ -80,9 +80,8 @@ export class Inbox<Tx extends SqlClient> {
     handler: MessageHandler<Tx, M>,
   ): Promise<DeliveryOutcome> {
     const hash = bodyHash(message.body);
-    const id = message.messageId.toLowerCase();
-    const known = (await this.shortcut.processedAmong(consumer, [id])).get(id);
-    if (known !== undefined) return duplicateOf(consumer, message.messageId, known, hash, this.report);
+    const known = await this.knownDuplicate(consumer, message, hash);
+    if (known) return known;
     try {
       return await this.db.$transaction(async (tx) => {
         // Insert the record before the business change. The primary key, not a read, decides
@@ -103,6 +102,16 @@ export class Inbox<Tx extends SqlClient> {
       }
       return this.outcomeOfError(consumer, message, hash, error);
     }
+  }
+
+  /**
+   * @internal While a run of duplicates arrives (duplicates.ts), the outcome of one found by a
+   * read; otherwise undefined, and the record's insert decides.
+   */
+  async knownDuplicate(consumer: string, message: AnyEnvelope, hash: string): Promise<DeliveryOutcome | undefined> {
+    const id = message.messageId.toLowerCase();
+    const known = (await this.shortcut.processedAmong(consumer, [id])).get(id);
+    return known === undefined ? undefined : duplicateOf(consumer, message.messageId, known, hash, this.report);
   }
 
   /**

@@ -23,7 +23,6 @@ import type { AnyEnvelope } from '@idem/contracts';
 import { identifier, query, sql, type Sql, type SqlClient } from '@idem/database';
 import { bodyHash } from './body-hash.js';
 import { ForcedRollback } from './database-errors.js';
-import { duplicateOf } from './duplicates.js';
 import type { Inbox } from './inbox.js';
 import type { DeliveryOutcome, MessageHandler } from './outcomes.js';
 
@@ -65,9 +64,8 @@ export async function consumeInOneStatement<Tx extends SqlClient, M extends AnyE
   handler: OneStatementHandler<Tx, M>,
 ): Promise<DeliveryOutcome> {
   const hash = bodyHash(message.body);
-  const id = message.messageId.toLowerCase();
-  const known = (await inbox.shortcut.processedAmong(consumer, [id])).get(id);
-  if (known !== undefined) return duplicateOf(consumer, message.messageId, known, hash, inbox.report);
+  const known = await inbox.knownDuplicate(consumer, message, hash);
+  if (known) return known;
   let effect: OneStatementEffect | undefined;
   let recorded = false;
   try {
@@ -76,6 +74,8 @@ export async function consumeInOneStatement<Tx extends SqlClient, M extends AnyE
   } catch (error) {
     return inbox.outcomeOfError(consumer, message, hash, error);
   }
+  // Not applied: `consume` decides it. Its duplicate shortcut reads nothing again unless another
+  // duplicate arrived meanwhile: the one above found this delivery new, which ends a run.
   if (!effect || !recorded) return inbox.consume(consumer, message, handler);
   effect.afterCommit?.();
   return { outcome: 'processed' };
