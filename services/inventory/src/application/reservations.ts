@@ -104,6 +104,11 @@ export function reserveWrite(db: SqlClient, event: OrderEvent, order: PlacedOrde
        JOIN unnest(${requested.map((l) => l.sku)}::text[], ${requested.map((l) => l.quantity)}::int[]) AS line(sku, quantity)
       USING (sku)
       WHERE locked.available >= line.quantity) = ${requested.length}::int`;
+  // The stock rows are locked before the order's version (the plain way takes them after it):
+  // safe, as a cancel of the order takes no stock lock before its version, and every reservation
+  // takes its stock locks in SKU order. A FOR UPDATE here returns each row as the last commit left
+  // it, so `covered` reads the stock the write will take from (inventory.int.spec.ts "serialises a
+  // reservation in one statement…" holds both interleavings).
   return {
     with: sql`
       locked AS MATERIALIZED (${lockedStock(requested.map((line) => line.sku))}),
