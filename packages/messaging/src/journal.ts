@@ -65,7 +65,7 @@ export interface DeliveryJournalOptions {
   readonly prefix: string;
   /** About how many entries the stream keeps (trimmed approximately). @defaultValue 20 000 */
   readonly maxLength?: number;
-  /** How often the buffer is written. @defaultValue 100 */
+  /** How long an entry waits to be written, with those that come after it. @defaultValue 100 */
   readonly flushIntervalMs?: number;
   /** Entries held while Redis is slow; past it the oldest are dropped. @defaultValue 5 000 */
   readonly maxBuffered?: number;
@@ -83,7 +83,11 @@ export function createDeliveryJournal({
   let buffer: JournalEntry[] = [];
   let writing: Promise<void> = Promise.resolve();
 
+  // A flush is scheduled by the first entry after the last one: an idle process is not woken.
+  let scheduled: NodeJS.Timeout | undefined;
   const flush = () => {
+    clearTimeout(scheduled);
+    scheduled = undefined;
     if (buffer.length === 0) return writing;
     const entries = buffer;
     buffer = [];
@@ -97,19 +101,17 @@ export function createDeliveryJournal({
     );
     return writing;
   };
-  const timer = setInterval(() => void flush(), flushIntervalMs);
-  timer.unref();
 
   return {
     record(entry) {
       buffer.push(entry);
       if (buffer.length > maxBuffered) buffer.splice(0, buffer.length - maxBuffered);
+      if (scheduled) return;
+      scheduled = setTimeout(() => void flush(), flushIntervalMs);
+      scheduled.unref();
     },
     flush,
-    async close() {
-      clearInterval(timer);
-      await flush();
-    },
+    close: flush,
   };
 }
 
