@@ -174,8 +174,14 @@ describe('the migrate image', () => {
 });
 
 describe('the production bundle', () => {
-  it('is started by the image with the instrumentation entry first', () => {
-    expect(SERVICE_IMAGE_COMMAND).toEqual(['node', '--import', './dist/instrumentation.js', 'dist/main.js']);
+  it('is started by the image with a young generation sized for a service and the instrumentation entry first', () => {
+    expect(SERVICE_IMAGE_COMMAND).toEqual([
+      'node',
+      '--max-semi-space-size=8',
+      '--import',
+      './dist/instrumentation.js',
+      'dist/main.js',
+    ]);
   });
 
   it('runs from a production-only deploy with plain node: migrates, serves health and metrics, consumes, stops on SIGTERM', async () => {
