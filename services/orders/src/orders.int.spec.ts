@@ -22,7 +22,14 @@ import { handleStockReserved } from './consumers/stock-reserved.js';
 import { connectDatabase } from './db.js';
 import { cancelOrder } from './application/cancel-order.js';
 import { decideCapture, takeCapture } from './application/captures.js';
+import { idempotent } from './application/idempotency-keys.js';
 import { applyTransition, createOrder, decideAndMove, type OrderView } from './application/orders.js';
+import {
+  placeInOneStatement,
+  placeOrder,
+  placeThePlainWay,
+  type CatalogAsLastRead,
+} from './application/place-order.js';
 import { ORDER_STATUSES, ORDER_TRIGGERS, type OrderStatus } from './domain/order-status.js';
 import { startOrders } from './service.js';
 
@@ -910,5 +917,179 @@ describe('the one-statement moves', () => {
           await recorded(consumer, plainMessage.messageId),
         );
       }
+  });
+});
+
+describe('placing an order in one statement', () => {
+  const at = new Date('2026-12-02T12:00:00.000Z');
+  const DAY = 86_400_000;
+  /** The catalog as a process that read all of it would know it. */
+  const asRead = (changes: Record<string, number> = {}): CatalogAsLastRead =>
+    new Map(
+      [
+        ...CATALOG,
+        { sku: 'retired', unitPriceCents: 500, currency: 'eur' },
+        { sku: 'franc', unitPriceCents: 700, currency: 'chf' },
+      ].map(({ sku, unitPriceCents, currency }) => [
+        sku,
+        { sku, unitPriceCents: changes[sku] ?? unitPriceCents, currency, withdrawn: sku === 'retired' },
+      ]),
+    );
+  beforeAll(async () => {
+    for (const [sku, unitPriceCents, currency, withdrawn] of [
+      ['retired', 500, 'eur', true],
+      ['franc', 700, 'chf', false],
+    ] as const) {
+      const item = { name: sku, unitPriceCents, currency, withdrawn, updatedAt: at };
+      await db.catalogItem.upsert({ where: { sku }, create: { sku, ...item }, update: item });
+    }
+  });
+  const placing = (
+    customerId: string,
+    lines: { sku: string; quantity: number }[],
+    { key, when = at, catalog = asRead() }: { key?: string; when?: Date; catalog?: CatalogAsLastRead } = {},
+  ) => ({
+    order: { customerId, customerEmail: `${customerId}@example.com`, paymentMethod: 'pm_card_visa', lines },
+    correlationId: '7b1f3f2e-4e8f-4a8e-9d8e-2f1f3f2e4e8f',
+    idempotency: key === undefined ? undefined : { key, request: { lines } },
+    now: () => when,
+    keyRetentionMs: DAY,
+    catalog,
+  });
+  /** What a customer's rows say, their name and their orders' ids taken out. */
+  const rowsOf = async (customerId: string) => {
+    const orders = await db.$queryRaw<{ id: string }[]>`
+      SELECT id::text, customer_email, currency, payment_method, status, version, total_cents, created_at, updated_at
+        FROM orders WHERE customer_id = ${customerId} ORDER BY created_at, total_cents`;
+    const ids = orders.map((order) => order.id);
+    const lines = await db.$queryRaw<unknown[]>`
+      SELECT line_no, sku, quantity, unit_price_cents FROM order_lines WHERE order_id = ANY(${ids}::uuid[])
+       ORDER BY array_position(${ids}::uuid[], order_id), line_no`;
+    const history = await db.$queryRaw<unknown[]>`
+      SELECT version, status, causation_id, occurred_at FROM order_status_changes WHERE order_id = ANY(${ids}::uuid[])
+       ORDER BY array_position(${ids}::uuid[], order_id), version`;
+    const announced = await db.$queryRaw<unknown[]>`
+      SELECT type, envelope - 'messageId' AS envelope FROM outbox_messages
+       WHERE envelope->>'aggregateId' = ANY(${ids}) ORDER BY created_at`;
+    const keys = await db.$queryRaw<unknown[]>`
+      SELECT key, request_hash, result, created_at, expires_at FROM idempotency_keys WHERE customer_id = ${customerId} ORDER BY key`;
+    return anonymous(JSON.stringify({ orders, lines, history, announced, keys }), customerId, ids);
+  };
+  const anonymous = (text: string, customerId: string, ids: readonly string[]) =>
+    ids.reduce((t, id, i) => t.replaceAll(id, `<order ${i}>`), text).replaceAll(customerId, '<customer>');
+
+  it('places an order as the plain way does: new, repeated, reused, refused, at a changed price, past an expired key', async () => {
+    const two = [
+      { sku: 'keyboard', quantity: 2 },
+      { sku: 'mouse', quantity: 1 },
+      { sku: 'keyboard', quantity: 1 },
+    ];
+    const other = [{ sku: 'cable', quantity: 3 }];
+    const scenarios: [string, ((customer: string) => ReturnType<typeof placing>)[]][] = [
+      ['no key', [(c) => placing(c, two)]],
+      [
+        'a key, its repeat, the key with another body',
+        [
+          (c) => placing(c, two, { key: 'k' }),
+          (c) => placing(c, two, { key: 'k' }),
+          (c) => placing(c, other, { key: 'k' }),
+        ],
+      ],
+      ['an unknown SKU', [(c) => placing(c, [{ sku: 'nothing', quantity: 1 }], { key: 'k' })]],
+      ['a withdrawn SKU', [(c) => placing(c, [{ sku: 'retired', quantity: 1 }])]],
+      ['two currencies', [(c) => placing(c, [...other, { sku: 'franc', quantity: 1 }], { key: 'k' })]],
+      ['past the largest total', [(c) => placing(c, [{ sku: 'monitor', quantity: 6000 }])]],
+      ['a price changed since it was read', [(c) => placing(c, two, { key: 'k', catalog: asRead({ keyboard: 1 }) })]],
+      ['a SKU not read yet', [(c) => placing(c, two, { catalog: new Map() })]],
+      [
+        'a key past its retention, used again with another body',
+        [
+          (c) => placing(c, two, { key: 'k' }),
+          (c) => placing(c, other, { key: 'k', when: new Date(at.getTime() + 2 * DAY) }),
+        ],
+      ],
+    ];
+    for (const [what, requests] of scenarios) {
+      const [fast, plain] = [`fast-${randomUUID()}`, `plain-${randomUUID()}`];
+      for (const request of requests) {
+        const fastResult = await placeOrder(db, request(fast));
+        const plainResult = await placeThePlainWay(db, request(plain));
+        const ids = async (customer: string) =>
+          (
+            await db.order.findMany({
+              where: { customerId: customer },
+              orderBy: [{ createdAt: 'asc' }, { totalCents: 'asc' }],
+            })
+          ).map((order) => order.id);
+        expect(anonymous(JSON.stringify(fastResult), fast, await ids(fast)), what).toBe(
+          anonymous(JSON.stringify(plainResult), plain, await ids(plain)),
+        );
+      }
+      expect(await rowsOf(fast), what).toBe(await rowsOf(plain));
+    }
+  });
+
+  it('writes only the common case, and writes nothing for the rest: the plain way decides those', async () => {
+    const lines = [{ sku: 'keyboard', quantity: 2 }];
+    const placed = await placeInOneStatement(db, placing('ada', lines, { key: 'k' }));
+    expect(placed).toMatchObject({ status: 'PENDING', totalCents: 9998 });
+    expect(await db.order.count()).toBe(1);
+    expect(await db.outboxMessage.count()).toBe(1);
+    expect(await db.idempotencyKey.findMany()).toMatchObject([{ key: 'k', result: placed }]);
+    for (const [what, request] of [
+      ['the key again', placing('ada', lines, { key: 'k' })],
+      ['a price changed since it was read', placing('ada', lines, { catalog: asRead({ keyboard: 1 }) })],
+      ['a SKU not read yet', placing('ada', lines, { catalog: new Map() })],
+      [
+        'a SKU withdrawn since it was read',
+        placing('ada', [{ sku: 'retired', quantity: 1 }], {
+          catalog: new Map([['retired', { sku: 'retired', unitPriceCents: 500, currency: 'eur', withdrawn: false }]]),
+        }),
+      ],
+    ] as const) {
+      expect(await placeInOneStatement(db, request), what).toBeUndefined();
+    }
+    expect(await db.order.count()).toBe(1);
+    expect(await db.outboxMessage.count()).toBe(1);
+  });
+
+  it('serialises on the key with the plain way: a first request held between its key read and its write, the repeat answers key_in_flight, then replays', async () => {
+    const lines = [{ sku: 'keyboard', quantity: 1 }];
+    const request = placing('ada', lines, { key: 'held' });
+    let reached!: () => void;
+    const isHeld = new Promise<void>((resolve) => (reached = resolve));
+    let release!: () => void;
+    const releasing = new Promise<void>((resolve) => (release = resolve));
+    // The plain way's first request: the key locked and read (no record), held before its writes.
+    const first = idempotent(
+      db,
+      { customerId: 'ada', key: 'held', request: request.idempotency!.request, now: at, retentionMs: DAY },
+      async (tx) => {
+        reached();
+        await releasing;
+        return createOrder(
+          tx,
+          {
+            ...request.order,
+            currency: 'eur',
+            totalCents: 4999,
+            lines: [{ sku: 'keyboard', quantity: 1, unitPriceCents: 4999 }],
+          },
+          at,
+        );
+      },
+    );
+    await isHeld;
+    expect(await placeInOneStatement(db, request)).toBeUndefined();
+    expect(await placeOrder(db, request)).toEqual({ kind: 'key_in_flight' });
+    release();
+    const done = await first;
+    expect(await placeOrder(db, request)).toEqual({
+      kind: 'placed',
+      order: (done as { result: unknown }).result,
+      replayed: true,
+    });
+    expect(await db.order.count()).toBe(1);
+    expect(await db.idempotencyKey.count()).toBe(1);
   });
 });

@@ -9,7 +9,10 @@ export interface CatalogItemView extends CatalogEntry {
 
 /** The catalog entries of `skus` (the ones it has), read in the caller's transaction. */
 export async function catalogEntriesOf(tx: Tx, skus: readonly string[]): Promise<Map<string, CatalogEntry>> {
-  const items = await tx.catalogItem.findMany({ where: { sku: { in: [...new Set(skus)] } } });
+  const items = await tx.catalogItem.findMany({
+    where: { sku: { in: [...new Set(skus)] } },
+    select: { sku: true, unitPriceCents: true, currency: true, withdrawn: true },
+  });
   return new Map(items.map((item) => [item.sku, item]));
 }
 

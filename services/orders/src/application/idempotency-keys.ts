@@ -1,3 +1,4 @@
+import { query, sql, type Sql } from '@idem/database';
 import { bodyHash } from '@idem/inbox';
 import type { PrismaClient, Tx } from '../db.js';
 
@@ -35,8 +36,7 @@ export async function idempotent(
 ): Promise<IdempotentResult> {
   const requestHash = bodyHash(request);
   return db.$transaction(async (tx) => {
-    const [lock] = await tx.$queryRaw<{ locked: boolean }[]>`
-      SELECT pg_try_advisory_xact_lock(hashtextextended(${JSON.stringify(['idempotency', customerId, key])}, 0)) AS locked`;
+    const [lock] = await query<{ locked: boolean }>(tx, sql`SELECT ${keyLock(customerId, key)} AS locked`);
     if (!lock?.locked) return { kind: 'key_in_flight' } as const;
     const id = { customerId, key };
     const stored = await tx.idempotencyKey.findUnique({ where: { customerId_key: id } });
@@ -55,6 +55,41 @@ export async function idempotent(
     return { kind: 'done', result, replayed: false } as const;
   }, HTTP_TRANSACTION);
 }
+
+/**
+ * {@link idempotent}'s first request as a piece of one statement that runs alone (its own
+ * transaction): `keyed AS (…)` records the key with `result` — and so has a row — only when
+ * `onlyIf` holds, the key's lock is free and no live record has the key. Every other case writes
+ * nothing, and {@link idempotent} decides it (a repeat, a reused key, one in flight).
+ */
+export function keyedInOneStatement(
+  {
+    customerId,
+    key,
+    request,
+    now,
+    retentionMs,
+  }: { customerId: string; key: string; request: unknown; now: Date; retentionMs: number },
+  result: unknown,
+  onlyIf: Sql,
+): Sql {
+  const expiresAt = new Date(now.getTime() + retentionMs);
+  return sql`
+    keyed AS (
+      INSERT INTO idempotency_keys (customer_id, key, request_hash, result, created_at, expires_at)
+      SELECT ${customerId}, ${key}, ${bodyHash(request)}, ${JSON.stringify(result)}::jsonb, ${now}::timestamptz, ${expiresAt}::timestamptz
+       WHERE ${onlyIf} AND ${keyLock(customerId, key)}
+      ON CONFLICT (customer_id, key) DO UPDATE
+         SET request_hash = excluded.request_hash, result = excluded.result,
+             created_at = excluded.created_at, expires_at = excluded.expires_at
+       WHERE idempotency_keys.expires_at <= ${now}::timestamptz
+      RETURNING 1
+    )`;
+}
+
+/** The key's lock, taken if free until the transaction ends: true when it was. */
+const keyLock = (customerId: string, key: string) =>
+  sql`pg_try_advisory_xact_lock(hashtextextended(${JSON.stringify(['idempotency', customerId, key])}, 0))`;
 
 /** Deletes expired keys in bounded batches; returns how many. */
 export async function purgeExpiredKeys(db: PrismaClient, now: Date, batchSize = 1000): Promise<number> {

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { query, sql, type Sql } from '@idem/database';
+import { execute, query, sql, type Sql } from '@idem/database';
 import type { Tx, PrismaClient } from '../db.js';
 import { moveOf, nextStatus, type OrderStatus, type OrderTrigger } from '../domain/order-status.js';
 import type { PricedLine, RequestedLine } from '../domain/pricing.js';
@@ -46,26 +46,11 @@ export interface OrderView {
 const withLines = { lines: { orderBy: { lineNo: 'asc' } } } as const;
 const withHistory = { ...withLines, history: { orderBy: { version: 'asc' } } } as const;
 
-/**
- * Writes a PENDING order (version 1), its lines and its first history entry: one statement (the
- * lines' and history's foreign keys are checked at its end, when the order is there).
- */
-export async function createOrder(tx: Tx, order: PricedOrder, now: Date): Promise<OrderView> {
-  const id = randomUUID();
+/** A new order as it is written: PENDING, version 1, with an id of its own. */
+export function newOrder(order: PricedOrder, now: Date): OrderView {
   const { customerId, customerEmail, currency, paymentMethod, totalCents, lines } = order;
-  await tx.$executeRaw`
-    WITH created AS (
-      INSERT INTO orders (id, customer_id, customer_email, currency, payment_method, status, version, total_cents, created_at, updated_at)
-      VALUES (${id}::uuid, ${customerId}, ${customerEmail}, ${currency}, ${paymentMethod}, 'PENDING', 1, ${totalCents}, ${now}, ${now})
-    ), lined AS (
-      INSERT INTO order_lines (order_id, line_no, sku, quantity, unit_price_cents)
-      SELECT ${id}::uuid, line.no, line.sku, line.quantity, line.unit_price_cents
-      FROM unnest(${lines.map((l) => l.sku)}::text[], ${lines.map((l) => l.quantity)}::int[],
-                  ${lines.map((l) => l.unitPriceCents)}::int[]) WITH ORDINALITY AS line(sku, quantity, unit_price_cents, no)
-    )
-    INSERT INTO order_status_changes (order_id, version, status, occurred_at) VALUES (${id}::uuid, 1, 'PENDING', ${now})`;
   return toView({
-    id,
+    id: randomUUID(),
     customerId,
     customerEmail,
     currency,
@@ -77,6 +62,38 @@ export async function createOrder(tx: Tx, order: PricedOrder, now: Date): Promis
     updatedAt: now,
     lines: [...lines],
   });
+}
+
+/**
+ * The WITH list that writes `order` (from {@link newOrder}), its lines and its first history
+ * entry when `onlyIf` holds: pieces of one statement (the lines' and history's foreign keys are
+ * checked at its end, when the order is there).
+ */
+export function orderWrite(order: OrderView, onlyIf: Sql): Sql {
+  const { orderId, customerId, customerEmail, currency, paymentMethod, totalCents, lines, createdAt } = order;
+  return sql`
+    created AS (
+      INSERT INTO orders (id, customer_id, customer_email, currency, payment_method, status, version, total_cents, created_at, updated_at)
+      SELECT ${orderId}::uuid, ${customerId}, ${customerEmail}, ${currency}, ${paymentMethod}, 'PENDING', 1, ${totalCents}::int,
+             ${createdAt}::timestamptz, ${createdAt}::timestamptz
+       WHERE ${onlyIf}
+    ), lined AS (
+      INSERT INTO order_lines (order_id, line_no, sku, quantity, unit_price_cents)
+      SELECT ${orderId}::uuid, line.no, line.sku, line.quantity, line.unit_price_cents
+      FROM unnest(${lines.map((l) => l.sku)}::text[], ${lines.map((l) => l.quantity)}::int[],
+                  ${lines.map((l) => l.unitPriceCents)}::int[]) WITH ORDINALITY AS line(sku, quantity, unit_price_cents, no)
+       WHERE ${onlyIf}
+    ), first_status AS (
+      INSERT INTO order_status_changes (order_id, version, status, occurred_at)
+      SELECT ${orderId}::uuid, 1, 'PENDING', ${createdAt}::timestamptz WHERE ${onlyIf}
+    )`;
+}
+
+/** Writes a PENDING order (version 1), its lines and its first history entry, in one statement. */
+export async function createOrder(tx: Tx, order: PricedOrder, now: Date): Promise<OrderView> {
+  const created = newOrder(order, now);
+  await execute(tx, sql`WITH ${orderWrite(created, sql`TRUE`)} SELECT 1`);
+  return created;
 }
 
 export type TransitionResult =

@@ -18,7 +18,7 @@ import type { RedisClient } from '@idem/messaging';
 import { z } from 'zod';
 import { cancelOrder } from '../application/cancel-order.js';
 import { findOrder, listOrders, type OrderView, type Owner } from '../application/orders.js';
-import { placeOrder, type PlaceOrderResult } from '../application/place-order.js';
+import { placeOrder, type CatalogAsLastRead, type PlaceOrderResult } from '../application/place-order.js';
 import type { PrismaClient } from '../db.js';
 import { ORDER_STATUSES } from '../domain/order-status.js';
 
@@ -121,6 +121,8 @@ function requireACaller(app: Express, { tokens, operators }: OrderRoutesOptions)
 }
 
 function placeOrderRoute(app: Express, { db, now, idempotencyKeyRetentionMs, redis, rateLimits }: OrderRoutesOptions) {
+  // What every placing shares, the catalog as this process last read it among them.
+  const shared = { now, keyRetentionMs: idempotencyKeyRetentionMs, catalog: new Map() as CatalogAsLastRead };
   // Counted before any database work (a flood costs Redis round trips, not transactions); a
   // repeat with the same Idempotency-Key counts too.
   const limitPlacing = rateLimit({
@@ -175,8 +177,7 @@ function placeOrderRoute(app: Express, { db, now, idempotencyKeyRetentionMs, red
         order: { customerId: customer.customerId, customerEmail: customer.email, paymentMethod, lines },
         correlationId: correlationIdOf(req, res),
         idempotency: idempotencyOf(req, { paymentMethod, lines }),
-        now,
-        keyRetentionMs: idempotencyKeyRetentionMs,
+        ...shared,
       });
       answerPlaced(res, response, req.get('idempotency-key'));
     },
