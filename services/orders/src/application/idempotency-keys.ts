@@ -14,6 +14,15 @@ export type IdempotentResult =
   /** The key was used with another request. */
   | { readonly kind: 'key_reused' };
 
+/** A request with an Idempotency-Key: whose key, what identifies the request, and for how long it is kept. */
+export interface KeyedRequest {
+  readonly customerId: string;
+  readonly key: string;
+  readonly request: unknown;
+  readonly now: Date;
+  readonly retentionMs: number;
+}
+
 /**
  * The Idempotency-Key pattern, as Stripe does it, with keys scoped per customer (another
  * customer's equal key is another key). Within one transaction: take a lock on the key (another
@@ -25,13 +34,7 @@ export type IdempotentResult =
  */
 export async function idempotent(
   db: PrismaClient,
-  {
-    customerId,
-    key,
-    request,
-    now,
-    retentionMs,
-  }: { customerId: string; key: string; request: unknown; now: Date; retentionMs: number },
+  { customerId, key, request, now, retentionMs }: KeyedRequest,
   run: (tx: Tx) => Promise<unknown>,
 ): Promise<IdempotentResult> {
   const requestHash = bodyHash(request);
@@ -63,13 +66,7 @@ export async function idempotent(
  * nothing, and {@link idempotent} decides it (a repeat, a reused key, one in flight).
  */
 export function keyedInOneStatement(
-  {
-    customerId,
-    key,
-    request,
-    now,
-    retentionMs,
-  }: { customerId: string; key: string; request: unknown; now: Date; retentionMs: number },
+  { customerId, key, request, now, retentionMs }: KeyedRequest,
   result: unknown,
   onlyIf: Sql,
 ): Sql {
