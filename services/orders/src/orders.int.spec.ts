@@ -341,6 +341,36 @@ describe('Idempotency-Key', () => {
     expect(await res.json()).toMatchObject({ code: 'idempotency_key_in_flight' });
     expect((await post('/orders', validOrder(), { 'idempotency-key': 'key-3' })).status).toBe(201);
   });
+
+  it('places one order for a key sent many times at once, its first answer to every repeat that gets one', async () => {
+    for (const round of [1, 2, 3]) {
+      await database.empty({ keep: ['catalog_items'] });
+      const key = `key-race-${round}`;
+      // Half of them with another body: those may only be refused (422) or told to wait (409).
+      const bodies = Array.from({ length: 8 }, (_, i) =>
+        i % 2 ? validOrder() : { ...validOrder(), paymentMethod: 'pm_card_mastercard' },
+      );
+      const answers = await Promise.all(
+        bodies.map(async (body) => {
+          const res = await post('/orders', body, { 'idempotency-key': key });
+          return { body, status: res.status, replayed: res.headers.get('idempotent-replayed'), json: await res.json() };
+        }),
+      );
+      expect(await db.order.count()).toBe(1);
+      expect(await db.outboxMessage.count()).toBe(1);
+      expect(await db.idempotencyKey.count()).toBe(1);
+      const [order] = await db.order.findMany();
+      const placed = answers.filter((a) => a.status === 201);
+      expect(placed.filter((a) => a.replayed === null)).toHaveLength(1);
+      for (const answer of placed) expect((answer.json as OrderView).orderId).toBe(order!.id);
+      const winner = placed.find((a) => a.replayed === null)!.body;
+      for (const answer of answers.filter((a) => a.status !== 201)) {
+        expect([409, 422]).toContain(answer.status);
+        if (answer.status === 422) expect(answer.body).not.toEqual(winner);
+      }
+      for (const answer of placed) expect(answer.body).toEqual(winner);
+    }
+  });
 });
 
 describe('reading and cancelling orders', () => {
