@@ -4,6 +4,7 @@ export { findSchemaDrift } from './schema-drift.js';
 export type { SqlClient, TransactionalClient, TransactionOptions } from './sql-client.js';
 export { execute, identifier, query, sql, Sql } from './sql.js';
 export { readOnly, type ReadQuery } from './read-only.js';
+export { preparedStatementNames, preparingStatements, type StatementNames } from './prepared-statements.js';
 export {
   createPool,
   fromNodePostgres,

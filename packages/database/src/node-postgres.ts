@@ -1,5 +1,6 @@
 import pg from 'pg';
 import type { UnsafeSqlClient } from './leases.js';
+import { preparedStatementNames, type StatementNames } from './prepared-statements.js';
 import type { TransactionalClient, TransactionOptions } from './sql-client.js';
 
 /** A node-postgres connection inside one transaction, as the inbox and the outbox use it. */
@@ -22,14 +23,15 @@ export class TransactionTimeoutError extends Error {
 
 /**
  * The inbox and the outbox on a plain node-postgres pool instead of Prisma: tagged SQL
- * becomes a parameterised query (`$1`, `$2`, …), and `$transaction` checks a connection out,
+ * becomes a parameterised query (`$1`, `$2`, …), prepared under the name `names` gives its text
+ * (prepared-statements.ts), and `$transaction` checks a connection out,
  * runs BEGIN, the function, then COMMIT — or ROLLBACK on any error, which it rethrows as
  * node-postgres raised it (SQLSTATE and constraint intact, which the inbox's duplicate
  * detection reads). The same guarantees as with Prisma, without its query engine in the way.
  */
-export function fromNodePostgres(pool: pg.Pool): PgDatabase {
+export function fromNodePostgres(pool: pg.Pool, names: StatementNames = preparedStatementNames()): PgDatabase {
   survivesDisconnects(pool);
-  const outside = sqlOn((text, values) => pool.query(text, values));
+  const outside = sqlOn((text, values) => pool.query({ name: names(text), text, values }));
   return {
     pool,
     ...outside,
@@ -44,7 +46,7 @@ export function fromNodePostgres(pool: pg.Pool): PgDatabase {
       const timer = setTimeout(() => (expired = true), timeout);
       const inside = sqlOn(async (text, values) => {
         if (expired) throw new TransactionTimeoutError(`the transaction ran longer than ${timeout} ms`);
-        return client.query(text, values);
+        return client.query({ name: names(text), text, values });
       });
       try {
         await client.query('BEGIN');

@@ -13,7 +13,15 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { newMessageId, serviceOf } from '@idem/contracts';
 import { exampleBodies, type Envelope, type EventBody, type EventType } from '@idem/shop';
-import { dropDatabase, findSchemaDrift, migrate, packageModels, type SqlClient, type TableSet } from '@idem/database';
+import {
+  dropDatabase,
+  findSchemaDrift,
+  migrate,
+  packageModels,
+  preparingStatements,
+  type SqlClient,
+  type TableSet,
+} from '@idem/database';
 import { PrismaClient } from './generated/prisma/client.js';
 import { PACKAGE_TABLES } from './tables.js';
 
@@ -137,7 +145,8 @@ export async function createTestDatabase(label: string): Promise<TestDatabase> {
   const { url, drop } = await createMigratedDatabase(label, join(testkitPrismaDir, 'migrations'), PACKAGE_TABLES);
   const clients: PrismaClient[] = [];
   const connect = () => {
-    const client = new PrismaClient({ adapter: new PrismaPg({ connectionString: url }) });
+    // Its statements prepared, as the services' are.
+    const client = new PrismaClient({ adapter: new PrismaPg({ connectionString: url }, preparingStatements()) });
     clients.push(client);
     return client;
   };

@@ -1,4 +1,4 @@
-import { runningAfterCommit } from '@idem/database';
+import { preparingStatements, runningAfterCommit } from '@idem/database';
 import { PrismaPg } from '@prisma/adapter-pg';
 import { PrismaClient, type Prisma } from './generated/prisma/client.js';
 
@@ -9,6 +9,8 @@ export type Tx = Prisma.TransactionClient;
 /** The service's client: what a transaction leaves to do after its commit is done right then (the dispatcher takes its e-mails). */
 export function connectDatabase(databaseUrl: string, poolMax?: number): PrismaClient {
   return runningAfterCommit(
-    new PrismaClient({ adapter: new PrismaPg({ connectionString: databaseUrl, max: poolMax }) }),
+    new PrismaClient({
+      adapter: new PrismaPg({ connectionString: databaseUrl, max: poolMax }, preparingStatements()),
+    }),
   );
 }
