@@ -63,7 +63,10 @@ export async function idempotent(
  * {@link idempotent}'s first request as a piece of one statement that runs alone (its own
  * transaction): `keyed AS (…)` records the key with `result` — and so has a row — only when
  * `onlyIf` holds, the key's lock is free and no live record has the key. Every other case writes
- * nothing, and {@link idempotent} decides it (a repeat, a reused key, one in flight).
+ * nothing, and {@link idempotent} decides it (a repeat, a reused key, one in flight). PostgreSQL
+ * may try the lock before `onlyIf`: a statement that writes nothing may have held the key's lock
+ * for its own run, which ends with it — a plain request meanwhile answers `key_in_flight`, as it
+ * would beside any request with that key.
  */
 export function keyedInOneStatement(
   { customerId, key, request, now, retentionMs }: KeyedRequest,

@@ -122,7 +122,8 @@ function requireACaller(app: Express, { tokens, operators }: OrderRoutesOptions)
 
 function placeOrderRoute(app: Express, { db, now, idempotencyKeyRetentionMs, redis, rateLimits }: OrderRoutesOptions) {
   // What every placing shares, the catalog as this process last read it among them.
-  const shared = { now, keyRetentionMs: idempotencyKeyRetentionMs, catalog: new Map() as CatalogAsLastRead };
+  const catalog: CatalogAsLastRead = new Map();
+  const shared = { now, keyRetentionMs: idempotencyKeyRetentionMs, catalog };
   // Counted before any database work (a flood costs Redis round trips, not transactions); a
   // repeat with the same Idempotency-Key counts too.
   const limitPlacing = rateLimit({
