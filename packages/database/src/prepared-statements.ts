@@ -9,7 +9,7 @@
  * `max` texts have names, another is sent unnamed (parsed and planned each time, as before), so
  * code that writes endless texts cannot fill the server's memory. Behind a connection pooler in
  * transaction mode, the pooler must keep prepared statements (PgBouncer ≥ 1.21 with
- * `max_prepared_statements`); behind another, name nothing: `() => ''`.
+ * `max_prepared_statements`); behind another, name nothing: `preparedStatementNames(0)`.
  */
 export type StatementNames = (text: string) => string;
 
