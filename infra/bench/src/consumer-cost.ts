@@ -75,6 +75,11 @@ export interface ConsumerCostOptions {
 const PEER_SCHEMA = { polling: 'peer', replication: 'peer_wal' } as const;
 const PEER_LISTENER: Partial<Record<ConsumerVariant, keyof typeof PEER_SCHEMA>> = { e: 'polling', f: 'replication' };
 const PEER_PUBLICATION = 'peer_inbox';
+/** How long the peer's listener may take to handle what the measurement stored. */
+const PEER_STALL_MS = 60_000;
+
+/** The peer's listener left stored messages unhandled past {@link PEER_STALL_MS}. */
+class PeerStalled extends Error {}
 
 /**
  * Creates the stock rows and the peer's inbox tables in a fresh, migrated database: one for its
@@ -193,6 +198,24 @@ class ConsumerBench {
    * would measure the wrong thing.
    */
   async measure(variant: ConsumerVariant, mode: DeliveryMode, messages: OrderPlaced[], concurrency: number) {
+    try {
+      return await this.measureOnce(variant, mode, messages, concurrency);
+    } catch (error) {
+      // pg-transactional-outbox's replication listener was seen (CI, once in many runs) to leave
+      // one stored message of 60 never started, its slot's stream already past it: that
+      // measurement is given up, said, and taken again once.
+      if (!(error instanceof PeerStalled)) throw error;
+      this.options.log(`(${variant}) ${mode}: ${error.message}; measuring it again`);
+      return this.measureOnce(variant, mode, messages, concurrency);
+    }
+  }
+
+  private async measureOnce(
+    variant: ConsumerVariant,
+    mode: DeliveryMode,
+    messages: OrderPlaced[],
+    concurrency: number,
+  ) {
     if (mode === 'first') {
       // Only this variant's tables: the peer's replication schema exists only where wal_level = logical.
       const listener = PEER_LISTENER[variant];
@@ -473,11 +496,17 @@ class ConsumerBench {
   }
 
   private async peerProcessed(schema: string, count: number): Promise<void> {
+    const deadline = Date.now() + PEER_STALL_MS;
     for (;;) {
       const { rows } = await this.admin.query<{ n: number }>(
         `SELECT count(*)::int AS n FROM ${schema}.inbox WHERE processed_at IS NOT NULL`,
       );
       if (rows[0]!.n >= count) return;
+      if (Date.now() > deadline) {
+        throw new PeerStalled(
+          `the peer's listener handled ${rows[0]!.n} of ${count} stored messages in ${PEER_STALL_MS / 1000} s`,
+        );
+      }
       await sleep(20);
     }
   }
