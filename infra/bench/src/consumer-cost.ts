@@ -203,7 +203,7 @@ class ConsumerBench {
     } catch (error) {
       // pg-transactional-outbox's replication listener was seen (CI, once in many runs) to leave
       // one stored message of 60 never started, its slot's stream already past it: that
-      // measurement is given up, said, and taken again once.
+      // measurement is abandoned, said, and taken again once.
       if (!(error instanceof PeerStalled)) throw error;
       this.options.log(`(${variant}) ${mode}: ${error.message}; measuring it again`);
       return this.measureOnce(variant, mode, messages, concurrency);
