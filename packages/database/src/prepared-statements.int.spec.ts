@@ -2,7 +2,8 @@ import { createTestDatabase, postgresServerUrl, uniqueName, type TestDatabase } 
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabaseIfMissing, dropDatabase } from './migrate.js';
-import { fromNodePostgres, type PgDatabase } from './node-postgres.js';
+import { fromNodePostgres } from './node-postgres.js';
+import type { SqlClient } from './sql-client.js';
 import { preparedStatementNames } from './prepared-statements.js';
 
 const url = `${postgresServerUrl}/${uniqueName('idem_test_prepared')}`;
@@ -20,7 +21,7 @@ afterAll(async () => {
 });
 
 /** What this session has prepared under a name, by text. */
-const preparedOn = async (db: Pick<PgDatabase, '$queryRaw'>) =>
+const preparedOn = async (db: SqlClient) =>
   new Map(
     (await db.$queryRaw<{ name: string; statement: string }[]>`SELECT name, statement FROM pg_prepared_statements`).map(
       (row) => [row.statement, row.name],
@@ -61,11 +62,7 @@ describe('prepared statements', () => {
     const prepared = await prisma.prisma.$transaction(async (tx) => {
       await tx.$queryRaw`SELECT ${1}::int AS one`;
       await tx.stockItem.findMany({ where: { sku: 'nobody' } });
-      return new Map(
-        (
-          await tx.$queryRaw<{ name: string; statement: string }[]>`SELECT name, statement FROM pg_prepared_statements`
-        ).map((row) => [row.statement, row.name]),
-      );
+      return preparedOn(tx);
     });
     expect(prepared.get('SELECT $1::int AS one')).toMatch(/^idem_\d+$/);
     expect([...prepared.keys()].some((text) => /FROM "public"\."stock_items"/.test(text))).toBe(true);
