@@ -76,6 +76,11 @@ describe('pnpm bench --quick', () => {
       for (const load of run.broker!.loads) expect(load.paid).toBeGreaterThan(0);
       expect(run.broker!.durability.map((d) => d.durability)).toEqual(['none', 'replica']);
       for (const level of run.broker!.durability) expect(level.rowsPerSecond).toBeGreaterThan(0);
+      // BullMQ alone: every delivery added, fetched and completed (scripts), waited for, and paid for.
+      const bare = run.broker!.bareDelivery!;
+      expect(bare.scripts).toBeGreaterThanOrEqual(3);
+      expect(bare.waits).toBeGreaterThan(0);
+      expect([bare.clientUs, bare.redisUs].every((us) => us > 0)).toBe(true);
       // The profile charges each service's samples, and counts what an order asks of PostgreSQL.
       for (const service of ['orders', 'inventory', 'payments', 'notifications']) {
         expect(run.endToEnd!.steps[0]!.rssMb![service], `${service}'s resident memory`).toBeGreaterThan(0);

@@ -4,18 +4,20 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { exited, startRedisCluster, waitFor, type RedisCluster } from '@idem/testkit';
+import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { cpuOfProcess } from './cpu.js';
 import { runStep, startLoadedSystem, stopLoadedSystem, type EndToEndOptions } from './end-to-end.js';
 import { relayRowsPerSecond } from './relay.js';
-import { median } from './stats.js';
+import { median, sleep } from './stats.js';
 
 /**
  * Section 6: the broker. What an order costs Redis on one node and on a Redis Cluster of three
  * masters with a replica each — each redis-server's CPU per order, from /proc, while the system
  * takes section 3's kind of load — and what the relay's durability levels cost: the relay as the
  * services run it, on the cluster, publishing with `none` and with `replica` (a WAIT per master
- * written). Every Redis here is the bench's own, from the machine's redis-server.
+ * written) — and, first, what one delivery costs through BullMQ alone ({@link BareDelivery}). Every
+ * Redis here is the bench's own, from the machine's redis-server.
  */
 export interface BrokerNode {
   readonly port: number;
@@ -38,9 +40,35 @@ export interface BrokerDurability {
   readonly repetitions: number;
 }
 
+/** The deliveries of one PAID order: the contracts' seven subscriptions (services.md). */
+const DELIVERIES_PER_ORDER = 7;
+
+/**
+ * One delivery as BullMQ makes it, with nothing of idem's: a job added, fetched by a worker at the
+ * services' concurrency, handled by a function that does nothing, and completed — at the rate an
+ * order's deliveries arrive at the offered load. What it costs is a floor under every order.
+ */
+export interface BareDelivery {
+  readonly deliveries: number;
+  /** Deliveries an order: the contracts' seven subscriptions (services.md). */
+  readonly perOrder: number;
+  /** Deliveries per second: an order's at the offered orders per second. */
+  readonly perSecond: number;
+  readonly concurrency: number;
+  /** CPU of the process adding, fetching and completing (µs a delivery). */
+  readonly clientUs: number;
+  /** The redis-server's CPU (µs a delivery). */
+  readonly redisUs: number;
+  /** Scripts run (EVALSHA) a delivery: add, fetches, completion. */
+  readonly scripts: number;
+  /** Blocking waits for the next job (BZPOPMIN) a delivery. */
+  readonly waits: number;
+}
+
 export interface BrokerResult {
   readonly loads: readonly BrokerLoad[];
   readonly durability: readonly BrokerDurability[];
+  readonly bareDelivery?: BareDelivery;
 }
 
 export interface BrokerOptions extends Pick<EndToEndOptions, 'stepSeconds' | 'drainSeconds' | 'log'> {
@@ -55,7 +83,13 @@ export async function runBroker(options: BrokerOptions): Promise<BrokerResult> {
   const firstPort = randomInt(30_000, 30_900); // below the ephemeral range; the cluster bus 500 above
   const loads: BrokerLoad[] = [];
   const one = await startOneNode(firstPort + 10);
+  let bareDelivery: BareDelivery;
   try {
+    bareDelivery = await bareDeliveries(one, DELIVERIES_PER_ORDER * options.offered, options.stepSeconds);
+    log(
+      `a bare BullMQ delivery at ${bareDelivery.perSecond}/s: ${bareDelivery.clientUs} µs of the client's CPU, ` +
+        `${bareDelivery.redisUs} µs of Redis's, ${bareDelivery.scripts} scripts and ${bareDelivery.waits} waits`,
+    );
     loads.push(await underLoad('one node', one.url, [{ port: one.port, role: 'master', pid: one.pid }], options));
   } finally {
     await one.stop();
@@ -79,10 +113,69 @@ export async function runBroker(options: BrokerOptions): Promise<BrokerResult> {
       }
       durability.push({ durability: level, rowsPerSecond: median(rates), repetitions: rates.length });
     }
-    return { loads, durability };
+    return { loads, durability, bareDelivery };
   } finally {
     await cluster.stop();
   }
+}
+
+/** {@link BareDelivery}, measured on `node` for `seconds` at `perSecond`, after a warm-up second. */
+async function bareDeliveries(
+  node: { url: string; pid: number },
+  perSecond: number,
+  seconds: number,
+): Promise<BareDelivery> {
+  const concurrency = 8; // the services' CONSUMER_CONCURRENCY
+  const prefix = `bare${Date.now()}`;
+  const connection = new Redis(node.url, { maxRetriesPerRequest: null });
+  const workerConnection = new Redis(node.url, { maxRetriesPerRequest: null });
+  const queue = new Queue('bare', { connection, prefix });
+  const worker = new Worker('bare', async () => {}, { connection: workerConnection, prefix, concurrency });
+  let completed = 0;
+  worker.on('completed', () => completed++);
+  const add = async (count: number, from: number) => {
+    const started = Date.now();
+    for (let i = 0; i < count; i++) {
+      await sleep(started + (i * 1000) / perSecond - Date.now());
+      // As idem publishes: its id is the message id, kept a while for BullMQ's own dedupe.
+      void queue.add('m', { i: from + i }, { jobId: `m${from + i}`, removeOnComplete: { age: 3600 } });
+    }
+    while (completed < from + count) await sleep(10);
+  };
+  try {
+    await worker.waitUntilReady();
+    await add(perSecond, 0);
+    const calls = async () => commandCalls(await connection.info('commandstats'));
+    const before = { cpu: process.cpuUsage(), redis: cpuOfProcess(node.pid), calls: await calls() };
+    const deliveries = perSecond * seconds;
+    await add(deliveries, perSecond);
+    const cpu = process.cpuUsage(before.cpu);
+    const [redisMs, after] = [cpuOfProcess(node.pid) - before.redis, await calls()];
+    const per = (value: number) => Math.round((value / deliveries) * 10) / 10;
+    const countOf = (name: string) => per((after.get(name) ?? 0) - (before.calls.get(name) ?? 0));
+    return {
+      deliveries,
+      perOrder: DELIVERIES_PER_ORDER,
+      perSecond,
+      concurrency,
+      clientUs: Math.round((cpu.user + cpu.system) / deliveries),
+      redisUs: Math.round((redisMs * 1000) / deliveries),
+      scripts: countOf('evalsha'),
+      waits: countOf('bzpopmin'),
+    };
+  } finally {
+    await worker.close();
+    await queue.close();
+    // BullMQ closes only the connections it made itself.
+    for (const redis of [connection, workerConnection]) redis.disconnect();
+  }
+}
+
+/** Calls so far of each command, from `INFO commandstats`. */
+function commandCalls(commandStats: string): Map<string, number> {
+  return new Map(
+    [...commandStats.matchAll(/^cmdstat_([a-z|]+):calls=(\d+)/gm)].map(([, name, calls]) => [name!, Number(calls)]),
+  );
 }
 
 /** The whole system on `redisUrl` for one load step; each node's CPU per placed order. */

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { compareRuns } from './compare.js';
 import type { ConsumerSample } from './consumer-cost.js';
 import { kneeOf, type LoadStep } from './end-to-end.js';
-import { beforeAfterTable, evaluateTargets, formatChart, type BenchRun } from './report.js';
+import { beforeAfterTable, evaluateTargets, formatChart, formatMarkdown, type BenchRun } from './report.js';
 import { median, percentile } from './stats.js';
 
 const cpu = { bench: 0, postgres: 0, redis: 0 };
@@ -132,6 +132,29 @@ describe('bench statistics', () => {
         pass: false,
       },
     ]);
+  });
+
+  it("says beside the CPU target what an order's deliveries cost through BullMQ alone, from section 6", () => {
+    const endToEnd = { steps: [step(10, 400), { ...step(20, 500), cpuMsPerOrder: { orders: 55 } }], knee: 20 };
+    const bareDelivery = {
+      deliveries: 2800,
+      perOrder: 7,
+      perSecond: 140,
+      concurrency: 8,
+      clientUs: 2000,
+      redisUs: 1000,
+      scripts: 5,
+      waits: 2,
+    };
+    const withBroker = { ...run([]), endToEnd, broker: { loads: [], durability: [], bareDelivery } };
+    expect(evaluateTargets(withBroker)).toContainEqual({
+      name: 'end to end: ≤ 50 ms of CPU per order at 20 orders/s, all processes',
+      measured: '55.0 ms; BullMQ alone, 7 bare deliveries: 21.0 ms',
+      pass: false,
+    });
+    expect(formatMarkdown(withBroker, evaluateTargets(withBroker))).toContain(
+      "2,000 µs of the client's CPU and 1,000 µs of Redis's a delivery, with 5 scripts and 2 blocking waits. An order's 7 deliveries are 21.0 ms of CPU",
+    );
   });
 
   it('compares end-to-end steps with an earlier run at the loads both offered', () => {
