@@ -4,6 +4,7 @@ import { createFaults, parseFaultRules } from '@idem/faults';
 import { createInbox } from '@idem/inbox';
 import {
   createTestDatabase,
+  publishUntilAccepted,
   startRedisCluster,
   testMessage,
   uniqueName,
@@ -45,15 +46,9 @@ describe('on a Redis Cluster', () => {
     const publisher = createPublisher({ catalogue: shop, redisUrl: cluster.url, prefix });
     try {
       const types = Object.keys(subscriptions) as EventType[];
-      await waitFor(
-        () =>
-          publisher.publish(types.map((type) => testMessage(type))).then(
-            () => true,
-            () => false, // refused until the cluster (a replica after a failover) catches up: asked again
-          ),
-        {
-          what: 'the cluster to take a publication',
-        },
+      await publishUntilAccepted(
+        () => publisher.publish(types.map((type) => testMessage(type))),
+        'the cluster to take a publication',
       );
       const queues = new Set(types.flatMap((type) => subscriptions[type]));
       expect(queues.size).toBe(15);
@@ -94,14 +89,7 @@ describe('on a Redis Cluster', () => {
       const message = testMessage('orders.order-placed.v1', {
         body: { orderId: randomUUID(), lines: [{ sku: CONSUMER, quantity: 1, unitPriceCents: 100 }] },
       });
-      await waitFor(
-        () =>
-          publisher.publish([message]).then(
-            () => true,
-            () => false, // refused until the cluster (a replica after a failover) catches up: asked again
-          ),
-        { what: 'the publication' },
-      );
+      await publishUntilAccepted(() => publisher.publish([message]), 'the publication');
       const copies = () => reports.filter((r) => r.messageId === message.messageId);
       await waitFor(() => copies().length >= 2, { what: 'both copies delivered' });
       expect(
@@ -124,27 +112,13 @@ describe('on a Redis Cluster', () => {
     const { replica } = await cluster.roleOf(`${prefix}:{${CONSUMER}}:id`);
     try {
       const placed = () => testMessage('orders.order-placed.v1', { body: exampleBodies['orders.order-placed.v1'] });
-      await waitFor(
-        () =>
-          publisher.publish([placed()]).then(
-            () => true,
-            () => false, // refused until the cluster (a replica after a failover) catches up: asked again
-          ),
-        { what: 'a first publication' },
-      );
+      await publishUntilAccepted(() => publisher.publish([placed()]), 'a first publication');
       expect(await publisher.durability()).toBe('replica');
       replica!.process.kill('SIGSTOP');
       // order-placed goes to two queues; the one whose master's replica is stopped is not confirmed.
       await expect(publisher.publish([placed()])).rejects.toBeInstanceOf(NotDurableError);
       replica!.process.kill('SIGCONT');
-      await waitFor(
-        () =>
-          publisher.publish([placed()]).then(
-            () => true,
-            () => false, // refused until the cluster (a replica after a failover) catches up: asked again
-          ),
-        { what: 'a confirmed publication' },
-      );
+      await publishUntilAccepted(() => publisher.publish([placed()]), 'a confirmed publication');
     } finally {
       replica!.process.kill('SIGCONT');
       await publisher.close();
@@ -165,15 +139,9 @@ describe('on a Redis Cluster', () => {
       const message = testMessage('orders.order-placed.v1', { body: { orderId: randomUUID() } });
       const jobKey = `${prefix}:{${CONSUMER}}:${message.messageId}`;
       try {
-        await waitFor(
-          () =>
-            publisher.publish([testMessage('orders.order-placed.v1')]).then(
-              () => true,
-              () => false, // refused until the cluster (a replica after a failover) catches up: asked again
-            ),
-          {
-            what: 'the publisher to reach the cluster',
-          },
+        await publishUntilAccepted(
+          () => publisher.publish([testMessage('orders.order-placed.v1')]),
+          'the publisher to reach the cluster',
         );
         const { master, replica } = await cluster.roleOf(jobKey);
         // The replica stopped, and its link cut, so it can neither read nor reconnect.

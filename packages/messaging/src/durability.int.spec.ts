@@ -5,7 +5,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createEnvelope, type EventDraft } from '@idem/shop';
 import { createRelay, enqueue } from '@idem/outbox';
-import { createTestDatabase, exited, uniqueName, waitFor, type TestDatabase } from '@idem/testkit';
+import {
+  createTestDatabase,
+  exited,
+  publishUntilAccepted,
+  uniqueName,
+  waitFor,
+  type TestDatabase,
+} from '@idem/testkit';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NotDurableError } from './durability.js';
@@ -96,16 +103,10 @@ describe('a durable publication', () => {
       // A replica that is there but still catching up (a loaded machine) acknowledges late: the
       // publication is refused and published again, as the relay does, until it is acknowledged.
       const durably = (envelope: ReturnType<typeof placed>) =>
-        waitFor(
-          () =>
-            publisher.publish([envelope]).then(
-              () => true,
-              (error: unknown) => {
-                if (error instanceof NotDurableError) return false;
-                throw error;
-              },
-            ),
-          { what: 'a replica to acknowledge the publication' },
+        publishUntilAccepted(
+          () => publisher.publish([envelope]),
+          'a replica to acknowledge the publication',
+          (error) => error instanceof NotDurableError,
         );
       await durably(placed());
       replica.kill('SIGSTOP');

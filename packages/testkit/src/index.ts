@@ -180,6 +180,29 @@ export async function waitFor<T>(
 }
 
 /**
+ * Runs `publish` until it resolves: a broker that refuses publications for a while (a Redis Cluster
+ * after a failover, a replica still catching up) is asked again, as the relay does. An error
+ * `refused` does not recognise is thrown at once.
+ */
+export function publishUntilAccepted(
+  publish: () => Promise<unknown>,
+  what: string,
+  refused: (error: unknown) => boolean = () => true,
+): Promise<true> {
+  return waitFor(
+    () =>
+      publish().then(
+        () => true as const,
+        (error: unknown) => {
+          if (refused(error)) return false;
+          throw error;
+        },
+      ),
+    { what },
+  );
+}
+
+/**
  * A valid envelope of contract `type` with fresh ids: the contract's example body
  * (`exampleBodies`), with `body` fields and envelope fields replaced by `overrides`.
  */
