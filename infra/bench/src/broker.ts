@@ -3,13 +3,14 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { subscribersOf } from '@idem/shop';
 import { exited, startRedisCluster, waitFor, type RedisCluster } from '@idem/testkit';
 import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { cpuOfProcess } from './cpu.js';
 import { runStep, startLoadedSystem, stopLoadedSystem, type EndToEndOptions } from './end-to-end.js';
 import { relayRowsPerSecond } from './relay.js';
-import { median, sleep } from './stats.js';
+import { atRate, countdown, median } from './stats.js';
 
 /**
  * Section 6: the broker. What an order costs Redis on one node and on a Redis Cluster of three
@@ -40,8 +41,10 @@ export interface BrokerDurability {
   readonly repetitions: number;
 }
 
-/** The deliveries of one PAID order: the contracts' seven subscriptions (services.md). */
-const DELIVERIES_PER_ORDER = 7;
+/** The deliveries of one PAID order: every subscription to the three events it takes (services.md). */
+const DELIVERIES_PER_ORDER = (
+  ['orders.order-placed.v1', 'inventory.stock-reserved.v1', 'payments.payment-captured.v1'] as const
+).reduce((deliveries, type) => deliveries + subscribersOf(type).length, 0);
 
 /**
  * One delivery as BullMQ makes it, with nothing of idem's: a job added, fetched by a worker at the
@@ -50,7 +53,7 @@ const DELIVERIES_PER_ORDER = 7;
  */
 export interface BareDelivery {
   readonly deliveries: number;
-  /** Deliveries an order: the contracts' seven subscriptions (services.md). */
+  /** Deliveries an order: the subscriptions to a PAID order's events (7). */
   readonly perOrder: number;
   /** Deliveries per second: an order's at the offered orders per second. */
   readonly perSecond: number;
@@ -131,16 +134,15 @@ async function bareDeliveries(
   const workerConnection = new Redis(node.url, { maxRetriesPerRequest: null });
   const queue = new Queue('bare', { connection, prefix });
   const worker = new Worker('bare', async () => {}, { connection: workerConnection, prefix, concurrency });
-  let completed = 0;
-  worker.on('completed', () => completed++);
+  let completed = countdown(0);
+  worker.on('completed', () => completed.tick());
   const add = async (count: number, from: number) => {
-    const started = Date.now();
-    for (let i = 0; i < count; i++) {
-      await sleep(started + (i * 1000) / perSecond - Date.now());
-      // As idem publishes: its id is the message id, kept a while for BullMQ's own dedupe.
-      void queue.add('m', { i: from + i }, { jobId: `m${from + i}`, removeOnComplete: { age: 3600 } });
-    }
-    while (completed < from + count) await sleep(10);
+    completed = countdown(count);
+    // As idem publishes: its id is the message id, kept a while for BullMQ's own dedupe.
+    await atRate(count, perSecond, (i) =>
+      queue.add('m', { i: from + i }, { jobId: `m${from + i}`, removeOnComplete: { age: 3600 } }),
+    );
+    await completed.done;
   };
   try {
     await worker.waitUntilReady();

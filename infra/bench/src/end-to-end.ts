@@ -12,7 +12,7 @@ import { cpus } from 'node:os';
 import pg from 'pg';
 import { hopLatencies, type HopLatencies } from './hops.js';
 import { cpuOfProcess, cpuSnapshot, rssOfProcess } from './cpu.js';
-import { percentile, sleep } from './stats.js';
+import { atRate, percentile, sleep } from './stats.js';
 
 /**
  * Section 3: the whole system under a stepped, open-loop load. Orders are offered at a fixed
@@ -145,20 +145,15 @@ export async function runStep(
 ): Promise<LoadStep> {
   const count = Math.max(1, Math.round(offered * options.stepSeconds));
   const sent = new Map<string, number>();
-  const placing: Promise<void>[] = [];
   const cpuBefore = cpuByPart(system);
   const started = Date.now();
-  for (let i = 0; i < count; i++) {
-    await sleep(started + (i * 1000) / offered - Date.now());
+  await atRate(count, offered, () => {
     const at = Date.now();
-    placing.push(
-      placeOrder(system.urls, [{ sku: SKU, quantity: 1 }], 'pm_card_visa', randomUUID()).then(
-        (order) => void sent.set(order.orderId, at),
-        (error: unknown) => options.log(`POST /orders failed: ${(error as Error).message}`),
-      ),
+    return placeOrder(system.urls, [{ sku: SKU, quantity: 1 }], 'pm_card_visa', randomUUID()).then(
+      (order) => void sent.set(order.orderId, at),
+      (error: unknown) => options.log(`POST /orders failed: ${(error as Error).message}`),
     );
-  }
-  await Promise.all(placing);
+  });
   const rssMb = Object.fromEntries(
     [...system.processes].flatMap(([name, child]) => {
       const mb = rssOfProcess(child.pid!);

@@ -1,9 +1,9 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { compareRuns } from './compare.js';
 import type { ConsumerSample } from './consumer-cost.js';
 import { kneeOf, type LoadStep } from './end-to-end.js';
 import { beforeAfterTable, evaluateTargets, formatChart, formatMarkdown, type BenchRun } from './report.js';
-import { median, percentile } from './stats.js';
+import { atRate, median, percentile } from './stats.js';
 
 const cpu = { bench: 0, postgres: 0, redis: 0 };
 const sample = (
@@ -52,6 +52,20 @@ describe('bench statistics', () => {
     expect(percentile([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 95)).toBe(10);
     expect(percentile([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 50)).toBe(5);
     expect(percentile([], 99)).toBe(0);
+  });
+
+  it('starts each of an open loop at its time, without waiting for the ones before to finish', async () => {
+    const started: number[] = [];
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const all = atRate(3, 1000, async (i) => {
+      started.push(i);
+      await gate;
+      return i * 10;
+    });
+    await vi.waitFor(() => expect(started).toEqual([0, 1, 2]));
+    release();
+    expect(await all).toEqual([0, 10, 20]);
   });
 
   it('finds the knee: the last step that kept up with p95 within twice the lightest step', () => {

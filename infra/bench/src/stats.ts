@@ -44,5 +44,19 @@ export function countdown(count: number): Countdown {
   };
 }
 
+/**
+ * An open loop: starts `start(i)` for i in [0, count), the i-th `i / perSecond` s after the first,
+ * whether or not earlier ones finished; resolves with all of them once all have settled.
+ */
+export async function atRate<T>(count: number, perSecond: number, start: (index: number) => Promise<T>): Promise<T[]> {
+  const started = Date.now();
+  const running: Promise<T>[] = [];
+  for (let i = 0; i < count; i++) {
+    await sleep(started + (i * 1000) / perSecond - Date.now());
+    running.push(start(i));
+  }
+  return Promise.all(running);
+}
+
 /** Waits `ms`; none when it is already past (a late open-loop step asks for a negative wait). */
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, Math.max(0, ms)));
