@@ -21,6 +21,7 @@ import { handleReservationExpired } from './consumers/reservation-expired.js';
 import { handleStockReserved } from './consumers/stock-reserved.js';
 import { connectDatabase } from './db.js';
 import { cancelOrder } from './application/cancel-order.js';
+import { setCatalogItem } from './application/catalog.js';
 import { decideCapture, takeCapture } from './application/captures.js';
 import { idempotent } from './application/idempotency-keys.js';
 import { applyTransition, createOrder, decideAndMove, type OrderView } from './application/orders.js';
@@ -1121,5 +1122,36 @@ describe('placing an order in one statement', () => {
     });
     expect(await db.order.count()).toBe(1);
     expect(await db.idempotencyKey.count()).toBe(1);
+  });
+
+  it('prices from its one catalog read: a price change committed while the plain way is held between its read and its write leaves that order at the price it read, lines, total and event alike; the next order pays the new price', async () => {
+    const lamp = (unitPriceCents: number) => ({ name: 'Desk lamp', unitPriceCents, currency: 'eur', withdrawn: false });
+    const lines = [{ sku: 'lamp', quantity: 2 }];
+    const catalog: CatalogAsLastRead = new Map();
+    await setCatalogItem(db, 'lamp', lamp(2500), at);
+    try {
+      // The order's transaction, held after its first statement: the catalog read.
+      const held = heldTransactions(db);
+      const first = placeThePlainWay(held.handler, placing('ada', lines, { catalog }));
+      await held.reached;
+      await setCatalogItem(db, 'lamp', lamp(3000), at); // the read took no lock: the change commits at once
+      held.release();
+      const atTheOldPrice = { currency: 'eur', totalCents: 5000, lines: [{ ...lines[0], unitPriceCents: 2500 }] };
+      expect(await first).toMatchObject({ kind: 'placed', order: atTheOldPrice });
+      const [event] = await db.outboxMessage.findMany();
+      expect(event!.envelope).toMatchObject({ body: atTheOldPrice });
+      expect(catalog.get('lamp')).toMatchObject({ unitPriceCents: 2500 });
+
+      // What this process read is stale now: the one statement sees the catalog's price differ
+      // and writes nothing; the plain way reads again and prices at the new one.
+      expect(await placeInOneStatement(db, placing('bob', lines, { catalog }))).toBeUndefined();
+      expect(await placeOrder(db, placing('bob', lines, { catalog }))).toMatchObject({
+        kind: 'placed',
+        order: { totalCents: 6000, lines: [{ unitPriceCents: 3000 }] },
+      });
+      expect(catalog.get('lamp')).toMatchObject({ unitPriceCents: 3000 });
+    } finally {
+      await db.catalogItem.delete({ where: { sku: 'lamp' } });
+    }
   });
 });
