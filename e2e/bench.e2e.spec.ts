@@ -58,6 +58,7 @@ describe('pnpm bench --quick', () => {
         }
       }
       expect(new Set(run.relay!.map((s) => s.variant))).toEqual(new Set(['relay', 'relays', 'addBulk']));
+      expect(run.endToEnd!.deployed).toBe(true); // the services as their images run them
       expect(run.endToEnd!.steps[0]!.paid).toBeGreaterThan(0);
       // Every hop from POST to PAID and the receipt, timed from what the services wrote.
       const hops = Object.values(run.endToEnd!.steps[0]!.hops!);

@@ -13,11 +13,11 @@ import { fileURLToPath } from 'node:url';
 import { DEFAULT_TOKEN_CLAIMS, mintCustomerToken } from '@idem/http';
 import { createPublisher } from '@idem/messaging';
 import { dropDatabase } from '@idem/database';
+import { buildService, deployPackage, deployService, pruneDeploy } from '@idem/native-run';
 import {
   deleteQueues,
   exited,
   orderPlacedMessage,
-  pnpm,
   postgresServerUrl,
   startOtlpReceiver,
   uniqueName,
@@ -35,34 +35,10 @@ const deployed = {} as Record<Service, { dir: string; databaseUrl: string }>;
 const prefix = uniqueName('idem_test_bundle');
 const port = randomInt(6_000, 7_000); // below the ephemeral port range and the e2e systems' ports
 
-/** A package with its production dependencies, as infra/Dockerfile's deploy stages make it. */
-function deploy(pkg: string, dir: string): void {
-  const args = ['--prod', '--legacy', '--config.node-linker=hoisted', '--ignore-scripts', dir];
-  pnpm(root, ['--filter', pkg, 'deploy', ...args]);
-}
-
-/** …pruned to what the bundles the image starts import, as infra/Dockerfile does next. */
-function pruneDeploy(dir: string, entries: string, ...dists: string[]): void {
-  execFileSync(process.execPath, ['--import', 'tsx', 'scripts/prune-deploy.ts', dir, entries, ...dists], {
-    cwd: root,
-    stdio: 'pipe',
-  });
-}
-
 beforeAll(() => {
   for (const service of SERVICES) {
     const dir = mkdtempSync(join(tmpdir(), `idem-deploy-${service}-`));
-    execFileSync(
-      process.execPath,
-      ['--import', 'tsx', '--conditions=development', 'scripts/build.ts', `services/${service}`],
-      {
-        cwd: root,
-        stdio: 'pipe',
-      },
-    );
-    deploy(`@idem/${service}`, dir);
-    pruneDeploy(dir, 'main,instrumentation');
-    rmSync(join(dir, 'src'), { recursive: true, force: true }); // the image keeps only dist/ and prisma/
+    deployService(service, dir);
     const databaseUrl = `${postgresServerUrl}/${uniqueName(`idem_test_bundle_${service}`)}`;
     execFileSync(process.execPath, ['dist/migrate.js'], {
       cwd: dir,
@@ -140,17 +116,10 @@ describe('the migrate image', () => {
     const services = MIGRATE_IMAGE_SERVICES;
     const dir = mkdtempSync(join(tmpdir(), 'idem-deploy-migrate-'));
     const urls = services.map((service) => `${postgresServerUrl}/${uniqueName(`idem_test_migrate_image_${service}`)}`);
-    deploy('@idem/database', dir);
+    deployPackage('@idem/database', dir);
     try {
       for (const service of services) {
-        execFileSync(
-          process.execPath,
-          ['--import', 'tsx', '--conditions=development', 'scripts/build.ts', `services/${service}`],
-          {
-            cwd: root,
-            stdio: 'pipe',
-          },
-        );
+        buildService(service);
         cpSync(join(root, 'services', service, 'dist'), join(dir, 'services', service, 'dist'), { recursive: true });
         // Its own migrations, and the packages' tables the build copied beside its bundles.
         for (const folder of ['prisma/migrations', 'tables'])

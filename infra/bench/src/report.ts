@@ -489,7 +489,11 @@ export function formatMarkdown(
       '',
       '## 3. End to end',
       '',
-      'Open-loop load through the running system (four services, Stripe simulator, SMTP sink, one instance each), warmed up first by 10 s of the lightest load (not recorded); latency from sending `POST /orders` to the PAID status change and to the receipt accepted by SMTP.',
+      `Open-loop load through the running system (four services, Stripe simulator, SMTP sink, one instance each), warmed up first by 10 s of the lightest load (not recorded); latency from sending \`POST /orders\` to the PAID status change and to the receipt accepted by SMTP. ${
+        run.endToEnd.deployed
+          ? "The services run as their images run them: built, deployed with their production dependencies, started with the image's command and `NODE_ENV=production`."
+          : 'The services ran from their sources, through tsx.'
+      }`,
       '',
       endToEndTable(run.endToEnd),
       '',

@@ -20,5 +20,14 @@ export {
   type ServiceName,
   type SystemOptions,
 } from './system.js';
+export {
+  buildService,
+  deployPackage,
+  deployService,
+  deployServices,
+  pruneDeploy,
+  SERVICE_IMAGE_COMMAND,
+  type DeployedServices,
+} from './deployed.js';
 export { unreachablePrerequisites, type Prerequisites } from './prerequisites.js';
 export { duplicateStory, type DuplicateStory, type ConsumerCount } from './duplicate-story.js';

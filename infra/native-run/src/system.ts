@@ -6,6 +6,7 @@ import { seedDemoShop } from '@idem/console';
 import { SERVICE_NAMES, SERVICE_REGISTRY, type ServiceName } from '@idem/shop';
 import { DEVELOPMENT_JWT_SECRET, isLoopbackAddress } from '@idem/http';
 import { asRole, databaseRolesOf, provisionDatabase } from './databases.js';
+import { IMAGE_ENV, SERVICE_IMAGE_COMMAND } from './deployed.js';
 import { provisionRedisUsers } from './redis-users.js';
 import { customerTokensOf } from './tokens.js';
 
@@ -50,6 +51,12 @@ export interface SystemOptions {
   readonly console?: boolean;
   /** Node.js options for every process, after tsx is loaded: `--cpu-prof` (which NODE_OPTIONS refuses), `--import` of a .ts file. @defaultValue none */
   readonly nodeOptions?: readonly string[];
+  /**
+   * Start the services as their images do, from these deploys (deployed.ts, `deployServices`):
+   * the image's command and environment, no tsx. Migrations, simulators and the console still
+   * run from the sources. @defaultValue every service from its sources, through tsx
+   */
+  readonly deployed?: Readonly<Record<ServiceName, string>>;
   /**
    * The address every process binds: this machine only unless told otherwise (0.0.0.0 serves
    * the network, and then needs a JWT_SECRET of its own). @defaultValue IDEM_BIND_ADDRESS or 127.0.0.1
@@ -200,7 +207,10 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
     : { STRIPE_API_KEY: `${SIMULATOR_KEY_PREFIX}_${randomBytes(16).toString('hex')}` };
   const operator = { ADMIN_TOKEN: adminToken };
 
-  const parts: Record<string, { entry: string; instrumented?: true; env: Record<string, string>; health: string }> = {
+  const parts: Record<
+    string,
+    { entry: string; instrumented?: true; deployed?: string; env: Record<string, string>; health: string }
+  > = {
     'stripe-sim': {
       entry: 'infra/stripe-sim/src/main.ts',
       env: {
@@ -221,6 +231,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
         {
           entry: `services/${service}/src/main.ts`,
           instrumented: true,
+          deployed: options.deployed?.[service],
           env: {
             ...everywhere,
             OTEL_SERVICE_NAME: service,
@@ -289,20 +300,27 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
   }
 
   const processes = new Map<string, ChildProcess>();
-  const launch = (name: string, entry: string, env: Record<string, string>, instrumented = false): ChildProcess => {
-    // A service starts as its container does: its young generation's size, then the
-    // instrumentation entry first (see infra/Dockerfile).
-    const preload = instrumented ? ['--max-semi-space-size=8', '--import', INSTRUMENTATION] : [];
+  const launch = (
+    name: string,
+    { entry, instrumented, deployed }: { entry: string; instrumented?: boolean; deployed?: string },
+    env: Record<string, string>,
+  ): ChildProcess => {
     const nodeOptions = options.nodeOptions ?? [];
-    const child = spawn(
-      process.execPath,
-      ['--conditions=development', '--import', 'tsx', ...nodeOptions, ...preload, entry],
-      {
-        cwd: root,
-        env: { ...process.env, ...env },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    );
+    // A deployed service starts with its image's command, in its deploy; from the sources, as
+    // its container does too: its young generation's size, then the instrumentation entry first.
+    const preload = instrumented ? ['--max-semi-space-size=8', '--import', INSTRUMENTATION] : [];
+    const { args, cwd, image } = deployed
+      ? { args: [...nodeOptions, ...SERVICE_IMAGE_COMMAND.slice(1)], cwd: deployed, image: IMAGE_ENV }
+      : {
+          args: ['--conditions=development', '--import', 'tsx', ...nodeOptions, ...preload, entry],
+          cwd: root,
+          image: {},
+        };
+    const child = spawn(process.execPath, args, {
+      cwd,
+      env: { ...process.env, ...env, ...image },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     for (const stream of [child.stdout!, child.stderr!]) {
       createInterface({ input: stream }).on('line', (line) => log(name, readable(line)));
     }
@@ -315,10 +333,14 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
     SERVICES.map(async (service) => {
       await provisionDatabase(databaseUrls[service], service);
       const { owner, runtime } = databaseRolesOf(service);
-      const child = launch(`${service}-migrate`, `services/${service}/src/migrate.ts`, {
-        DATABASE_URL: asRole(databaseUrls[service], owner),
-        DATABASE_RUNTIME_ROLE: runtime,
-      });
+      const child = launch(
+        `${service}-migrate`,
+        { entry: `services/${service}/src/migrate.ts` },
+        {
+          DATABASE_URL: asRole(databaseUrls[service], owner),
+          DATABASE_RUNTIME_ROLE: runtime,
+        },
+      );
       const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
       if (code !== 0) throw new Error(`migrating the ${service} database failed (exit ${code})`);
     }),
@@ -332,7 +354,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
   const start = async (name: string, extraEnv: Record<string, string> = {}) => {
     const part = parts[name];
     if (!part) throw new Error(`no part named ${name}; parts: ${Object.keys(parts).join(', ')}`);
-    const child = launch(name, part.entry, { ...part.env, ...extraEnv }, part.instrumented);
+    const child = launch(name, part, { ...part.env, ...extraEnv });
     processes.set(name, child);
     if (options.restartOnExit) {
       child.once('exit', (code, signal) => {
