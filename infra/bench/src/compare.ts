@@ -46,6 +46,12 @@ export function benchAt(ref: string, args: readonly string[], log: (line: string
 export function compareRuns(ref: string, before: BenchRun, after: BenchRun): string {
   const earlier = new Map(evaluateTargets(before).map((target) => [target.name, target]));
   const lines = [`compared with ${ref}, same machine, one after the other (after / before):`];
+  // Section 3 ran the services from their sources before it ran them as their images do: a
+  // ratio across that change carries tsx's cost too.
+  const ran = (run: BenchRun) => (run.endToEnd?.deployed ? 'as their images run them' : 'from their sources');
+  if (before.endToEnd && after.endToEnd && ran(before) !== ran(after)) {
+    lines.push(`not alike: end to end ran the services ${ran(before)} before and ${ran(after)} after`);
+  }
   for (const target of evaluateTargets(after)) {
     const was = earlier.get(target.name);
     if (!was) continue;

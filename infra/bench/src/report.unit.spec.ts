@@ -201,4 +201,12 @@ describe('bench statistics', () => {
       '  orders relay: 27 / 158 → 10 / 30',
     ]);
   });
+
+  it('says when the two runs started the services differently', () => {
+    const from = (deployed: boolean) => ({ ...run([]), endToEnd: { deployed, steps: [step(10, 400)], knee: 10 } });
+    expect(compareRuns('main', from(true), from(true))).not.toContain('not alike');
+    expect(compareRuns('main', from(false), from(true)).split('\n')[1]).toBe(
+      'not alike: end to end ran the services from their sources before and as their images run them after',
+    );
+  });
 });
