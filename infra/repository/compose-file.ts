@@ -8,7 +8,6 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { ServiceName } from '@idem/shop';
 import { parse } from 'yaml';
 
 export const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -130,13 +129,8 @@ export function loadCompose() {
   return { raw, secrets, shared, services: compose.services, environments };
 }
 
-/** infra/Dockerfile's command for the `service` target (read where the native run starts deployed services with it). */
-export { SERVICE_IMAGE_COMMAND } from '@idem/native-run';
-
-/** The services whose migrations infra/Dockerfile's migrate image carries (its `for service in …` loop). */
-export const MIGRATE_IMAGE_SERVICES = /for service in ([\w ]+); do/
-  .exec(read('infra/Dockerfile'))![1]!
-  .split(' ') as ServiceName[];
+/** What infra/Dockerfile says of the images (read where the native run starts deployed services). */
+export { MIGRATE_IMAGE_SERVICES, SERVICE_IMAGE_COMMAND } from '@idem/native-run';
 
 /** The bundles a command starts (`dist/….js`), relative to the package. */
 export const bundlesStartedBy = (command: readonly string[]) =>

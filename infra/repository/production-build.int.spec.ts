@@ -35,10 +35,10 @@ const deployed = {} as Record<Service, { dir: string; databaseUrl: string }>;
 const prefix = uniqueName('idem_test_bundle');
 const port = randomInt(6_000, 7_000); // below the ephemeral port range and the e2e systems' ports
 
-beforeAll(() => {
+beforeAll(async () => {
   for (const service of SERVICES) {
     const dir = mkdtempSync(join(tmpdir(), `idem-deploy-${service}-`));
-    deployService(service, dir);
+    await deployService(service, dir);
     const databaseUrl = `${postgresServerUrl}/${uniqueName(`idem_test_bundle_${service}`)}`;
     execFileSync(process.execPath, ['dist/migrate.js'], {
       cwd: dir,
@@ -116,16 +116,16 @@ describe('the migrate image', () => {
     const services = MIGRATE_IMAGE_SERVICES;
     const dir = mkdtempSync(join(tmpdir(), 'idem-deploy-migrate-'));
     const urls = services.map((service) => `${postgresServerUrl}/${uniqueName(`idem_test_migrate_image_${service}`)}`);
-    deployPackage('@idem/database', dir);
+    await deployPackage('@idem/database', dir);
     try {
       for (const service of services) {
-        buildService(service);
+        await buildService(service);
         cpSync(join(root, 'services', service, 'dist'), join(dir, 'services', service, 'dist'), { recursive: true });
         // Its own migrations, and the packages' tables the build copied beside its bundles.
         for (const folder of ['prisma/migrations', 'tables'])
           cpSync(join(root, 'services', service, folder), join(dir, 'services', service, folder), { recursive: true });
       }
-      pruneDeploy(dir, 'migrate', ...services.map((service) => join(dir, 'services', service, 'dist')));
+      await pruneDeploy(dir, 'migrate', ...services.map((service) => join(dir, 'services', service, 'dist')));
       for (const [i, service] of services.entries()) {
         const output = execFileSync(process.execPath, [`services/${service}/dist/migrate.js`], {
           cwd: dir,

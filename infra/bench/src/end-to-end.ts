@@ -120,20 +120,12 @@ export async function runEndToEnd(options: EndToEndOptions): Promise<EndToEndRes
   // image's command and NODE_ENV. From the sources, tsx's loader adds 8–45 MB to each process and
   // source-maps each stack trace a library takes (the Stripe SDK takes one per request).
   const started = Date.now();
-  const deploys = deployServices();
+  const deploys = await deployServices();
   options.log(`deployed the services as their images hold them (${Math.round((Date.now() - started) / 1000)} s)`);
-  try {
-    return { deployed: true, ...(await loadSteps(options, deploys.dirs)) };
-  } finally {
+  const system = await startLoadedSystem(options, { deployed: deploys.dirs }).catch((error: unknown) => {
     deploys.remove();
-  }
-}
-
-async function loadSteps(
-  options: EndToEndOptions,
-  deployed: SystemOptions['deployed'],
-): Promise<Omit<EndToEndResult, 'deployed'>> {
-  const system = await startLoadedSystem(options, { deployed });
+    throw error;
+  });
   try {
     // Warm, as a running system is: the lightest load for WARM_UP_SECONDS, not recorded. A cold
     // first step charges V8's compilation and PostgreSQL's first plans to its orders, and its
@@ -151,9 +143,10 @@ async function loadSteps(
       );
       if (!step.keptUp) break;
     }
-    return { steps, knee: kneeOf(steps) };
+    return { deployed: true, steps, knee: kneeOf(steps) };
   } finally {
     await stopLoadedSystem(system);
+    deploys.remove();
   }
 }
 

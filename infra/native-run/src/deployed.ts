@@ -1,9 +1,10 @@
-import { execFileSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { pnpm } from '@idem/testkit';
+import { promisify } from 'node:util';
+import { pnpmAsync } from '@idem/testkit';
 import { SERVICE_NAMES, type ServiceName } from '@idem/shop';
 
 /**
@@ -11,22 +12,27 @@ import { SERVICE_NAMES, type ServiceName } from '@idem/shop';
  * built, `pnpm deploy`ed with its production dependencies only, pruned to what the bundles import,
  * its sources deleted; then started with the image's command and environment. A system started
  * from these runs what `docker compose up` runs, without tsx's loader or source-mapped stack traces.
+ * What infra/Dockerfile says that a native run or a test must follow is read here, once.
  */
 
 const root = fileURLToPath(new URL('../../../', import.meta.url));
-const dockerfile = () => readFileSync(join(root, 'infra/Dockerfile'), 'utf8');
+const dockerfile = readFileSync(join(root, 'infra/Dockerfile'), 'utf8');
+const run = promisify(execFile);
 
 /** infra/Dockerfile's command for the `service` target: the instrumentation entry first, then the service. */
 export const SERVICE_IMAGE_COMMAND = JSON.parse(
-  /FROM runtime AS service[\s\S]*?\nCMD (\[.*\])/.exec(dockerfile())![1]!,
+  /FROM runtime AS service[\s\S]*?\nCMD (\[.*\])/.exec(dockerfile)![1]!,
 ) as string[];
 
 /** What infra/Dockerfile's runtime stage sets for every process of an image, that a native process must too. */
-export const IMAGE_ENV = { NODE_ENV: /\nENV NODE_ENV=(\S+)/.exec(dockerfile())![1]! };
+export const IMAGE_ENV = { NODE_ENV: /\nENV NODE_ENV=(\S+)/.exec(dockerfile)![1]! };
+
+/** The services whose migrations infra/Dockerfile's migrate image carries (its `for service in …` loop). */
+export const MIGRATE_IMAGE_SERVICES = /for service in ([\w ]+); do/.exec(dockerfile)![1]!.split(' ') as ServiceName[];
 
 /** A package with its production dependencies in `dir`, as infra/Dockerfile's deploy stages make it. */
-export function deployPackage(pkg: string, dir: string): void {
-  pnpm(root, [
+export async function deployPackage(pkg: string, dir: string): Promise<void> {
+  await pnpmAsync(root, [
     '--filter',
     pkg,
     'deploy',
@@ -39,30 +45,26 @@ export function deployPackage(pkg: string, dir: string): void {
 }
 
 /** …pruned to what the bundles `entries` import (scripts/prune-deploy.ts), as infra/Dockerfile does next. */
-export function pruneDeploy(dir: string, entries: string, ...dists: string[]): void {
-  execFileSync(process.execPath, ['--import', 'tsx', 'scripts/prune-deploy.ts', dir, entries, ...dists], {
-    cwd: root,
-    stdio: 'pipe',
-  });
+export async function pruneDeploy(dir: string, entries: string, ...dists: string[]): Promise<void> {
+  await run(process.execPath, ['--import', 'tsx', 'scripts/prune-deploy.ts', dir, entries, ...dists], { cwd: root });
 }
 
 /** `service`'s bundles (scripts/build.ts), in its package's dist/. */
-export function buildService(service: ServiceName): void {
-  execFileSync(
+export async function buildService(service: ServiceName): Promise<void> {
+  await run(
     process.execPath,
     ['--import', 'tsx', '--conditions=development', 'scripts/build.ts', `services/${service}`],
     {
       cwd: root,
-      stdio: 'pipe',
     },
   );
 }
 
 /** `service` built and deployed into `dir` as its image holds it: dist/ and prisma/, no sources. */
-export function deployService(service: ServiceName, dir: string): void {
-  buildService(service);
-  deployPackage(`@idem/${service}`, dir);
-  pruneDeploy(dir, 'main,instrumentation');
+export async function deployService(service: ServiceName, dir: string): Promise<void> {
+  await buildService(service);
+  await deployPackage(`@idem/${service}`, dir);
+  await pruneDeploy(dir, 'main,instrumentation');
   rmSync(join(dir, 'src'), { recursive: true, force: true });
 }
 
@@ -73,18 +75,19 @@ export interface DeployedServices {
   remove(): void;
 }
 
-/** Every service deployed (see {@link deployService}) into a temporary directory of its own. */
-export function deployServices(): DeployedServices {
-  const dirs = {} as Record<ServiceName, string>;
+/** Every service deployed (see {@link deployService}) into a temporary directory of its own, side by side. */
+export async function deployServices(): Promise<DeployedServices> {
+  const dirs = Object.fromEntries(
+    SERVICE_NAMES.map((service) => [service, mkdtempSync(join(tmpdir(), `idem-deploy-${service}-`))]),
+  ) as Record<ServiceName, string>;
   const remove = () => Object.values(dirs).forEach((dir) => rmSync(dir, { recursive: true, force: true }));
-  try {
-    for (const service of SERVICE_NAMES) {
-      dirs[service] = mkdtempSync(join(tmpdir(), `idem-deploy-${service}-`));
-      deployService(service, dirs[service]);
-    }
-  } catch (error) {
+  // Every deploy finishes before a failed one's directories are deleted under the others.
+  const failed = (await Promise.allSettled(SERVICE_NAMES.map((service) => deployService(service, dirs[service])))).find(
+    (outcome) => outcome.status === 'rejected',
+  );
+  if (failed) {
     remove();
-    throw error;
+    throw failed.reason;
   }
   return { dirs, remove };
 }

@@ -25,6 +25,7 @@ export {
   deployPackage,
   deployService,
   deployServices,
+  MIGRATE_IMAGE_SERVICES,
   pruneDeploy,
   SERVICE_IMAGE_COMMAND,
   type DeployedServices,

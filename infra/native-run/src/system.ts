@@ -22,6 +22,12 @@ const SIMULATOR_KEY_PREFIX = 'sk_test_idem_simulator';
 const root = fileURLToPath(new URL('../../../', import.meta.url));
 const INSTRUMENTATION = './packages/observability/src/instrumentation.ts';
 
+/** The image's command for a service started from its sources: its bundles replaced by their sources, `entry` for main.js. */
+const fromSources = (entry: string) =>
+  SERVICE_IMAGE_COMMAND.slice(1).map((arg) =>
+    arg.endsWith('dist/instrumentation.js') ? INSTRUMENTATION : arg.endsWith('dist/main.js') ? entry : arg,
+  );
+
 export const SERVICES = SERVICE_NAMES;
 export type { ServiceName };
 
@@ -49,7 +55,11 @@ export interface SystemOptions {
   readonly restartOnExit?: boolean;
   /** Run the teaching console too (on 3000 + offset). @defaultValue false */
   readonly console?: boolean;
-  /** Node.js options for every process, after tsx is loaded: `--cpu-prof` (which NODE_OPTIONS refuses), `--import` of a .ts file. @defaultValue none */
+  /**
+   * Node.js options for every process: `--cpu-prof` (which NODE_OPTIONS refuses), `--import` of a
+   * .ts file. From the sources they come after tsx is loaded; for a deployed service, before its
+   * image's command, whose own flags then win. @defaultValue none
+   */
   readonly nodeOptions?: readonly string[];
   /**
    * Start the services as their images do, from these deploys (deployed.ts, `deployServices`):
@@ -209,7 +219,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
 
   const parts: Record<
     string,
-    { entry: string; instrumented?: true; deployed?: string; env: Record<string, string>; health: string }
+    { entry: string; service?: true; deployed?: string; env: Record<string, string>; health: string }
   > = {
     'stripe-sim': {
       entry: 'infra/stripe-sim/src/main.ts',
@@ -230,7 +240,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
         service,
         {
           entry: `services/${service}/src/main.ts`,
-          instrumented: true,
+          service: true,
           deployed: options.deployed?.[service],
           env: {
             ...everywhere,
@@ -302,17 +312,22 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
   const processes = new Map<string, ChildProcess>();
   const launch = (
     name: string,
-    { entry, instrumented, deployed }: { entry: string; instrumented?: boolean; deployed?: string },
+    { entry, service, deployed }: { entry: string; service?: true; deployed?: string },
     env: Record<string, string>,
   ): ChildProcess => {
     const nodeOptions = options.nodeOptions ?? [];
-    // A deployed service starts with its image's command, in its deploy; from the sources, as
-    // its container does too: its young generation's size, then the instrumentation entry first.
-    const preload = instrumented ? ['--max-semi-space-size=8', '--import', INSTRUMENTATION] : [];
+    // A service starts with its image's command: from its deploy as it is, with the image's
+    // environment; from its sources through tsx, with the sources in place of the bundles.
     const { args, cwd, image } = deployed
       ? { args: [...nodeOptions, ...SERVICE_IMAGE_COMMAND.slice(1)], cwd: deployed, image: IMAGE_ENV }
       : {
-          args: ['--conditions=development', '--import', 'tsx', ...nodeOptions, ...preload, entry],
+          args: [
+            '--conditions=development',
+            '--import',
+            'tsx',
+            ...nodeOptions,
+            ...(service ? fromSources(entry) : [entry]),
+          ],
           cwd: root,
           image: {},
         };

@@ -2,12 +2,13 @@
  * Test support for idem's integration tiers: a fresh, migrated PostgreSQL database and fresh
  * queue names per test file, against the real servers on localhost.
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { PrismaPg } from '@prisma/adapter-pg';
 import { Redis } from 'ioredis';
 import pg from 'pg';
@@ -270,12 +271,25 @@ export async function deleteQueues(prefix: string): Promise<void> {
 
 /** Runs the repository's pnpm (package.json's packageManager, through npx, as CI does) in `cwd`; returns what it printed. */
 export function pnpm(cwd: string, args: readonly string[], env: NodeJS.ProcessEnv = process.env): string {
+  return execFileSync('npx', pnpmArgs(args), { cwd, env, encoding: 'utf8', stdio: 'pipe' });
+}
+
+/** {@link pnpm} without blocking, for steps that run side by side. */
+export async function pnpmAsync(
+  cwd: string,
+  args: readonly string[],
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<string> {
+  return (await promisify(execFile)('npx', pnpmArgs(args), { cwd, env, encoding: 'utf8' })).stdout;
+}
+
+function pnpmArgs(args: readonly string[]): string[] {
   // Read when called, not on import: the console's image runs the lessons on this kit, with no
   // repository package.json beside it.
   const { packageManager } = JSON.parse(readFileSync(join(testkitPrismaDir, '../../../package.json'), 'utf8')) as {
     packageManager: string;
   };
-  return execFileSync('npx', ['-y', packageManager, ...args], { cwd, env, encoding: 'utf8', stdio: 'pipe' });
+  return ['-y', packageManager, ...args];
 }
 
 /**
