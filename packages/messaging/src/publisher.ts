@@ -1,7 +1,7 @@
 import { contextOf, traceparentOf, type AnyEnvelope, type Catalogue } from '@idem/contracts';
 import { context, SpanKind, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
 import { noFaults, type Faults } from '@idem/faults';
-import { Queue } from 'bullmq';
+import { Queue, type JobsOptions } from 'bullmq';
 import { defaultDeliveryPolicy, jobOptions, type DeliveryPolicy } from './delivery-policy.js';
 import { confirmDurable, resolveDurability, type DURABILITIES, type Durability } from './durability.js';
 import { clusterReady, createRedis, queueName, resolveBroker, type BrokerOptions } from './redis.js';
@@ -145,7 +145,7 @@ export function createPublisher(options: PublisherOptions): Publisher {
 }
 
 /**
- * Publishes envelopes to every subscriber's queue, one `addBulk` per queue, each under its send
+ * Publishes envelopes to every subscriber's queue, one write per queue (`add`), each under its send
  * span (several under one batch span); resolves once Redis has accepted all of them.
  */
 async function publish(
@@ -191,7 +191,7 @@ async function publish(
     const written = await Promise.all(
       [...byConsumer].map(async ([consumer, batch]) => ({ to: await queue(consumer), batch })),
     );
-    const writes = () => Promise.all(written.map(({ to, batch }) => to.addBulk(batch.flatMap(jobs))));
+    const writes = () => Promise.all(written.map(({ to, batch }) => add(to, batch.flatMap(jobs))));
     // The Redis writes nest under the publication: its one send span, or a batch span.
     await context.with(trace.setSpan(context.active(), writeSpan), writes);
     await durable(written.map(({ to }) => to)); // only a publication as durable as asked counts as published
@@ -206,4 +206,15 @@ async function publish(
     for (const span of spans) span.end();
     if (writeSpan !== spans[0]) writeSpan.end();
   }
+}
+
+/**
+ * Jobs onto one queue in one round trip. A single job goes as one script call: `addBulk` would
+ * wrap it in an ioredis pipeline, and making one copies every BullMQ script onto it (the
+ * publishing services' profile charged ~0.4 ms an order to that alone).
+ */
+function add(queue: Queue, jobs: { name: string; data: AnyEnvelope; opts: JobsOptions }[]): Promise<unknown> {
+  if (jobs.length !== 1) return queue.addBulk(jobs);
+  const { name, data, opts } = jobs[0]!;
+  return queue.add(name, data, opts);
 }
