@@ -145,8 +145,7 @@ export async function runEndToEnd(options: EndToEndOptions): Promise<EndToEndRes
     }
     return { deployed: true, steps, knee: kneeOf(steps) };
   } finally {
-    await stopLoadedSystem(system);
-    deploys.remove();
+    await stopLoadedSystem(system).finally(deploys.remove);
   }
 }
 

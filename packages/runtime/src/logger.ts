@@ -45,7 +45,7 @@ export function createLogger(service: string, level: string): Logger {
 let stdout: ReturnType<typeof batchedLines> | undefined;
 
 /** How long a line may wait for others to be written with. */
-export const LOG_BATCH_MS = 100;
+const LOG_BATCH_MS = 100;
 
 /**
  * A logger's destination that writes its lines in batches: an info line waits up to `waitMs` for
