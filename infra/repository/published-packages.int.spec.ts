@@ -111,7 +111,7 @@ beforeAll(() => {
   }
   installExample('producer');
   installExample('consumer');
-});
+}, 300_000); // builds, packs and installs: over a minute on 2 cores beside other test files
 
 afterAll(async () => {
   await Promise.all(Object.values(databases).map((url) => dropDatabase(url)));
