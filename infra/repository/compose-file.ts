@@ -130,8 +130,4 @@ export function loadCompose() {
 }
 
 /** What infra/Dockerfile says of the images (read where the native run starts deployed services). */
-export { MIGRATE_IMAGE_SERVICES, SERVICE_IMAGE_COMMAND } from '@idem/native-run';
-
-/** The bundles a command starts (`dist/….js`), relative to the package. */
-export const bundlesStartedBy = (command: readonly string[]) =>
-  command.filter((arg) => /^(\.\/)?dist\/.*\.js$/.test(arg)).map((arg) => arg.replace(/^\.\//, ''));
+export { bundlesStartedBy, MIGRATE_IMAGE_SERVICES, SERVICE_IMAGE_COMMAND } from '@idem/native-run';

@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { DEFAULT_TOKEN_CLAIMS, mintCustomerToken } from '@idem/http';
 import { createPublisher } from '@idem/messaging';
 import { dropDatabase } from '@idem/database';
-import { buildService, deployPackage, deployService, pruneDeploy } from '@idem/native-run';
+import { buildService, deployPackage, deployServices, pruneDeploy, type DeployedServices } from '@idem/native-run';
 import {
   deleteQueues,
   exited,
@@ -35,25 +35,24 @@ const deployed = {} as Record<Service, { dir: string; databaseUrl: string }>;
 const prefix = uniqueName('idem_test_bundle');
 const port = randomInt(6_000, 7_000); // below the ephemeral port range and the e2e systems' ports
 
+let deploys: DeployedServices<Service> | undefined;
+
 beforeAll(async () => {
+  deploys = await deployServices(SERVICES);
   for (const service of SERVICES) {
-    const dir = mkdtempSync(join(tmpdir(), `idem-deploy-${service}-`));
-    await deployService(service, dir);
     const databaseUrl = `${postgresServerUrl}/${uniqueName(`idem_test_bundle_${service}`)}`;
+    deployed[service] = { dir: deploys.dirs[service], databaseUrl };
     execFileSync(process.execPath, ['dist/migrate.js'], {
-      cwd: dir,
+      cwd: deploys.dirs[service],
       env: { PATH: process.env.PATH, DATABASE_URL: databaseUrl },
       stdio: 'pipe',
     });
-    deployed[service] = { dir, databaseUrl };
   }
 }, 300_000);
 
 afterAll(async () => {
-  for (const { dir, databaseUrl } of Object.values(deployed)) {
-    rmSync(dir, { recursive: true, force: true });
-    await dropDatabase(databaseUrl);
-  }
+  deploys?.remove();
+  for (const { databaseUrl } of Object.values(deployed)) await dropDatabase(databaseUrl);
   await deleteQueues(prefix);
 });
 

@@ -8,17 +8,8 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pnpm } from '@idem/testkit';
 import { evaluateTargets, type BenchRun, type Target } from './report.js';
-
-/** pnpm as this process was started by it, or the version the README names. */
-function pnpm(args: string[], cwd: string): void {
-  const execPath = process.env.npm_execpath;
-  const [command, prefix] = execPath?.includes('pnpm')
-    ? [process.execPath, [execPath]]
-    : ['npx', ['-y', 'pnpm@10.34.9']];
-  const result = spawnSync(command, [...prefix, ...args], { cwd, stdio: 'inherit' });
-  if (result.status !== 0) throw new Error(`pnpm ${args.join(' ')} in ${cwd} exited with ${result.status}`);
-}
 
 /** Runs `pnpm bench <args> --out …` on `ref` and returns the run it wrote. */
 export function benchAt(ref: string, args: readonly string[], log: (line: string) => void): BenchRun {
@@ -31,8 +22,8 @@ export function benchAt(ref: string, args: readonly string[], log: (line: string
   git('worktree', 'add', '--detach', tree, ref);
   try {
     log(`\n${ref}: installing its dependencies, then pnpm bench ${args.join(' ')}`);
-    pnpm(['install', '--frozen-lockfile', '--offline'], tree);
-    pnpm(['bench', ...args, '--out', join(dir, 'out')], tree);
+    pnpm(tree, ['install', '--frozen-lockfile', '--offline'], process.env, 'inherit');
+    pnpm(tree, ['bench', ...args, '--out', join(dir, 'out')], process.env, 'inherit');
     const runs = join(dir, 'out', 'benchmarks', 'runs');
     const [json] = readdirSync(runs).filter((name) => name.endsWith('.json'));
     return JSON.parse(readFileSync(join(runs, json!), 'utf8')) as BenchRun;

@@ -120,32 +120,33 @@ export async function runEndToEnd(options: EndToEndOptions): Promise<EndToEndRes
   // image's command and NODE_ENV. From the sources, tsx's loader adds 8–45 MB to each process and
   // source-maps each stack trace a library takes (the Stripe SDK takes one per request).
   const started = Date.now();
-  const deploys = await deployServices();
+  const deploys = await deployServices(SERVICES);
   options.log(`deployed the services as their images hold them (${Math.round((Date.now() - started) / 1000)} s)`);
-  const system = await startLoadedSystem(options, { deployed: deploys.dirs }).catch((error: unknown) => {
-    deploys.remove();
-    throw error;
-  });
   try {
-    // Warm, as a running system is: the lightest load for WARM_UP_SECONDS, not recorded. A cold
-    // first step charges V8's compilation and PostgreSQL's first plans to its orders, and its
-    // inflated p95 would loosen the knee's rule.
-    await runStep(system, options.loads[0]!, { ...options, stepSeconds: WARM_UP_SECONDS });
-    options.log(`warmed up: ${WARM_UP_SECONDS} s at ${options.loads[0]} orders/s, not recorded`);
-    const steps: LoadStep[] = [];
-    for (const offered of options.loads) {
-      const step = await runStep(system, offered, options);
-      steps.push(step);
-      options.log(
-        `${offered} orders/s offered: ${step.achieved} PAID/s, ${step.paid}/${step.placed} paid, ` +
-          `POST→PAID p50 ${step.paidMs.p50} ms p95 ${step.paidMs.p95} ms p99 ${step.paidMs.p99} ms, ` +
-          `→receipt p95 ${step.receiptMs.p95} ms${step.keptUp ? '' : ' (saturated)'}`,
-      );
-      if (!step.keptUp) break;
+    const system = await startLoadedSystem(options, { deployed: deploys.dirs });
+    try {
+      // Warm, as a running system is: the lightest load for WARM_UP_SECONDS, not recorded. A cold
+      // first step charges V8's compilation and PostgreSQL's first plans to its orders, and its
+      // inflated p95 would loosen the knee's rule.
+      await runStep(system, options.loads[0]!, { ...options, stepSeconds: WARM_UP_SECONDS });
+      options.log(`warmed up: ${WARM_UP_SECONDS} s at ${options.loads[0]} orders/s, not recorded`);
+      const steps: LoadStep[] = [];
+      for (const offered of options.loads) {
+        const step = await runStep(system, offered, options);
+        steps.push(step);
+        options.log(
+          `${offered} orders/s offered: ${step.achieved} PAID/s, ${step.paid}/${step.placed} paid, ` +
+            `POST→PAID p50 ${step.paidMs.p50} ms p95 ${step.paidMs.p95} ms p99 ${step.paidMs.p99} ms, ` +
+            `→receipt p95 ${step.receiptMs.p95} ms${step.keptUp ? '' : ' (saturated)'}`,
+        );
+        if (!step.keptUp) break;
+      }
+      return { deployed: true, steps, knee: kneeOf(steps) };
+    } finally {
+      await stopLoadedSystem(system);
     }
-    return { deployed: true, steps, knee: kneeOf(steps) };
   } finally {
-    await stopLoadedSystem(system).finally(deploys.remove);
+    deploys.remove();
   }
 }
 

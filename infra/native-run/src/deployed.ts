@@ -1,11 +1,9 @@
-import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
-import { pnpmAsync } from '@idem/testkit';
-import { SERVICE_NAMES, type ServiceName } from '@idem/shop';
+import { pnpmAsync, runScript } from '@idem/testkit';
+import type { ServiceName } from '@idem/shop';
 
 /**
  * Services as their images carry and start them (infra/Dockerfile), natively: a service's bundles
@@ -17,12 +15,19 @@ import { SERVICE_NAMES, type ServiceName } from '@idem/shop';
 
 const root = fileURLToPath(new URL('../../../', import.meta.url));
 const dockerfile = readFileSync(join(root, 'infra/Dockerfile'), 'utf8');
-const run = promisify(execFile);
 
 /** infra/Dockerfile's command for the `service` target: the instrumentation entry first, then the service. */
 export const SERVICE_IMAGE_COMMAND = JSON.parse(
   /FROM runtime AS service[\s\S]*?\nCMD (\[.*\])/.exec(dockerfile)![1]!,
 ) as string[];
+
+/** The bundle an argument of a command names (`dist/….js`, relative to the package), if it names one. */
+export const bundleNamedBy = (arg: string) =>
+  /^(\.\/)?dist\/.*\.js$/.test(arg) ? arg.replace(/^\.\//, '') : undefined;
+
+/** The bundles a command starts (`dist/….js`), relative to the package. */
+export const bundlesStartedBy = (command: readonly string[]) =>
+  command.map(bundleNamedBy).filter((bundle): bundle is string => bundle !== undefined);
 
 /** What infra/Dockerfile's runtime stage sets for every process of an image, that a native process must too. */
 export const IMAGE_ENV = { NODE_ENV: /\nENV NODE_ENV=(\S+)/.exec(dockerfile)![1]! };
@@ -46,18 +51,12 @@ export async function deployPackage(pkg: string, dir: string): Promise<void> {
 
 /** …pruned to what the bundles `entries` import (scripts/prune-deploy.ts), as infra/Dockerfile does next. */
 export async function pruneDeploy(dir: string, entries: string, ...dists: string[]): Promise<void> {
-  await run(process.execPath, ['--import', 'tsx', 'scripts/prune-deploy.ts', dir, entries, ...dists], { cwd: root });
+  await runScript(root, 'scripts/prune-deploy.ts', [dir, entries, ...dists]);
 }
 
 /** `service`'s bundles (scripts/build.ts), in its package's dist/. */
 export async function buildService(service: ServiceName): Promise<void> {
-  await run(
-    process.execPath,
-    ['--import', 'tsx', '--conditions=development', 'scripts/build.ts', `services/${service}`],
-    {
-      cwd: root,
-    },
-  );
+  await runScript(root, 'scripts/build.ts', [`services/${service}`], ['--conditions=development']);
 }
 
 /** `service` built and deployed into `dir` as its image holds it: dist/ and prisma/, no sources. */
@@ -69,20 +68,20 @@ export async function deployService(service: ServiceName, dir: string): Promise<
 }
 
 /** Each service's deploy directory, for `SystemOptions.deployed`. */
-export interface DeployedServices {
-  readonly dirs: Readonly<Record<ServiceName, string>>;
+export interface DeployedServices<S extends ServiceName = ServiceName> {
+  readonly dirs: Readonly<Record<S, string>>;
   /** Deletes the deploys. */
   remove(): void;
 }
 
-/** Every service deployed (see {@link deployService}) into a temporary directory of its own, side by side. */
-export async function deployServices(): Promise<DeployedServices> {
+/** `services` deployed (see {@link deployService}) into a temporary directory each, side by side. */
+export async function deployServices<S extends ServiceName>(services: readonly S[]): Promise<DeployedServices<S>> {
   const dirs = Object.fromEntries(
-    SERVICE_NAMES.map((service) => [service, mkdtempSync(join(tmpdir(), `idem-deploy-${service}-`))]),
-  ) as Record<ServiceName, string>;
-  const remove = () => Object.values(dirs).forEach((dir) => rmSync(dir, { recursive: true, force: true }));
+    services.map((service) => [service, mkdtempSync(join(tmpdir(), `idem-deploy-${service}-`))]),
+  ) as Record<S, string>;
+  const remove = () => Object.values<string>(dirs).forEach((dir) => rmSync(dir, { recursive: true, force: true }));
   // Every deploy finishes before a failed one's directories are deleted under the others.
-  const failed = (await Promise.allSettled(SERVICE_NAMES.map((service) => deployService(service, dirs[service])))).find(
+  const failed = (await Promise.allSettled(services.map((service) => deployService(service, dirs[service])))).find(
     (outcome) => outcome.status === 'rejected',
   );
   if (failed) {

@@ -22,8 +22,8 @@ export {
 } from './system.js';
 export {
   buildService,
+  bundlesStartedBy,
   deployPackage,
-  deployService,
   deployServices,
   MIGRATE_IMAGE_SERVICES,
   pruneDeploy,

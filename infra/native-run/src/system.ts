@@ -6,7 +6,7 @@ import { seedDemoShop } from '@idem/console';
 import { SERVICE_NAMES, SERVICE_REGISTRY, type ServiceName } from '@idem/shop';
 import { DEVELOPMENT_JWT_SECRET, isLoopbackAddress } from '@idem/http';
 import { asRole, databaseRolesOf, provisionDatabase } from './databases.js';
-import { IMAGE_ENV, SERVICE_IMAGE_COMMAND } from './deployed.js';
+import { bundleNamedBy, IMAGE_ENV, SERVICE_IMAGE_COMMAND } from './deployed.js';
 import { provisionRedisUsers } from './redis-users.js';
 import { customerTokensOf } from './tokens.js';
 
@@ -24,9 +24,10 @@ const INSTRUMENTATION = './packages/observability/src/instrumentation.ts';
 
 /** The image's command for a service started from its sources: its bundles replaced by their sources, `entry` for main.js. */
 const fromSources = (entry: string) =>
-  SERVICE_IMAGE_COMMAND.slice(1).map((arg) =>
-    arg.endsWith('dist/instrumentation.js') ? INSTRUMENTATION : arg.endsWith('dist/main.js') ? entry : arg,
-  );
+  SERVICE_IMAGE_COMMAND.slice(1).map((arg) => {
+    const bundle = bundleNamedBy(arg);
+    return bundle === 'dist/main.js' ? entry : bundle === 'dist/instrumentation.js' ? INSTRUMENTATION : arg;
+  });
 
 export const SERVICES = SERVICE_NAMES;
 export type { ServiceName };

@@ -59,14 +59,15 @@ const LOG_BATCH_MS = 100;
 export function batchedLines(out: { write(lines: string): unknown }, waitMs = LOG_BATCH_MS) {
   let lines = '';
   let scheduled: NodeJS.Timeout | undefined;
+  // While lines wait, the process's exit writes them.
   const flush = () => {
+    if (scheduled) process.off('exit', flush);
     clearTimeout(scheduled);
     scheduled = undefined;
     if (lines === '') return;
     out.write(lines);
     lines = '';
   };
-  process.on('exit', flush);
   return {
     // pino sets `lastLevel` before each write to a destination that asks for it.
     [pino.symbols.needsMetadataGsym]: true as const,
@@ -74,7 +75,10 @@ export function batchedLines(out: { write(lines: string): unknown }, waitMs = LO
     write(line: string) {
       lines += line;
       if (this.lastLevel >= pino.levels.values.warn!) flush();
-      else scheduled ??= setTimeout(flush, waitMs).unref();
+      else if (!scheduled) {
+        scheduled = setTimeout(flush, waitMs).unref();
+        process.once('exit', flush);
+      }
     },
     flush(done?: () => void) {
       flush();

@@ -15,10 +15,12 @@ describe('batchedLines', () => {
   it('writes info lines together once the first has waited, and a warning at once after the lines before it', async () => {
     const writes: string[] = [];
     const log = pino({ level: 'info' }, batchedLines({ write: (lines) => writes.push(lines) }, 50));
+    const exitListeners = process.listenerCount('exit');
 
     log.info('first');
     log.info('second');
     expect(writes).toEqual([]);
+    expect(process.listenerCount('exit')).toBe(exitListeners + 1); // what waits is written on exit
     await sleep(120);
     expect(writes.map(messages)).toEqual([['first', 'second']]);
 
@@ -32,6 +34,7 @@ describe('batchedLines', () => {
     expect(writes.map(messages)).toHaveLength(3);
     await sleep(120);
     expect(writes).toHaveLength(3); // nothing left waiting
+    expect(process.listenerCount('exit')).toBe(exitListeners);
   });
 
   it('writes what waits when the process exits', () => {

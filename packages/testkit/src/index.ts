@@ -26,6 +26,8 @@ import {
 import { PrismaClient } from './generated/prisma/client.js';
 import { PACKAGE_TABLES } from './tables.js';
 
+const run = promisify(execFile);
+
 /** The packages' tables the testkit's stand-in service has (all of them), for `migrate({ include })`. */
 export const testkitTables = PACKAGE_TABLES;
 
@@ -269,9 +271,17 @@ export async function deleteQueues(prefix: string): Promise<void> {
   }
 }
 
-/** Runs the repository's pnpm (package.json's packageManager, through npx, as CI does) in `cwd`; returns what it printed. */
-export function pnpm(cwd: string, args: readonly string[], env: NodeJS.ProcessEnv = process.env): string {
-  return execFileSync('npx', pnpmArgs(args), { cwd, env, encoding: 'utf8', stdio: 'pipe' });
+/**
+ * Runs the repository's pnpm (package.json's packageManager, through npx, as CI does) in `cwd`;
+ * returns what it printed, or prints it as it comes with `stdio: 'inherit'` (and returns '').
+ */
+export function pnpm(
+  cwd: string,
+  args: readonly string[],
+  env: NodeJS.ProcessEnv = process.env,
+  stdio: 'pipe' | 'inherit' = 'pipe',
+): string {
+  return execFileSync('npx', pnpmArgs(args), { cwd, env, encoding: 'utf8', stdio }) ?? '';
 }
 
 /** {@link pnpm} without blocking, for steps that run side by side. */
@@ -280,7 +290,18 @@ export async function pnpmAsync(
   args: readonly string[],
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<string> {
-  return (await promisify(execFile)('npx', pnpmArgs(args), { cwd, env, encoding: 'utf8' })).stdout;
+  return (await run('npx', pnpmArgs(args), { cwd, env, encoding: 'utf8' })).stdout;
+}
+
+/** Runs a repository script (TypeScript, through tsx) to its end without blocking; returns what it printed. */
+export async function runScript(
+  cwd: string,
+  script: string,
+  args: readonly string[],
+  nodeOptions: readonly string[] = [],
+): Promise<string> {
+  return (await run(process.execPath, ['--import', 'tsx', ...nodeOptions, script, ...args], { cwd, encoding: 'utf8' }))
+    .stdout;
 }
 
 function pnpmArgs(args: readonly string[]): string[] {
