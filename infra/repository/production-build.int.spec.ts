@@ -142,10 +142,11 @@ describe('the migrate image', () => {
 });
 
 describe('the production bundle', () => {
-  it('is started by the image with a young generation sized for a service and the instrumentation entry first', () => {
+  it('is started by the image with a heap sized for a service and the instrumentation entry first', () => {
     expect(SERVICE_IMAGE_COMMAND).toEqual([
       'node',
       '--max-semi-space-size=8',
+      '--heap-growing-percent=20',
       '--import',
       './dist/instrumentation.js',
       'dist/main.js',
