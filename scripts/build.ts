@@ -9,10 +9,10 @@
  */
 import { SERVICE_NAMES } from '@idem/shop';
 import { build, type Plugin } from 'esbuild';
-import { cpSync, readFileSync, writeFileSync } from 'node:fs';
-import { isBuiltin } from 'node:module';
+import { cpSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createRequire, isBuiltin } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 /** The project's one Node.js major (.nvmrc): the bundles target what the image runs. */
@@ -58,6 +58,34 @@ const npmPackagesExternal: Plugin = {
   },
 };
 
+/**
+ * A generated Prisma client imports its query compiler as base64 text (`…wasm-base64.mjs`), and a
+ * process keeps that module's source and the string it exports, ~2.3 MB each, for its whole life.
+ * In a bundle the compiler is read from a `.wasm` file written beside it, compiled, and its bytes
+ * let go. The build fails if a Prisma release generates that code differently.
+ */
+export const PRISMA_BASE64_COMPILER =
+  /const \{ wasm \} = await import\("(@prisma\/client\/runtime\/([\w.]+))\.wasm-base64\.mjs"\)\s*return await decodeBase64AsWasm\(wasm\)/;
+
+const prismaCompilerFromFile: Plugin = {
+  name: 'prisma-compiler-from-file',
+  setup(build) {
+    build.onLoad({ filter: /[\\/]generated[\\/]prisma[\\/]internal[\\/]class\.ts$/ }, async (args) => {
+      const source = readFileSync(args.path, 'utf8');
+      const found = PRISMA_BASE64_COMPILER.exec(source);
+      if (!found) throw new Error(`${args.path}: no base64 query compiler where scripts/build.ts expects it`);
+      const [code, module, name] = found as unknown as [string, string, string];
+      const base64 = createRequire(args.path).resolve(`${module}.wasm-base64.mjs`);
+      const { wasm } = (await import(pathToFileURL(base64).href)) as { wasm: string };
+      mkdirSync(build.initialOptions.outdir!, { recursive: true });
+      writeFileSync(join(build.initialOptions.outdir!, `${name}.wasm`), Buffer.from(wasm, 'base64'));
+      const fromFile = `const { readFile } = await import('node:fs/promises')
+    return new WebAssembly.Module(await readFile(new URL('./${name}.wasm', import.meta.url)))`;
+      return { contents: source.replace(code, fromFile), loader: 'ts' };
+    });
+  },
+};
+
 // Builds when run (`pnpm build`); importing ENTRYPOINTS builds nothing.
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const only = process.argv[2];
@@ -71,7 +99,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
       format: 'esm',
       target: `node${NODE_MAJOR}`,
       conditions: ['development'],
-      plugins: [npmPackagesExternal],
+      plugins: [npmPackagesExternal, prismaCompilerFromFile],
       sourcemap: true,
       metafile: true,
       logLevel: 'warning',

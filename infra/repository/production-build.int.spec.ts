@@ -6,7 +6,7 @@
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { randomInt, randomUUID } from 'node:crypto';
-import { cpSync, mkdtempSync, rmSync } from 'node:fs';
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -31,7 +31,7 @@ import { shop } from '@idem/shop';
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const SERVICES = ['orders', 'inventory'] as const;
 type Service = (typeof SERVICES)[number];
-const deployed = {} as Record<Service, { dir: string; databaseUrl: string }>;
+const databaseUrls = {} as Record<Service, string>;
 const prefix = uniqueName('idem_test_bundle');
 const port = randomInt(6_000, 7_000); // below the ephemeral port range and the e2e systems' ports
 
@@ -40,11 +40,10 @@ let deploys: DeployedServices<Service> | undefined;
 beforeAll(async () => {
   deploys = await deployServices(SERVICES);
   for (const service of SERVICES) {
-    const databaseUrl = `${postgresServerUrl}/${uniqueName(`idem_test_bundle_${service}`)}`;
-    deployed[service] = { dir: deploys.dirs[service], databaseUrl };
+    databaseUrls[service] = `${postgresServerUrl}/${uniqueName(`idem_test_bundle_${service}`)}`;
     execFileSync(process.execPath, ['dist/migrate.js'], {
       cwd: deploys.dirs[service],
-      env: { PATH: process.env.PATH, DATABASE_URL: databaseUrl },
+      env: { PATH: process.env.PATH, DATABASE_URL: databaseUrls[service] },
       stdio: 'pipe',
     });
   }
@@ -52,7 +51,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   deploys?.remove();
-  for (const { databaseUrl } of Object.values(deployed)) await dropDatabase(databaseUrl);
+  for (const databaseUrl of Object.values(databaseUrls)) await dropDatabase(databaseUrl);
   await deleteQueues(prefix);
 });
 
@@ -60,10 +59,10 @@ afterAll(async () => {
 function startBundle(service: Service, servicePort: number, env: Record<string, string> = {}) {
   const [, ...args] = SERVICE_IMAGE_COMMAND;
   const child = spawn(process.execPath, args, {
-    cwd: deployed[service].dir,
+    cwd: deploys!.dirs[service],
     env: {
       PATH: process.env.PATH,
-      DATABASE_URL: deployed[service].databaseUrl,
+      DATABASE_URL: databaseUrls[service],
       IDEM_QUEUE_PREFIX: prefix,
       PORT: String(servicePort),
       ...env,
@@ -151,6 +150,14 @@ describe('the production bundle', () => {
       './dist/instrumentation.js',
       'dist/main.js',
     ]);
+  });
+
+  it("reads Prisma's query compiler from the .wasm beside it: no base64 copy of it imported or deployed", () => {
+    const dir = deploys!.dirs.inventory;
+    const files = readdirSync(dir, { recursive: true, encoding: 'utf8' });
+    expect(files.filter((file) => file.includes('wasm-base64'))).toEqual([]);
+    expect(files).toContain(join('dist', 'query_compiler_small_bg.postgresql.wasm'));
+    expect(readFileSync(join(dir, 'dist/main.js'), 'utf8')).not.toContain('wasm-base64');
   });
 
   it('runs from a production-only deploy with plain node: migrates, serves health and metrics, consumes, stops on SIGTERM', async () => {
