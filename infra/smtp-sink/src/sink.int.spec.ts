@@ -71,20 +71,20 @@ describe('SMTP sink', () => {
         ['__proto__', ['c']],
       ]),
     );
-    expect(sink.messages()).toHaveLength(1);
+    expect(await sink.messages()).toHaveLength(1);
   });
 
   it('deletes all messages', async () => {
     await send('<x@idem.local>');
     await api('/api/v1/messages', { method: 'DELETE' });
-    expect(sink.messages()).toEqual([]);
+    expect(await sink.messages()).toEqual([]);
   });
 
   it('can answer with a temporary failure', async () => {
     sink.failNext(1);
     await expect(send('<y@idem.local>')).rejects.toMatchObject({ responseCode: 451 });
     await send('<y@idem.local>');
-    expect(sink.messages()).toHaveLength(1);
+    expect(await sink.messages()).toHaveLength(1);
   });
 });
 
@@ -97,7 +97,7 @@ describe('SMTP sink, as a browser on the same machine reaches it', () => {
     });
     expect(refused.status).toBe(403);
     await send('<guard@idem.local>'); // no failure was switched on
-    expect(sink.messages()).toHaveLength(1);
+    expect(await sink.messages()).toHaveLength(1);
     const { request } = await import('node:http');
     const status = await new Promise<number>((resolve, reject) =>
       request(

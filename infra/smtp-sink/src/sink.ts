@@ -50,7 +50,8 @@ export interface SmtpSinkOptions {
 export interface SmtpSink {
   readonly smtpPort: number;
   readonly httpPort: number;
-  messages(): StoredMessage[];
+  /** Every message kept, oldest first. */
+  messages(): Promise<StoredMessage[]>;
   /** Answers the next `count` messages with a temporary failure (451), to test retries. */
   failNext(count: number): void;
   /** Greets every new connection only after `ms` (0: at once): a slow server, to test timeouts and leases. */
@@ -68,7 +69,9 @@ export async function startSmtpSink({
 }: SmtpSinkOptions = {}): Promise<SmtpSink> {
   // First: beyond loopback without an operator token it must not start at all.
   const operatorOnly = operatorOnlyBeyondLoopback({ host, tokens: [adminToken ?? ''], what: 'ADMIN_TOKEN' });
-  const stored: StoredMessage[] = [];
+  // A message is kept as it came and parsed the first time it is asked for: accepting mail is
+  // all a sending service waits for, and most of what a sink would spend on it is the parse.
+  const stored: Received[] = [];
   let failures = 0;
   let greetingDelayMs = 0;
 
@@ -90,15 +93,8 @@ export async function startSmtpSink({
           });
           return callback(error);
         }
-        const raw = Buffer.concat(chunks);
-        // Only what toStored keeps: no HTML made from the text, and so no links found in it.
-        simpleParser(raw, { skipTextToHtml: true, skipTextLinks: true, skipImageLinks: true }).then(
-          (mail) => {
-            stored.push(toStored(mail, raw.length));
-            callback();
-          },
-          (error: Error) => callback(error),
-        );
+        stored.push(received(Buffer.concat(chunks)));
+        callback();
       });
     },
   });
@@ -119,14 +115,14 @@ export async function startSmtpSink({
     Attachments: 0,
     Tags: [],
   });
-  app.get('/api/v1/messages', (req, res) => {
+  app.get('/api/v1/messages', async (req, res) => {
     const start = Math.max(0, Number(req.query.start ?? 0) || 0);
     const limit = Math.max(1, Number(req.query.limit ?? 50) || 50);
     const newestFirst = [...stored].reverse();
-    const page = newestFirst.slice(start, start + limit);
+    const page = await Promise.all(newestFirst.slice(start, start + limit).map((m) => m.parsed()));
     res.json({
       total: stored.length,
-      unread: stored.filter((m) => !m.Read).length,
+      unread: stored.filter((m) => !m.read).length,
       count: page.length,
       messages_count: stored.length,
       start,
@@ -136,17 +132,17 @@ export async function startSmtpSink({
   });
   // Mailpit accepts `latest` wherever a message id goes: the newest message.
   const find = (id: string) => (id === 'latest' ? stored.at(-1) : stored.find((m) => m.ID === id));
-  app.get('/api/v1/message/:id', (req, res) => {
+  app.get('/api/v1/message/:id', async (req, res) => {
     const message = find(req.params.id);
     if (!message) return void res.status(404).send('message not found');
-    message.Read = true;
-    const { Headers: _headers, Created: _created, ...rest } = message;
+    message.read = true;
+    const { Headers: _headers, Created: _created, ...rest } = await message.parsed();
     res.json({ ...rest, Tags: [], Inline: [], Attachments: [] });
   });
-  app.get('/api/v1/message/:id/headers', (req, res) => {
+  app.get('/api/v1/message/:id/headers', async (req, res) => {
     const message = find(req.params.id);
     if (!message) return void res.status(404).send('message not found');
-    res.json(message.Headers);
+    res.json((await message.parsed()).Headers);
   });
   app.delete('/api/v1/messages', (req, res) => {
     const ids = (req.body as { IDs?: string[] } | undefined)?.IDs;
@@ -177,7 +173,7 @@ export async function startSmtpSink({
   return {
     smtpPort: (smtp.server.address() as AddressInfo).port,
     httpPort: (http.address() as AddressInfo).port,
-    messages: () => [...stored],
+    messages: () => Promise.all(stored.map((m) => m.parsed())),
     failNext: (count) => void (failures = count),
     slowGreeting: (ms) => void (greetingDelayMs = ms),
     clear: () => void (stored.length = 0),
@@ -188,7 +184,32 @@ export async function startSmtpSink({
   };
 }
 
-function toStored(mail: ParsedMail, size: number, received = new Date()): StoredMessage {
+/** A message as the sink keeps it: as it came, parsed once someone asks. */
+interface Received {
+  readonly ID: string;
+  read: boolean;
+  parsed(): Promise<StoredMessage>;
+}
+
+function received(raw: Buffer, at = new Date()): Received {
+  const ID = randomUUID();
+  let parse: Promise<Omit<StoredMessage, 'Read'>> | undefined;
+  const message: Received = {
+    ID,
+    read: false,
+    // Only what toStored keeps: no HTML made from the text, and so no links found in it.
+    parsed: () =>
+      (parse ??= simpleParser(raw, { skipTextToHtml: true, skipTextLinks: true, skipImageLinks: true }).then((mail) =>
+        toStored(mail, { ID, size: raw.length, received: at }),
+      )).then((stored) => ({ ...stored, Read: message.read })),
+  };
+  return message;
+}
+
+function toStored(
+  mail: ParsedMail,
+  { ID, size, received }: { ID: string; size: number; received: Date },
+): Omit<StoredMessage, 'Read'> {
   const list = (value: AddressObject | AddressObject[] | undefined): Address[] =>
     (Array.isArray(value) ? value : value ? [value] : []).flatMap((group) =>
       group.value.map((a) => ({ Name: a.name ?? '', Address: a.address ?? '' })),
@@ -200,7 +221,7 @@ function toStored(mail: ParsedMail, size: number, received = new Date()): Stored
     (headers[name!.trim()] ??= []).push(value.join(':').trim());
   }
   return {
-    ID: randomUUID(),
+    ID,
     MessageID: (mail.messageId ?? '').replace(/^<|>$/g, ''),
     From: list(mail.from)[0] ?? { Name: '', Address: '' },
     To: list(mail.to),
@@ -213,7 +234,6 @@ function toStored(mail: ParsedMail, size: number, received = new Date()): Stored
     Size: size,
     Text: mail.text ?? '',
     HTML: typeof mail.html === 'string' ? mail.html : '',
-    Read: false,
     Headers: headers,
   };
 }

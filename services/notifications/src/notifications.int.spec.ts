@@ -91,7 +91,7 @@ describe('notifications consumers', () => {
         toAddress: 'ada@example.com',
       }),
     ]);
-    expect(sink.messages()).toEqual([]);
+    expect(await sink.messages()).toEqual([]);
   });
 
   it('retries a receipt whose order has not arrived yet, and queues one receipt per order', async () => {
@@ -227,7 +227,7 @@ describe('email dispatcher', () => {
         [1, null],
         [1, null],
       ]);
-      expect(sink.messages()).toHaveLength(2);
+      expect(await sink.messages()).toHaveLength(2);
     } finally {
       await local.stop();
     }
@@ -253,7 +253,7 @@ describe('email dispatcher', () => {
     expect(await dispatcher().runOnce()).toBe(2);
     const items = await db.emailWorkItem.findMany({ orderBy: { kind: 'asc' } });
     expect(items.map((i) => i.status)).toEqual(['sent', 'sent']);
-    const receipt = sink.messages().find((m) => m.Subject.startsWith('Receipt'))!;
+    const receipt = (await sink.messages()).find((m) => m.Subject.startsWith('Receipt'))!;
     expect(`<${receipt.MessageID}>`).toBe(items.find((i) => i.kind === 'receipt')!.messageId);
     expect(receipt.Text).toContain(order.body.orderId);
     expect(receipt.Text).toContain('1 × sku-1 at €5.00 = €5.00');
@@ -280,7 +280,7 @@ describe('email dispatcher', () => {
       });
       // Give a late send from a dispatcher that had outlived its lease every chance to arrive.
       await new Promise((resolve) => setTimeout(resolve, 1_500));
-      expect(sink.messages()).toHaveLength(1);
+      expect(await sink.messages()).toHaveLength(1);
     } finally {
       sink.slowGreeting(0);
       await Promise.all([a.stop(), b.stop()]);
@@ -312,7 +312,7 @@ describe('email dispatcher', () => {
     });
     await waitFor(async () => (await dispatcher().runOnce()) === 1);
     expect(await db.emailWorkItem.findFirstOrThrow()).toMatchObject({ status: 'sent', attempts: 2 });
-    expect(sink.messages()).toHaveLength(1);
+    expect(await sink.messages()).toHaveLength(1);
   });
 
   it('marks an item dead after the configured number of attempts, visibly', async () => {
@@ -339,7 +339,7 @@ describe('email dispatcher', () => {
     await waitFor(async () => (await dispatcher().runOnce()) === 1); // after the dead dispatcher's lease
     const item = await db.emailWorkItem.findFirstOrThrow();
     expect(item.status).toBe('sent');
-    const copies = sink.messages();
+    const copies = await sink.messages();
     expect(copies).toHaveLength(2);
     expect(new Set(copies.map((m) => `<${m.MessageID}>`))).toEqual(new Set([item.messageId]));
   });
