@@ -64,7 +64,7 @@ const npmPackagesExternal: Plugin = {
  * In a bundle the compiler is read from a `.wasm` file written beside it, compiled, and its bytes
  * let go. The build fails if a Prisma release generates that code differently.
  */
-export const PRISMA_BASE64_COMPILER =
+const PRISMA_BASE64_COMPILER =
   /const \{ wasm \} = await import\("(@prisma\/client\/runtime\/([\w.]+))\.wasm-base64\.mjs"\)\s*return await decodeBase64AsWasm\(wasm\)/;
 
 const prismaCompilerFromFile: Plugin = {
