@@ -92,20 +92,31 @@ export async function startRedisCluster({
       return counts;
     },
     kill: killNode,
-    async restart(node) {
-      node.process = serve(node.port);
-      // Back as a replica, it can stand in for its master only once it is in sync.
-      await until(`node ${node.port} to rejoin, in sync`, async () =>
-        /role:master|master_link_status:up/.test(await ask(node.port, (r) => r.info('replication'))),
-      );
-      // …and known for what it is by every node that answers, so roleOf() finds it from any of them.
-      await until(`every node to see ${node.port} back`, async () => {
-        const views = await Promise.all(ports.map((port) => viewOf(port).catch(() => undefined)));
-        return views.every((view) => !view || view.some((n) => n.port === node.port && n.live && (n.master || n.of)));
-      });
-    },
+    restart: (node) => restartNode(node, ports, serve),
     stop,
   };
+}
+
+/**
+ * Starts a killed node again. Back, it is known for what it is by every node that answers, so
+ * roleOf() finds it from any of them: a master serving slots, or a replica. A master that failed
+ * over boots as the master it was, and is one with no slots until it learns it was replaced and
+ * follows the new master: not back yet.
+ */
+async function restartNode(node: RedisClusterNode, ports: readonly number[], serve: (port: number) => ChildProcess) {
+  node.process = serve(node.port);
+  await until(`every node to see ${node.port} back`, async () => {
+    const views = await Promise.all(ports.map((port) => viewOf(port).catch(() => undefined)));
+    return views.every(
+      (view) =>
+        !view ||
+        view.some((n) => n.port === node.port && n.live && ((n.master && n.slots.length > 0) || n.of !== undefined)),
+    );
+  });
+  // As a replica, it can stand in for its master only once it is in sync.
+  await until(`node ${node.port} in sync`, async () =>
+    /role:master|master_link_status:up/.test(await ask(node.port, (r) => r.info('replication'))),
+  );
 }
 
 function serveNode(dir: string, port: number, nodeTimeoutMs: number): ChildProcess {
