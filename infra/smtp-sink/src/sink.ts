@@ -193,15 +193,22 @@ interface Received {
 
 function received(raw: Buffer, at = new Date()): Received {
   const ID = randomUUID();
+  const size = raw.length;
+  let unparsed: Buffer | undefined = raw;
   let parse: Promise<Omit<StoredMessage, 'Read'>> | undefined;
   const message: Received = {
     ID,
     read: false,
-    // Only what toStored keeps: no HTML made from the text, and so no links found in it.
-    parsed: () =>
-      (parse ??= simpleParser(raw, { skipTextToHtml: true, skipTextLinks: true, skipImageLinks: true }).then((mail) =>
-        toStored(mail, { ID, size: raw.length, received: at }),
-      )).then((stored) => ({ ...stored, Read: message.read })),
+    parsed: () => {
+      if (!parse) {
+        // Only what toStored keeps: no HTML made from the text, and so no links found in it.
+        parse = simpleParser(unparsed!, { skipTextToHtml: true, skipTextLinks: true, skipImageLinks: true }).then(
+          (mail) => toStored(mail, { ID, size, received: at }),
+        );
+        unparsed = undefined; // the parse holds it now; once parsed, only what it made is kept
+      }
+      return parse.then((stored) => ({ ...stored, Read: message.read }));
+    },
   };
   return message;
 }
