@@ -70,6 +70,8 @@ const PRISMA_BASE64_COMPILER =
 const prismaCompilerFromFile: Plugin = {
   name: 'prisma-compiler-from-file',
   setup(build) {
+    const compilers = new Map<string, Buffer>(); // file name → the compiler, written with the bundle
+    build.onStart(() => compilers.clear());
     build.onLoad({ filter: /[\\/]generated[\\/]prisma[\\/]internal[\\/]class\.ts$/ }, async (args) => {
       const source = readFileSync(args.path, 'utf8');
       const found = PRISMA_BASE64_COMPILER.exec(source);
@@ -77,11 +79,16 @@ const prismaCompilerFromFile: Plugin = {
       const [code, module, name] = found as unknown as [string, string, string];
       const base64 = createRequire(args.path).resolve(`${module}.wasm-base64.mjs`);
       const { wasm } = (await import(pathToFileURL(base64).href)) as { wasm: string };
-      mkdirSync(build.initialOptions.outdir!, { recursive: true });
-      writeFileSync(join(build.initialOptions.outdir!, `${name}.wasm`), Buffer.from(wasm, 'base64'));
+      compilers.set(`${name}.wasm`, Buffer.from(wasm, 'base64'));
       const fromFile = `const { readFile } = await import('node:fs/promises')
     return new WebAssembly.Module(await readFile(new URL('./${name}.wasm', import.meta.url)))`;
       return { contents: source.replace(code, fromFile), loader: 'ts' };
+    });
+    build.onEnd(({ errors }) => {
+      if (errors.length > 0) return;
+      const outdir = build.initialOptions.outdir!;
+      mkdirSync(outdir, { recursive: true }); // on-end may run before esbuild writes the bundle
+      for (const [file, wasm] of compilers) writeFileSync(join(outdir, file), wasm);
     });
   },
 };

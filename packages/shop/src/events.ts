@@ -11,6 +11,11 @@ export const skuSchema = z
   .max(64)
   .regex(/^[A-Za-z0-9._-]+$/, 'letters, digits, ".", "-" and "_" only');
 const sku = skuSchema;
+/**
+ * The currencies the shop sells in (lowercase ISO 4217, as Stripe takes them): orders' catalog
+ * prices in these. An event's currency is any such code — a consumer reads what it is sent.
+ */
+export const CURRENCIES = ['eur', 'usd', 'gbp', 'chf', 'sek', 'nok', 'dkk', 'pln', 'cad', 'aud'] as const;
 const currency = z.string().regex(/^[a-z]{3}$/, 'expected a lowercase ISO 4217 code such as "eur"');
 const cents = z.number().int().nonnegative().max(INT4_MAX);
 const quantity = z.number().int().positive().max(1_000_000);

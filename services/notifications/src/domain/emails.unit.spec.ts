@@ -1,8 +1,8 @@
+import { CURRENCIES } from '@idem/shop';
 import { describe, expect, it } from 'vitest';
 import { money } from './emails.js';
 
-// The currencies orders sells in, others with a sign of their own, and codes with none.
-const CURRENCIES = ['eur', 'usd', 'gbp', 'chf', 'sek', 'nok', 'dkk', 'pln', 'cad', 'aud'];
+// The currencies the shop sells in, others with a sign of their own, and codes with none.
 const OTHERS = ['nzd', 'hkd', 'mxn', 'brl', 'inr', 'ils', 'twd', 'cny', 'czk', 'sgd', 'zar', 'xyz'];
 const AMOUNTS = [0, 1, 9, 10, 99, 100, 101, 505, 99_999, 100_000, 123_456, 1_000_000, 99_999_999, -500];
 

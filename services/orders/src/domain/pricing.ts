@@ -35,9 +35,6 @@ export type Pricing =
     }
   | { readonly kind: 'refused'; readonly refusals: readonly LineRefusal[] };
 
-/** The currencies the catalog may price in (lowercase ISO 4217, as Stripe takes them). */
-export const CURRENCIES = ['eur', 'usd', 'gbp', 'chf', 'sek', 'nok', 'dkk', 'pln', 'cad', 'aud'] as const;
-
 /** Stripe's largest amount for most currencies; also keeps totals inside a 32-bit integer. */
 export const MAX_TOTAL_CENTS = 99_999_999;
 

@@ -1,10 +1,10 @@
 import { answer, HttpError, requireOperator, route, type Operator } from '@idem/http';
-import { skuSchema } from '@idem/shop';
+import { CURRENCIES, skuSchema } from '@idem/shop';
 import type { Express } from 'express';
 import { z } from 'zod';
 import { findCatalogItem, listCatalog, setCatalogItem } from '../application/catalog.js';
 import type { PrismaClient } from '../db.js';
-import { CURRENCIES, MAX_TOTAL_CENTS } from '../domain/pricing.js';
+import { MAX_TOTAL_CENTS } from '../domain/pricing.js';
 
 const skuParam = z.object({ sku: skuSchema });
 const catalogItem = z.object({
