@@ -9,12 +9,18 @@ import { afterAll, describe, expect, it } from 'vitest';
 // leave a job waiting for a worker's blocking wait to time out (DRAIN_DELAY_S).
 const prefix = uniqueName('idem_test_fetch');
 const redis = new Redis(redisUrl);
-const connection = () => new Redis(redisUrl, { maxRetriesPerRequest: null });
+// BullMQ closes only the connections it made itself: the test closes the ones it hands over.
+const handedOver: Redis[] = [];
+const connection = () => {
+  const client = new Redis(redisUrl, { maxRetriesPerRequest: null });
+  handedOver.push(client);
+  return client;
+};
 const DRAIN_DELAY_S = 5;
 
 afterAll(async () => {
   await deleteQueues(prefix);
-  redis.disconnect();
+  for (const client of [redis, ...handedOver]) client.disconnect();
 });
 
 const markerOf = (queue: string) => redis.zcard(`${prefix}:${queue}:marker`);
@@ -50,7 +56,7 @@ describe('fetching a job (BullMQ, patched)', () => {
     const name = uniqueName('wakeups');
     const queue = new Queue(name, { connection: connection(), prefix });
     const startedAfterMs: number[] = [];
-    const process = async (job: Job<{ ms: number }>) => {
+    const work = async (job: Job<{ ms: number }>) => {
       startedAfterMs.push(Date.now() - job.timestamp);
       await new Promise((resolve) => setTimeout(resolve, job.data.ms));
     };
@@ -59,7 +65,7 @@ describe('fetching a job (BullMQ, patched)', () => {
     // worker is woken; with one worker awake, the last would wait ~1.6 s.
     const flows = new FlowProducer({ connection: connection(), prefix });
     const workers = [1, 2, 3].map(
-      () => new Worker(name, process, { connection: connection(), prefix, concurrency: 2, drainDelay: DRAIN_DELAY_S }),
+      () => new Worker(name, work, { connection: connection(), prefix, concurrency: 2, drainDelay: DRAIN_DELAY_S }),
     );
     try {
       await Promise.all(workers.map((worker) => worker.waitUntilReady()));
