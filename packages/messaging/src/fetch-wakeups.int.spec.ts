@@ -1,12 +1,14 @@
 import { deleteQueues, redisUrl, uniqueName, waitFor } from '@idem/testkit';
 import { FlowProducer, Queue, Worker, type Job } from 'bullmq';
+import { createHash } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 
 // BullMQ as idem installs it: patched (patches/README.md) so that a fetch wakes another worker only
-// when a job is left to take. These tests fail on the unpatched release (the first), and show
-// that no worker sleeps through a job it should have taken (the others): a wake-up missed would
-// leave a job waiting for a worker's blocking wait to time out (DRAIN_DELAY_S).
+// when a job is left to take, and tells its own worker when nothing is left. The first two tests
+// fail on the unpatched release; the others show that no worker sleeps through a job it should
+// have taken: a wake-up missed would leave a job waiting for a worker's blocking wait to time out
+// (DRAIN_DELAY_S).
 const prefix = uniqueName('idem_test_fetch');
 const redis = new Redis(redisUrl);
 // BullMQ closes only the connections it made itself: the test closes the ones it hands over.
@@ -22,6 +24,25 @@ afterAll(async () => {
   await deleteQueues(prefix);
   for (const client of [redis, ...handedOver]) client.disconnect();
 });
+
+/** A connection that counts the scripts run on it, by the name BullMQ defines each under. */
+const countingScripts = () => {
+  const client = connection();
+  const nameOf = new Map<string, string>();
+  const scripts: Record<string, number> = {};
+  const defineCommand = client.defineCommand.bind(client);
+  client.defineCommand = (name, definition) => {
+    nameOf.set(createHash('sha1').update(definition.lua).digest('hex'), name.replace(/:[\d.]+$/, ''));
+    defineCommand(name, definition);
+  };
+  const sendCommand = client.sendCommand.bind(client);
+  client.sendCommand = (command, stream) => {
+    const name = /^evalsha$/i.test(command.name) ? nameOf.get(String(command.args[0])) : undefined;
+    if (name) scripts[name] = (scripts[name] ?? 0) + 1;
+    return sendCommand(command, stream);
+  };
+  return { client, scripts };
+};
 
 const markerOf = (queue: string) => redis.zcard(`${prefix}:${queue}:marker`);
 /** What a waiting worker's blocking wait does when a job is added: it takes the marker. */
@@ -43,9 +64,37 @@ describe('fetching a job (BullMQ, patched)', () => {
         { name: 'job', data: { n: 2 } },
         { name: 'job', data: { n: 3 } },
       ]);
-      await wake(name);
+      // The worker knows the queue was drained: it waits, and its wait takes the marker.
       expect((await worker.getNextJob('token-2'))?.data).toEqual({ n: 2 });
       expect(await markerOf(name)).toBe(1); // one left: the next worker is woken for it
+    } finally {
+      await worker.close();
+      await queue.close();
+    }
+  });
+
+  it('asks for a job once per delivery: after taking the last one, a worker waits instead of asking again', async () => {
+    const name = uniqueName('fetches');
+    const queue = new Queue(name, { connection: connection(), prefix });
+    const counted = countingScripts();
+    let done = 0;
+    const worker = new Worker(name, async () => void done++, {
+      connection: counted.client,
+      prefix,
+      concurrency: 4,
+      drainDelay: DRAIN_DELAY_S,
+    });
+    try {
+      await worker.waitUntilReady();
+      await waitFor(() => counted.scripts.moveToActive === 1, { what: "the worker's first, empty fetch" });
+      for (let n = 1; n <= 10; n++) {
+        await queue.add('job', { n });
+        await waitFor(() => done === n, { what: `job ${n} done` });
+      }
+      await new Promise((resolve) => setTimeout(resolve, 100)); // a fetch after the last would be seen
+      // One fetch a job, plus the first; as published, each job's fetch was followed by an empty one (21).
+      expect(counted.scripts.moveToActive).toBe(11);
+      expect(counted.scripts.moveToFinished).toBe(10);
     } finally {
       await worker.close();
       await queue.close();
