@@ -21,6 +21,11 @@ export const configSchema = baseConfigSchema('payments', 3003)
     STRIPE_TIMEOUT_MS: z.coerce.number().int().positive().default(20_000),
     PAYMENT_WORKER_POLL_MS: z.coerce.number().int().positive().default(500),
     PAYMENT_RETRY_DELAY_MS: z.coerce.number().int().positive().default(1000),
+    /**
+     * How long after a call the provider's search may still miss the payment it made: a payment
+     * whose answer was lost is looked up no sooner (Stripe: under a minute, longer in an outage).
+     */
+    PROVIDER_SEARCH_LAG_MS: z.coerce.number().int().positive().default(300_000),
   })
   .superRefine((config, context) => {
     const key = config.STRIPE_API_KEY;

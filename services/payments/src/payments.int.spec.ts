@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
+import { createServer } from 'node:net';
 import type { Envelope } from '@idem/shop';
 import { createInbox } from '@idem/inbox';
 import { createLogger } from '@idem/runtime';
@@ -21,6 +22,7 @@ import { handleOrderCancelled } from './consumers/order-cancelled.js';
 import { handleStockReserved } from './consumers/stock-reserved.js';
 import { connectDatabase, type PrismaClient } from './db.js';
 import { recordCharge, recordFinalAnswer } from './application/provider-answers.js';
+import { retryAttempt } from './application/payment-attempts.js';
 import { loadConfig, SIMULATOR_API_KEY } from './config.js';
 import { PACKAGE_TABLES } from './tables.js';
 import { createPaymentWorker } from './workers/payment-worker.js';
@@ -65,6 +67,7 @@ const worker = (apiKey: string = SIMULATOR_API_KEY) =>
     log: createLogger('payments', 'silent'),
     retryDelayMs: 1,
     leaseMs: 300,
+    searchLagMs: 1, // the simulator's search is up to date at once
   });
 
 function stockReserved(
@@ -100,6 +103,16 @@ const attemptOf = (orderId: string) => db.paymentAttempt.findUniqueOrThrow({ whe
 const eventsOf = async () =>
   (await db.outboxMessage.findMany({ orderBy: { position: 'asc' } })).map((m) => m.envelope as Envelope);
 const intentsFor = (orderId: string) => simulator.paymentIntents().filter((p) => p.metadata.order_id === orderId);
+
+/** A provider that takes each request and hangs up without an answer: whether it charged is unknown. */
+async function silentProvider(): Promise<{ apiBase: string; close(): Promise<void> }> {
+  const silent = createServer((socket) => socket.on('data', () => socket.destroy()));
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  return {
+    apiBase: `http://127.0.0.1:${(silent.address() as { port: number }).port}`,
+    close: () => new Promise((resolve) => silent.close(() => resolve())),
+  };
+}
 
 describe('payments.stock-reserved.v1', () => {
   it('creates one attempt per order with a persisted provider key and calls no provider', async () => {
@@ -300,7 +313,9 @@ describe('payment worker', () => {
       await inbox().consume('payments.stock-reserved.v1', message, handleStockReserved({ now: () => new Date(clock) }));
       const { idempotencyKey } = await attemptOf(message.body.orderId);
       clock += 12 * HOUR + 58 * 60_000;
-      await workerAt(() => clock, 'http://127.0.0.1:1').runOnce(); // the call reaches nobody
+      const silent = await silentProvider();
+      await workerAt(() => clock, silent.apiBase).runOnce(); // the call may have reached it: no answer
+      await silent.close();
       clock += 2 * 60_000; // the key is too old now, but the last call was two minutes ago
       await workerAt(() => clock).runOnce();
       expect(await attemptOf(message.body.orderId)).toMatchObject({ status: 'pending', idempotencyKey });
@@ -430,6 +445,88 @@ describe('payments.order-cancelled.v1', () => {
     );
     expect(simulator.refunds()).toHaveLength(1);
     expect(intentsFor(message.body.orderId)).toHaveLength(1);
+  });
+});
+
+describe('a cancellation while the provider is away (no call after the cancel commits)', () => {
+  /** A provider address that refuses every connection: the request never leaves. */
+  const refusing = 'http://127.0.0.1:1';
+  const workerOn = (base: string) =>
+    createPaymentWorker({
+      db,
+      stripe: createStripeClient({ apiKey: SIMULATOR_API_KEY, apiBase: base, timeoutMs: 500 }),
+      log: createLogger('payments', 'silent'),
+      retryDelayMs: 1,
+      leaseMs: 2_000,
+      searchLagMs: 1,
+    });
+  const runUntilEnded = (orderId: string) =>
+    waitFor(async () => {
+      await worker().runOnce();
+      return !['pending', 'refund_pending'].includes((await attemptOf(orderId)).status);
+    });
+
+  it('cancels an attempt whose calls were all refused a connection, and the provider is never called', async () => {
+    const message = stockReserved();
+    await reserve(message);
+    await workerOn(refusing).runOnce();
+    await workerOn(refusing).runOnce(); // twice refused: two calls that reached nobody
+    expect(await attemptOf(message.body.orderId)).toMatchObject({ status: 'pending', providerCalls: 0 });
+    await cancel(message.body.orderId);
+    expect(await attemptOf(message.body.orderId)).toMatchObject({ status: 'cancelled' });
+    await worker().runOnce();
+    expect(intentsFor(message.body.orderId)).toEqual([]);
+  });
+
+  it('makes no new call after a cancel that found a call with a lost answer: it looks the payment up, and cancels when there is none', async () => {
+    const silent = await silentProvider();
+    try {
+      const message = stockReserved();
+      await reserve(message);
+      await workerOn(silent.apiBase).runOnce(); // the request may have reached it: unknown
+      expect(await attemptOf(message.body.orderId)).toMatchObject({ status: 'pending', providerCalls: 1 });
+      await cancel(message.body.orderId);
+      expect(await attemptOf(message.body.orderId)).toMatchObject({
+        status: 'pending',
+        cancelRequestedAt: expect.any(Date),
+      });
+      await runUntilEnded(message.body.orderId);
+      expect(await attemptOf(message.body.orderId)).toMatchObject({ status: 'cancelled', paymentIntentId: null });
+      expect(intentsFor(message.body.orderId)).toEqual([]);
+    } finally {
+      await silent.close();
+    }
+  });
+
+  it('ends a cancelled attempt that the provider then refuses as cancelled, not parked, and an operator cannot retry it', async () => {
+    const message = stockReserved();
+    await reserve(message);
+    const { orderId } = message.body;
+    await db.paymentAttempt.update({ where: { orderId }, data: { providerCalls: 1, leaseOwner: 'a-worker' } });
+    const underWay = await attemptOf(orderId);
+    await cancel(orderId); // the call is under way: the cancel marks it
+    const recorder = { db, log: createLogger('payments', 'silent'), now, retryDelayMs: 1 };
+    await recordCharge(recorder, underWay, { kind: 'rejected', code: 'api_key_expired', reason: 'Expired API Key' });
+    expect(await attemptOf(orderId)).toMatchObject({ status: 'cancelled', failureCode: 'api_key_expired' });
+    expect(await retryAttempt(db, underWay.id, now())).toBe('not_parked');
+    await worker().runOnce();
+    expect(intentsFor(orderId)).toEqual([]);
+  });
+
+  it('lets an operator retry a parked attempt only while its order is to be paid', async () => {
+    const parkedFor = async () => {
+      const message = stockReserved();
+      await reserve(message);
+      await worker('sk_test_not_the_simulators_key').runOnce();
+      return attemptOf(message.body.orderId);
+    };
+    const open = await parkedFor();
+    expect(open.status).toBe('parked');
+    expect(await retryAttempt(db, open.id, now())).toBe('retried');
+    const cancelled = await parkedFor();
+    await cancel(cancelled.orderId);
+    expect(await retryAttempt(db, cancelled.id, now())).toBe('not_parked');
+    expect(await attemptOf(cancelled.orderId)).toMatchObject({ status: 'cancelled' });
   });
 });
 

@@ -63,6 +63,7 @@ export async function startPayments(
           leaseMs: config.PAYMENT_WORKER_LEASE_MS,
           pollIntervalMs: config.PAYMENT_WORKER_POLL_MS,
           retryDelayMs: config.PAYMENT_RETRY_DELAY_MS,
+          searchLagMs: config.PROVIDER_SEARCH_LAG_MS,
         }),
       ),
       consumers(inbox, [

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { traceparentOf } from '@idem/contracts';
-import { notify, query, sql, type Sql } from '@idem/database';
+import { query, sql, type Sql } from '@idem/database';
 import type { PrismaClient, Tx } from '../db.js';
 import { newChargeKey, newRefundKey, onCancel } from '../domain/payment-attempt.js';
 
@@ -108,16 +108,21 @@ export const paymentAttemptsOf = (db: PrismaClient, orderId: string) =>
 
 /**
  * An operator who fixed an integration fault lets the worker try a parked attempt
- * again, with its persisted key: the refused request stored no result at the provider.
+ * again, with its persisted key: the refused request stored no result at the provider. An attempt
+ * whose order was cancelled is never tried again (a cancellation ends a parked attempt, and this
+ * update waits for one under way on the attempt's row, then re-reads it).
  */
-export async function retryAttempt(db: PrismaClient, id: string, now: Date): Promise<boolean> {
-  const retried = await db.$transaction(async (tx) => {
-    const { count } = await tx.paymentAttempt.updateMany({
-      where: { id, status: 'parked' },
-      data: { status: 'pending', failureCode: null, failureReason: null, nextAttemptAt: now, updatedAt: now },
-    });
-    if (count === 1) await notify(tx, ATTEMPTS_CHANNEL);
-    return count === 1;
-  });
-  return retried;
+export async function retryAttempt(db: PrismaClient, id: string, now: Date): Promise<'retried' | 'not_parked'> {
+  const [retried] = await query<{ id: string }>(
+    db,
+    sql`
+      UPDATE payment_attempts AS attempt
+         SET status = 'pending', failure_code = NULL, failure_reason = NULL, next_attempt_at = ${now},
+             updated_at = ${now}
+       WHERE id = ${id}::uuid AND status = 'parked' AND cancel_requested_at IS NULL
+         AND NOT EXISTS (SELECT 1 FROM payment_orders
+                          WHERE order_id = attempt.order_id AND cancelled_at IS NOT NULL)
+      RETURNING pg_notify(${ATTEMPTS_CHANNEL}, '')::text AS id`,
+  );
+  return retried ? 'retried' : 'not_parked';
 }

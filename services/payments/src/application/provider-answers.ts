@@ -29,13 +29,25 @@ export interface Recorder {
 }
 
 const released = { leaseOwner: null, leaseExpiresAt: null } as const;
+/** No call to create was made (a reconciliation): the count that grew at the claim goes back. */
+const uncalled = { providerCalls: { decrement: 1 }, ...released };
 
-export async function recordRetry({ db, now, retryDelayMs }: Recorder, attempt: PaymentAttempt, reason: string) {
+/**
+ * The call got no final answer: it is made again after a delay that doubles per call. A call that
+ * never reached the provider (`reached: false`) is taken off the count of calls that may have.
+ */
+export async function recordRetry(
+  { db, now, retryDelayMs }: Recorder,
+  attempt: PaymentAttempt,
+  reason: string,
+  { reached = true }: { reached?: boolean } = {},
+) {
   const delay = nextRetryDelayMs(attempt.providerCalls, retryDelayMs);
   await db.paymentAttempt.updateMany({
     where: { id: attempt.id, status: attempt.status },
     data: {
       ...released,
+      ...(reached ? {} : { providerCalls: { decrement: 1 } }),
       lastError: boundReason(reason),
       nextAttemptAt: new Date(now().getTime() + delay),
       updatedAt: now(),
@@ -47,28 +59,42 @@ export async function recordRetry({ db, now, retryDelayMs }: Recorder, attempt: 
  * The provider refused the request for what idem builds or holds (an integration fault: its key,
  * the API version, a parameter of ours). Retrying would be refused again and the customer's card
  * was never judged, so the attempt waits for an operator, parked, and the order is told nothing;
- * if nobody fixes it in time, the reservation's expiry cancels the order and frees its stock.
+ * if nobody fixes it in time, the reservation's expiry cancels the order and frees its stock. An
+ * attempt whose order was cancelled meanwhile charged nothing: it ends `cancelled`, no alert.
  */
 async function recordParked({ db, log, now }: Recorder, attempt: PaymentAttempt, code: string, reason: string) {
-  await db.paymentAttempt.updateMany({
-    where: { id: attempt.id, status: 'pending' },
-    data: {
-      ...released,
-      status: 'parked',
-      failureCode: code,
-      failureReason: boundReason(reason),
-      updatedAt: now(),
-    },
-  });
+  const [ended] = await query<{ status: string }>(
+    db,
+    sql`
+      UPDATE payment_attempts
+         SET status = CASE WHEN cancel_requested_at IS NULL THEN 'parked' ELSE 'cancelled' END,
+             failure_code = ${code}, failure_reason = ${boundReason(reason)},
+             lease_owner = NULL, lease_expires_at = NULL, updated_at = ${now()}
+       WHERE id = ${attempt.id}::uuid AND status = 'pending'
+      RETURNING status`,
+  );
+  if (ended?.status !== 'parked') return;
   log.error(
     { orderId: attempt.orderId, paymentAttemptId: attempt.id, code, reason },
     'payment provider refused the request: an integration fault, the attempt is parked for an operator',
   );
 }
 
+/**
+ * A cancelled order's attempt for which the provider holds nothing — no call reached it, or none
+ * it answered left a payment — ends `cancelled`: nothing was charged and nothing will be.
+ */
+export async function recordUncharged({ db, now }: Recorder, attempt: PaymentAttempt): Promise<void> {
+  await db.paymentAttempt.updateMany({
+    where: { id: attempt.id, status: 'pending', cancelRequestedAt: { not: null } },
+    data: { ...uncalled, status: 'cancelled', updatedAt: now() },
+  });
+}
+
 /** The provider's answer to a charge: a final one is recorded with its event, once. */
 export async function recordCharge(recorder: Recorder, attempt: PaymentAttempt, result: ProviderResult): Promise<void> {
   if (result.kind === 'retry') return recordRetry(recorder, attempt, result.reason);
+  if (result.kind === 'unreached') return recordRetry(recorder, attempt, result.reason, { reached: false });
   if (result.kind === 'processing') {
     // Its id is kept, so the next rounds read this payment instead of creating one.
     await recorder.db.paymentAttempt.updateMany({
@@ -232,9 +258,6 @@ export async function recordRefund(recorder: Recorder, attempt: PaymentAttempt, 
     );
   });
 }
-
-/** No call to create was made (a reconciliation): the count that grew at the claim goes back. */
-const uncalled = { providerCalls: { decrement: 1 }, ...released };
 
 /**
  * Nothing to do for the attempt until `at` (its provider's search lags behind the last call, or

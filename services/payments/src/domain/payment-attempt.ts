@@ -6,7 +6,9 @@
  *      │  └──charge declined───▶ failed     (the customer's card, or the method they chose)
  *      │  └──integration refused───▶ parked ──operator retry──▶ pending
  *      └──cancel, never charged──▶ cancelled      (parked ──cancel──▶ cancelled)
- *   pending, charge under way, cancel ──▶ pending marked: charge succeeded ──▶ refund_pending
+ *   pending, a call made, cancel ──▶ pending marked: no call is made again; the call under way (or
+ *      the one a failure left unknown, looked up by the attempt id) decides:
+ *      charged ──▶ refund_pending · declined ──▶ failed · refused, or nothing there ──▶ cancelled
  */
 export const ATTEMPT_STATUSES = [
   'pending',
@@ -30,10 +32,12 @@ export function afterCharge(
 }
 
 /**
- * What a cancellation does to an attempt: `cancelled` when nothing was charged (the provider was
- * never called, or it refused the request), `refund_pending` when it was, `mark` when a call is
- * under way and only its answer can tell (the worker then applies {@link afterCharge}), and
- * nothing for an attempt that has already ended.
+ * What a cancellation does to an attempt: `cancelled` when nothing was charged (no call ever
+ * reached the provider, or it refused the request), `refund_pending` when it was, `mark` when a
+ * call may have reached it — one under way, or one whose answer was lost — and only the provider
+ * can tell: the worker then makes no new call, learns what that one did and applies
+ * {@link afterCharge} (or cancels, when the provider holds nothing); nothing for an attempt that
+ * has already ended.
  */
 export function onCancel(attempt: {
   status: string;

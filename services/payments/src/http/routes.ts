@@ -91,8 +91,8 @@ function retryRoute(
       },
     },
     async ({ params: { paymentAttemptId } }, _req, res) => {
-      if (!(await retryAttempt(db, paymentAttemptId, now())))
-        throw new HttpError('not_found', 'no parked payment attempt with that id');
+      if ((await retryAttempt(db, paymentAttemptId, now())) === 'not_parked')
+        throw new HttpError('not_found', 'no parked payment attempt with that id whose order is still to be paid');
       res.status(202).json({ paymentAttemptId, status: 'pending' });
     },
   );

@@ -37,6 +37,8 @@ export type ProviderResult =
   | { readonly kind: 'processing'; readonly id: string }
   | { readonly kind: 'declined'; readonly code: string; readonly reason: string }
   | { readonly kind: 'rejected'; readonly code: string; readonly reason: string }
+  /** The call never reached the provider (its connection was refused): nothing can have happened there. */
+  | { readonly kind: 'unreached'; readonly reason: string }
   | { readonly kind: 'retry'; readonly reason: string };
 
 /**
@@ -48,9 +50,13 @@ export type ProviderResult =
  * - a request the provider refuses for anything idem builds or holds (a key it does not accept,
  *   an API version, a parameter of ours) is an integration fault (`rejected`): the same request
  *   would be refused again, and the customer's card was never judged, so an operator must look;
- * - a lost connection, 409, 429 or 5xx (and anything else) is retried later with the same key.
+ * - a connection the provider's address refused, on the first try, never carried the request
+ *   (`unreached`): retried later, and not counted as a call that may have reached it;
+ * - a lost connection, a timeout, 409, 429 or 5xx (and anything else) is retried later with the
+ *   same key: the request may have reached the provider.
  */
 export function classifyProviderError(error: unknown): ProviderResult {
+  if (neverSent(error)) return { kind: 'unreached', reason: (error as Error).message };
   if (error instanceof Stripe.errors.StripeCardError) {
     return { kind: 'declined', code: error.code ?? 'card_error', reason: error.message };
   }
@@ -69,6 +75,16 @@ export function classifyProviderError(error: unknown): ProviderResult {
     }
   }
   return { kind: 'retry', reason: (error as Error)?.message ?? String(error) };
+}
+
+/**
+ * A connection refused when it was opened carried nothing. The SDK tries a closed connection once
+ * more (it says so in the message), and that first try may have reached the provider.
+ */
+function neverSent(error: unknown): boolean {
+  if (!(error instanceof Stripe.errors.StripeConnectionError)) return false;
+  const { code } = (error.detail ?? {}) as { code?: unknown };
+  return code === 'ECONNREFUSED' && !/retried/.test(error.message);
 }
 
 /**

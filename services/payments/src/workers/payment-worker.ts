@@ -9,6 +9,7 @@ import {
   recordCharge,
   recordRefund,
   recordRetry,
+  recordUncharged,
   renewChargeKey,
   type Recorder,
 } from '../application/provider-answers.js';
@@ -130,6 +131,10 @@ async function handle(worker: PaymentWorker, attempt: PaymentAttempt): Promise<v
   const keyTooOld = now().getTime() - attempt.idempotencyKeyCreatedAt.getTime() > worker.maxKeyAgeMs;
   if (attempt.status === 'pending' && attempt.paymentIntentId) {
     await recordCharge(worker, attempt, await readCharge(stripe, attempt.paymentIntentId));
+  } else if (attempt.status === 'pending' && attempt.cancelRequestedAt) {
+    // Its order was cancelled after a call that may have reached the provider: no call is made
+    // again; what that one did is looked up (nothing there: the attempt ends cancelled).
+    await (attempt.providerCalls > 1 ? reconcile(worker, attempt) : recordUncharged(worker, attempt));
   } else if (attempt.status === 'pending' && attempt.providerCalls > 1 && keyTooOld) {
     await reconcile(worker, attempt);
   } else if (attempt.status === 'pending') {
@@ -181,10 +186,11 @@ function journaled(
 }
 
 /**
- * An attempt whose key is too old to send again (the provider may have forgotten it): look
- * its payment up by the attempt id in the metadata, and record what the provider did. Only
- * when the provider has no payment for it — asked once its search has caught up with the
- * last call — does the attempt get a new key, persisted before it is ever used.
+ * An attempt whose key is too old to send again (the provider may have forgotten it), or whose
+ * order was cancelled after a call that may have reached the provider: look its payment up by
+ * the attempt id in the metadata, and record what the provider did. Only when the provider has no
+ * payment for it — asked once its search has caught up with the last call — does the attempt get
+ * a new key, persisted before it is ever used, or, cancelled, end without a charge.
  */
 async function reconcile(worker: PaymentWorker, attempt: PaymentAttempt): Promise<void> {
   const { now, searchLagMs } = worker;
@@ -204,5 +210,5 @@ async function reconcile(worker: PaymentWorker, attempt: PaymentAttempt): Promis
   if (known) return recordCharge(worker, attempt, known);
   // Waiting at the provider for something else (an action): look again later.
   if (results.length > 0) return lookAgainAt(worker, attempt, new Date(now().getTime() + searchLagMs), { asked: true });
-  return renewChargeKey(worker, attempt);
+  return attempt.cancelRequestedAt ? recordUncharged(worker, attempt) : renewChargeKey(worker, attempt);
 }
