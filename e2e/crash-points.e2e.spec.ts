@@ -176,6 +176,6 @@ describe('crash points, on real processes', () => {
       },
       { timeoutMs: 60_000, what: 'a clean checker report' },
     );
-    expect(report.findings.filter((f) => f.check !== 'repeated_send')).toEqual([]);
+    expect(report.findings.filter((f) => f.check !== 'crash_window_send')).toEqual([]);
   }, 90_000);
 });

@@ -497,7 +497,7 @@ describe('docker compose up on a real engine', () => {
   it('passes the exactly-once checker: nothing lost, doubled, mischarged or stuck', async () => {
     const report = await check();
     expect(
-      report.findings.filter((f) => f.check !== 'repeated_send'),
+      report.findings.filter((f) => f.check !== 'crash_window_send'),
       formatReport(report),
     ).toEqual([]);
     expect(report.ok, formatReport(report)).toBe(true);

@@ -40,7 +40,7 @@ const clean = async () => {
     },
     { timeoutMs: 120_000, what: 'a clean checker report' },
   );
-  return report.findings.filter((f) => f.check !== 'repeated_send');
+  return report.findings.filter((f) => f.check !== 'crash_window_send');
 };
 
 describe('on a Redis Cluster', () => {

@@ -62,7 +62,7 @@ describe('two systems on one machine', () => {
       );
       expect(intents.map((p) => p.metadata.order_id)).toEqual([own]);
       const report = await checkSystem(system);
-      expect(report.findings.filter((f) => f.check !== 'repeated_send')).toEqual([]);
+      expect(report.findings.filter((f) => f.check !== 'crash_window_send')).toEqual([]);
     }
   }, 120_000);
 });

@@ -221,7 +221,7 @@ export function checkerPage(report: Report | undefined, error?: string): string 
   const findings = report.findings
     .map(
       (f) =>
-        `<tr><td><span class="outcome ${f.check === 'repeated_send' ? 'duplicate' : 'dead'}">${escape(f.check)}</span></td><td>${escape(f.subject)}</td><td>${f.count}</td><td class="id">${f.examples.map(escape).join('<br>')}</td></tr>`,
+        `<tr><td><span class="outcome ${f.check === 'crash_window_send' ? 'duplicate' : 'dead'}">${escape(f.check)}</span></td><td>${escape(f.subject)}</td><td>${f.count}</td><td class="id">${f.examples.map(escape).join('<br>')}</td></tr>`,
     )
     .join('');
   return page(

@@ -56,6 +56,8 @@ export interface SmtpSink {
   failNext(count: number): void;
   /** Greets every new connection only after `ms` (0: at once): a slow server, to test timeouts and leases. */
   slowGreeting(ms: number): void;
+  /** Accepts (or refuses) each message only `ms` after its data ended (0: at once): a server slow to take mail. */
+  slowAnswers(ms: number): void;
   clear(): void;
   close(): Promise<void>;
 }
@@ -74,6 +76,7 @@ export async function startSmtpSink({
   const stored: Received[] = [];
   let failures = 0;
   let greetingDelayMs = 0;
+  let answerDelayMs = 0;
 
   const smtp = new SMTPServer({
     authOptional: true,
@@ -85,7 +88,8 @@ export async function startSmtpSink({
     onData(stream, _session, callback) {
       const chunks: Buffer[] = [];
       stream.on('data', (chunk: Buffer) => chunks.push(chunk));
-      stream.on('end', () => {
+      stream.on('end', () => setTimeout(answer, answerDelayMs));
+      const answer = () => {
         if (failures > 0) {
           failures -= 1;
           const error = Object.assign(new Error('Temporary failure, try again later (simulated)'), {
@@ -95,7 +99,7 @@ export async function startSmtpSink({
         }
         stored.push(received(Buffer.concat(chunks)));
         callback();
-      });
+      };
     },
   });
   await new Promise<void>((resolve, reject) => {
@@ -161,6 +165,10 @@ export async function startSmtpSink({
     greetingDelayMs = Number((req.body as { ms?: number }).ms ?? 0);
     res.json({ greetingMs: greetingDelayMs });
   });
+  app.post('/_sink/slow-answers', (req, res) => {
+    answerDelayMs = Number((req.body as { ms?: number }).ms ?? 0);
+    res.json({ answerMs: answerDelayMs });
+  });
   app.post('/_sink/fail-next', (req, res) => {
     failures = Number((req.body as { count?: number }).count ?? 1);
     res.json({ failNext: failures });
@@ -176,6 +184,7 @@ export async function startSmtpSink({
     messages: () => Promise.all(stored.map((m) => m.parsed())),
     failNext: (count) => void (failures = count),
     slowGreeting: (ms) => void (greetingDelayMs = ms),
+    slowAnswers: (ms) => void (answerDelayMs = ms),
     clear: () => void (stored.length = 0),
     close: async () => {
       await new Promise<void>((resolve) => smtp.close(() => resolve()));

@@ -14,6 +14,11 @@ export interface LeaseClaim {
   readonly statuses: readonly string[];
   /** A column counting claims (attempts or provider calls), raised by one with each claim. */
   readonly counter: string;
+  /**
+   * A column counting takeovers, raised by one when a claim finds a lease that ran out with its
+   * owner still named: that worker died or froze before it said how its work went. @defaultValue none
+   */
+  readonly takeovers?: string;
   readonly owner: string;
   readonly leaseMs: number;
   readonly batchSize: number;
@@ -35,11 +40,13 @@ export async function claimLeased<Row extends { nextAttemptAt: Date }>(
   db: UnsafeSqlClient,
   claim: LeaseClaim,
 ): Promise<Row[]> {
-  const { table, counter } = claim;
-  if (!IDENTIFIER.test(table) || !IDENTIFIER.test(counter)) throw new Error(`not an identifier: ${table}.${counter}`);
+  const { table, counter, takeovers } = claim;
+  for (const name of [table, counter, takeovers ?? 'none'])
+    if (!IDENTIFIER.test(name)) throw new Error(`not an identifier: ${name}`);
+  const takenOver = takeovers ? `, ${takeovers} = item.${takeovers} + (item.lease_owner IS NOT NULL)::int` : '';
   const rows = await db.$queryRawUnsafe<Record<string, unknown>[]>(
     `UPDATE ${table} AS item
-        SET lease_owner = $1, lease_expires_at = $2, ${counter} = item.${counter} + 1
+        SET lease_owner = $1, lease_expires_at = $2, ${counter} = item.${counter} + 1${takenOver}
        FROM (SELECT id FROM ${table}
               WHERE status = ANY($3::text[]) AND next_attempt_at <= $4
                 AND (lease_expires_at IS NULL OR lease_expires_at < $4)

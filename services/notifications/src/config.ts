@@ -9,7 +9,7 @@ export const configSchema = baseConfigSchema('notifications', 3004).extend({
   DISPATCHER_LEASE_MS: z.coerce.number().int().positive().default(60_000),
   DISPATCHER_POLL_MS: z.coerce.number().int().positive().default(500),
   EMAIL_RETRY_DELAY_MS: z.coerce.number().int().positive().default(1000),
-  /** Each SMTP wait (connect, greeting, silence); the dispatcher's lease must outlast a round of them. */
+  /** Each SMTP wait (connect, greeting, silence); the dispatcher's lease must outlast one send (three of them). */
   SMTP_TIMEOUT_MS: z.coerce.number().int().positive().default(4000),
 });
 export type NotificationsConfig = ReturnType<typeof loadConfig>;

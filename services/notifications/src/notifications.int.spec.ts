@@ -11,6 +11,7 @@ import {
   uniqueName,
   waitFor,
   exited,
+  held,
   startScript,
 } from '@idem/testkit';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -41,6 +42,7 @@ afterAll(async () => {
 beforeEach(async () => {
   sink.clear();
   sink.failNext(0);
+  sink.slowAnswers(0);
   await database.empty();
 });
 
@@ -94,19 +96,29 @@ describe('notifications consumers', () => {
     expect(await sink.messages()).toEqual([]);
   });
 
-  it('retries a receipt whose order has not arrived yet, and queues one receipt per order', async () => {
+  it('keeps a receipt whose order has not arrived yet waiting, writes it when the order comes, and queues one receipt per order', async () => {
     const order = orderPlacedMessage();
     const early = captured(order.body.orderId);
-    expect(
-      await inbox().consume('notifications.payment-captured.v1', early, handlePaymentCaptured({ now })),
-    ).toMatchObject({
-      outcome: 'transient_failure',
-      code: 'order_not_known_yet',
-    });
-    await inbox().consume('notifications.order-placed.v1', order, handleOrderPlaced({ now }));
     expect(await inbox().consume('notifications.payment-captured.v1', early, handlePaymentCaptured({ now }))).toEqual({
       outcome: 'processed',
     });
+    expect(await db.emailWorkItem.findFirstOrThrow({ where: { kind: 'receipt' } })).toMatchObject({
+      status: 'pending',
+      subject: null,
+      facts: early.body,
+    });
+    expect(await dispatcher().runOnce()).toBe(0); // not due yet: its order is not known
+    await db.emailWorkItem.updateMany({ data: { nextAttemptAt: new Date(0) } });
+    expect(await dispatcher().runOnce()).toBe(1); // looked at: still waiting, given back uncounted
+    expect(await db.emailWorkItem.findFirstOrThrow({ where: { kind: 'receipt' } })).toMatchObject({
+      attempts: 0,
+      leaseOwner: null,
+      nextAttemptAt: expect.any(Date),
+    });
+    await inbox().consume('notifications.order-placed.v1', order, handleOrderPlaced({ now }));
+    expect(
+      (await db.emailWorkItem.findFirstOrThrow({ where: { kind: 'receipt' } })).nextAttemptAt.getTime(),
+    ).toBeLessThanOrEqual(Date.now()); // woken by the summary
     // A second capture message for the order (another message id): the business key holds.
     await inbox().consume(
       'notifications.payment-captured.v1',
@@ -114,7 +126,26 @@ describe('notifications consumers', () => {
       handlePaymentCaptured({ now }),
     );
     expect(await db.emailWorkItem.count({ where: { kind: 'receipt' } })).toBe(1);
+    await waitFor(async () => (await dispatcher().runOnce(), (await sink.messages()).length === 2));
+    const receipt = (await sink.messages()).find((m) => m.Subject.startsWith('Receipt'))!;
+    expect(receipt.Text).toContain('Your payment of €5.00 was captured.');
+    expect(receipt.To.map((to) => to.Address)).toEqual(['ada@example.com']);
   });
+
+  it('sends the receipt when its order-placed commits while the capture is held between reading the summary and writing the email', async () => {
+    const order = orderPlacedMessage();
+    const capturing = held(handlePaymentCaptured({ now }), { statements: 1 }); // read: no summary yet
+    const early = inbox().consume('notifications.payment-captured.v1', captured(order.body.orderId), capturing.handler);
+    await capturing.reached;
+    await inbox().consume('notifications.order-placed.v1', order, handleOrderPlaced({ now })); // wakes nothing yet
+    capturing.release();
+    expect(await early).toEqual({ outcome: 'processed' });
+    await waitFor(async () => (await dispatcher().runOnce(), (await sink.messages()).length === 2), {
+      what: 'the order-received email and the receipt',
+    });
+    expect(await db.emailWorkItem.count({ where: { status: 'sent' } })).toBe(2);
+  });
+
   /** What deliveries left about an order, without what twins differ in by nature (ids, the order's id). */
   async function leftAbout(orderId: string, at: Date, record: { consumer: string; messageId: string }) {
     const items = await db.emailWorkItem.findMany({ where: { orderId }, orderBy: { kind: 'asc' } });
@@ -287,19 +318,56 @@ describe('email dispatcher', () => {
     }
   });
 
-  it('refuses to start with a lease not longer than a round of SMTP waits', () => {
+  it('refuses to start with a lease not longer than one send can take', () => {
     const tooShort = () =>
       createDispatcher({
         db,
         smtpUrl: smtpUrl(),
         from: 'shop@idem.local',
         log: createLogger('notifications', 'silent'),
-        leaseMs: 60_000,
+        leaseMs: 30_000,
         smtpTimeoutMs: 10_000,
       });
     expect(tooShort).toThrow(LeaseTooShortError);
-    expect(tooShort).toThrow(/DISPATCHER_LEASE_MS \(60000\) must be longer than .* = 120000 ms/);
+    expect(tooShort).toThrow(/DISPATCHER_LEASE_MS \(30000\) must be longer than .* = 30000 ms/);
   });
+
+  it('sends each email once under a server slower than arrivals: no more sends under way than connections, the rest left unleased', async () => {
+    // 100 emails committed at once in this process, a server taking 300 ms a message, 5
+    // connections: 6 s of sending for a 5 s lease. Each item is leased only while its send can
+    // start, so a second dispatcher polling beside it never finds a lease run out under a send.
+    sink.slowAnswers(300);
+    const settings = { smtpUrl: smtpUrl(), from: 'shop@idem.local', log: createLogger('notifications', 'silent') };
+    const timing = { leaseMs: 5_000, smtpTimeoutMs: 400, smtpConnections: 5, pollIntervalMs: 100 };
+    const elsewhere = connectDatabase(database.url);
+    const [local, other] = [
+      createDispatcher({ db, ...settings, ...timing }),
+      createDispatcher({ db: elsewhere, ...settings, ...timing }),
+    ];
+    local.start();
+    other.start();
+    try {
+      const orders = Array.from({ length: 100 }, () => orderPlacedMessage());
+      await Promise.all(
+        orders.map((order) => inbox().consume('notifications.order-placed.v1', order, handleOrderPlaced({ now }))),
+      );
+      await waitFor(async () => (await db.emailWorkItem.count({ where: { status: 'sent' } })) === 100, {
+        timeoutMs: 60_000,
+        what: '100 emails sent',
+      });
+      await new Promise((resolve) => setTimeout(resolve, 1_500)); // a late copy's chance to arrive
+      const ids = (await sink.messages()).map((m) => m.MessageID);
+      expect(ids).toHaveLength(100);
+      expect(new Set(ids).size).toBe(100);
+      expect(await db.emailWorkItem.aggregate({ _sum: { takeovers: true, leaseOverruns: true } })).toEqual({
+        _sum: { takeovers: 0, leaseOverruns: 0 },
+      });
+    } finally {
+      sink.slowAnswers(0);
+      await Promise.all([local.stop(), other.stop()]);
+      await elsewhere.$disconnect();
+    }
+  }, 90_000);
 
   it('retries a temporary SMTP failure and sends once it passes', async () => {
     await inbox().consume('notifications.order-placed.v1', orderPlacedMessage(), handleOrderPlaced({ now }));

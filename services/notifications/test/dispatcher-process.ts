@@ -11,7 +11,6 @@ createDispatcher({
   log: createLogger('notifications', 'silent'),
   faults: faultsFromEnv(),
   pollIntervalMs: 50,
-  // One item at a time, so a short lease still outlasts every SMTP wait (3 × 500 ms).
   batchSize: 1,
   smtpConnections: 1,
   leaseMs: 2000,

@@ -111,3 +111,22 @@ export function refundEmail(order: OrderSummary, refund: { refundId: string; amo
     `Refund reference: ${refund.refundId}. It may take a few days to appear on your statement.`,
   );
 }
+
+/**
+ * The emails about an order that another service's message asks for, by kind: each written from
+ * the order's summary and what that message said (`facts`, its body). One place, so an email that
+ * waited for its order is written exactly as one whose order was known.
+ */
+export const EMAILS_ABOUT_ORDERS = {
+  receipt: (order: OrderSummary, facts: { paymentIntentId: string; amountCents: number }) => receiptEmail(order, facts),
+  refund: (order: OrderSummary, facts: { refundId: string; amountCents: number }) => refundEmail(order, facts),
+} as const;
+export type EmailAboutOrderKind = keyof typeof EMAILS_ABOUT_ORDERS;
+
+/** The `kind` email about `order`, from its message's `facts` (as `EMAILS_ABOUT_ORDERS` says). */
+export function writeEmailAboutOrder(kind: string, order: OrderSummary, facts: unknown): Email {
+  const write = EMAILS_ABOUT_ORDERS[kind as EmailAboutOrderKind] as
+    ((order: OrderSummary, facts: unknown) => Email) | undefined;
+  if (!write) throw new Error(`no email of kind ${kind}`);
+  return write(order, facts);
+}

@@ -4,7 +4,14 @@ import { claimLeased, takeHere } from '@idem/database';
 import { noFaults, type Faults } from '@idem/faults';
 import { pollingWorker, awaitAll, type BackgroundWorker, type Logger } from '@idem/runtime';
 import type { PrismaClient } from '../db.js';
-import { recordFailedSend, recordSent, WORK_ITEMS_CHANNEL, WORK_ITEMS_TABLE } from '../application/work-items.js';
+import {
+  giveBack,
+  holdForSending,
+  recordFailedSend,
+  recordSent,
+  WORK_ITEMS_CHANNEL,
+  WORK_ITEMS_TABLE,
+} from '../application/work-items.js';
 import type { EmailWorkItem } from '../generated/prisma/client.js';
 import { createSmtpClient, smtpFailureOf, type SmtpClient } from '../providers/smtp.js';
 
@@ -24,9 +31,9 @@ export interface DispatcherOptions {
   readonly pollIntervalMs?: number;
   /** When given, the dispatcher LISTENs for new work items and takes them at once; it polls either way. */
   readonly databaseUrl?: string;
-  /** Items claimed per round, all sent at once over the SMTP connection pool. @defaultValue 20 */
+  /** Items claimed per round at most (never more than the sends free to start). @defaultValue 20 */
   readonly batchSize?: number;
-  /** SMTP connections kept open. @defaultValue 5 */
+  /** SMTP connections kept open: the sends under way at once, one per connection. @defaultValue 5 */
   readonly smtpConnections?: number;
   /** First retry delay; doubles per attempt, at most 10 minutes. @defaultValue 1000 */
   readonly retryDelayMs?: number;
@@ -34,31 +41,19 @@ export interface DispatcherOptions {
   readonly smtpTimeoutMs?: number;
 }
 
-/** A lease that a round of sends could outlast: another dispatcher would claim the items and send them again. */
+/** A lease that one send could outlast: another dispatcher would claim the item and send it again. */
 export class LeaseTooShortError extends Error {
   readonly code = 'lease_too_short';
 }
 
-/**
- * The longest a claimed round can take: its items queue over the pooled connections, and each
- * send may wait out the connection, greeting and socket timeouts.
- */
-export function longestRoundMs({
-  batchSize,
-  smtpConnections,
-  smtpTimeoutMs,
-}: {
-  batchSize: number;
-  smtpConnections: number;
-  smtpTimeoutMs: number;
-}): number {
-  return Math.ceil(batchSize / smtpConnections) * 3 * smtpTimeoutMs;
-}
+/** The longest one send can take: it may wait out the connection, greeting and socket timeouts. */
+export const longestSendMs = (smtpTimeoutMs: number): number => 3 * smtpTimeoutMs;
 
-/** The dispatcher's settings with their defaults, its lease owner name and SMTP transport: what its steps share. */
+/** The dispatcher's settings with their defaults, its lease owner name, SMTP transport and sends under way. */
 type Dispatcher = Required<Omit<DispatcherOptions, 'smtpUrl' | 'databaseUrl'>> & {
   readonly owner: string;
   readonly smtp: SmtpClient;
+  readonly sends: Sends;
 };
 
 /**
@@ -68,6 +63,12 @@ type Dispatcher = Required<Omit<DispatcherOptions, 'smtpUrl' | 'databaseUrl'>> &
  * mail clients and the checker can recognise the copy. While it runs, the items its own process
  * writes are written leased to it and handed to it at their commit (`takeHere`): no claim and
  * no notification for them; the claims recover what a crash left, once its lease has run out.
+ *
+ * Never more sends are under way than it has SMTP connections, and an item is leased to it only
+ * while a send of it can start at once: nothing waits in a queue while its lease runs out (the
+ * way a slow server once made a second dispatcher send a copy). What it cannot start now it
+ * leaves for a later round: a handed-over item is given back, and a claim takes no more than the
+ * sends free. Right before each send the lease is checked to outlast it (and renewed if not).
  */
 export function createDispatcher(options: DispatcherOptions): BackgroundWorker & { runOnce(): Promise<number> } {
   const {
@@ -81,7 +82,8 @@ export function createDispatcher(options: DispatcherOptions): BackgroundWorker &
     retryDelayMs = 1000,
     smtpTimeoutMs = 4000,
   } = options;
-  const settings = {
+  refuseALeaseTooShort({ leaseMs, smtpTimeoutMs });
+  const dispatcher: Dispatcher = {
     ...options,
     now,
     faults,
@@ -92,16 +94,13 @@ export function createDispatcher(options: DispatcherOptions): BackgroundWorker &
     smtpConnections,
     retryDelayMs,
     smtpTimeoutMs,
-  };
-  refuseALeaseTooShort(settings);
-  const dispatcher: Dispatcher = {
-    ...settings,
     owner: `dispatcher-${randomUUID()}`,
     smtp: createSmtpClient({ smtpUrl: options.smtpUrl, connections: smtpConnections, timeoutMs: smtpTimeoutMs }),
+    sends: new Sends(smtpConnections),
   };
   async function runOnce(): Promise<number> {
     const items = await claim(dispatcher);
-    await awaitAll(items.map((item) => traced(dispatcher, item)));
+    await awaitAll(items.map((item) => dispatcher.sends.run(() => traced(dispatcher, item))));
     return items.length;
   }
   const { databaseUrl } = options;
@@ -119,49 +118,78 @@ export function createDispatcher(options: DispatcherOptions): BackgroundWorker &
       worker.start();
     },
     async stop() {
-      await own.stop();
+      own.stop();
       await worker.stop();
+      await dispatcher.sends.settled();
       dispatcher.smtp.close();
     },
   };
 }
 
+/** The sends under way, at most one per SMTP connection: a send that cannot start now is not queued. */
+class Sends {
+  readonly #underWay = new Set<Promise<void>>();
+  constructor(private readonly capacity: number) {}
+
+  /** How many more may start now. */
+  get free(): number {
+    return this.capacity - this.#underWay.size;
+  }
+
+  /** Starts `send` (a slot must be free: see `free`); resolves when it has ended. */
+  run(send: () => Promise<void>): Promise<void> {
+    const running = send().finally(() => this.#underWay.delete(running));
+    this.#underWay.add(running);
+    return running;
+  }
+
+  settled(): Promise<unknown> {
+    return Promise.allSettled([...this.#underWay]);
+  }
+}
+
 /**
  * The items this dispatcher's own process writes, taken at their commit (`takeHere`): each is
- * sent at once, in its own trace; `stop` takes no more and waits for the sends under way.
+ * sent at once, in its own trace, when a send can start; otherwise it is given back for a claim
+ * to take later. `stop` takes no more (the sends under way are the dispatcher's to wait for).
  */
 function ownItems(dispatcher: Dispatcher) {
-  const sending = new Set<Promise<void>>();
+  const { db, owner, leaseMs, log, sends } = dispatcher;
   let stopTaking: (() => void) | undefined;
+  const failed = (item: EmailWorkItem, message: string) => (error: unknown) =>
+    log.error({ err: error, emailWorkItemId: item.id }, message);
   return {
     start() {
-      stopTaking = takeHere<EmailWorkItem>(dispatcher.db, WORK_ITEMS_TABLE, {
-        owner: dispatcher.owner,
-        leaseMs: dispatcher.leaseMs,
+      stopTaking = takeHere<EmailWorkItem>(db, WORK_ITEMS_TABLE, {
+        owner,
+        leaseMs,
         take(item) {
-          const send = traced(dispatcher, item).catch((error: unknown) =>
-            dispatcher.log.error({ err: error, emailWorkItemId: item.id }, 'email not sent; its lease will run out'),
-          );
-          sending.add(send);
-          void send.finally(() => sending.delete(send));
+          if (sends.free > 0)
+            void sends
+              .run(() => traced(dispatcher, item))
+              .catch(failed(item, 'email not sent; its lease will run out'));
+          else void giveBack(db, item, owner).catch(failed(item, 'email not given back; its lease will run out'));
         },
       });
     },
-    async stop() {
+    stop() {
       stopTaking?.();
-      await Promise.allSettled([...sending]);
     },
   };
 }
 
-function claim({ db, owner, leaseMs, batchSize, now }: Dispatcher): Promise<EmailWorkItem[]> {
+/** Due items, as many as sends can start now: the rest stay for a later round, unleased. */
+async function claim({ db, owner, leaseMs, batchSize, now, sends }: Dispatcher): Promise<EmailWorkItem[]> {
+  const room = Math.min(batchSize, sends.free);
+  if (room <= 0) return [];
   return claimLeased<EmailWorkItem>(db, {
     table: 'email_work_items',
     statuses: ['pending'],
     counter: 'attempts',
+    takeovers: 'takeovers',
     owner,
     leaseMs,
-    batchSize,
+    batchSize: room,
     now: now(),
   });
 }
@@ -175,15 +203,27 @@ const traced = (dispatcher: Dispatcher, item: EmailWorkItem) =>
   );
 
 async function dispatch(dispatcher: Dispatcher, item: EmailWorkItem): Promise<void> {
-  const { db, from, log, now, smtp } = dispatcher;
+  const { db, from, log, now, smtp, owner, leaseMs } = dispatcher;
+  // Ours for longer than the send can take, with its text: or not sent by us now.
+  const held = await holdForSending(db, item, {
+    owner,
+    leaseMs,
+    sendMs: longestSendMs(dispatcher.smtpTimeoutMs),
+    now: now(),
+  });
+  if (held.kind !== 'held') {
+    if (held.kind === 'lost') log.warn({ emailWorkItemId: item.id }, 'email not sent: its lease ran out before it');
+    return;
+  }
+  const { email, leaseExpiresAt } = held;
   try {
     await inSpan('smtp send', { kind: 'client', attributes: smtp.server }, () =>
       smtp.send({
         from,
-        to: item.toAddress,
-        subject: item.subject,
-        text: item.textBody,
-        html: item.htmlBody,
+        to: email.toAddress,
+        subject: email.subject,
+        text: email.text,
+        html: email.html,
         messageId: item.messageId,
       }),
     );
@@ -199,7 +239,13 @@ async function dispatch(dispatcher: Dispatcher, item: EmailWorkItem): Promise<vo
   }
   // Accepted by the SMTP server, not yet marked: the window in which a crash sends one more copy.
   dispatcher.faults.crashIf('crash-after-send', 'notifications.dispatcher');
-  await recordSent(db, item, now());
+  const overran = now() > leaseExpiresAt;
+  await recordSent(db, item, { overran }, now());
+  if (overran)
+    log.error(
+      { emailWorkItemId: item.id, orderId: item.orderId, kind: item.kind, messageId: item.messageId },
+      'email sent after its lease ran out: another dispatcher may have sent it too',
+    );
   log.info(
     { emailWorkItemId: item.id, orderId: item.orderId, kind: item.kind, messageId: item.messageId },
     'email sent',
@@ -207,25 +253,15 @@ async function dispatch(dispatcher: Dispatcher, item: EmailWorkItem): Promise<vo
 }
 
 /**
- * The lease must outlast every send of the round, or a second dispatcher takes an item over while
- * the first one's send is still under way, and both send it.
+ * The lease must outlast one send, or a second dispatcher takes an item over while the first
+ * one's send is still under way, and both send it.
  */
-function refuseALeaseTooShort({
-  leaseMs,
-  batchSize,
-  smtpConnections,
-  smtpTimeoutMs,
-}: {
-  leaseMs: number;
-  batchSize: number;
-  smtpConnections: number;
-  smtpTimeoutMs: number;
-}): void {
-  const roundMs = longestRoundMs({ batchSize, smtpConnections, smtpTimeoutMs });
-  if (leaseMs <= roundMs) {
+function refuseALeaseTooShort({ leaseMs, smtpTimeoutMs }: { leaseMs: number; smtpTimeoutMs: number }): void {
+  const sendMs = longestSendMs(smtpTimeoutMs);
+  if (leaseMs <= sendMs) {
     throw new LeaseTooShortError(
-      `DISPATCHER_LEASE_MS (${leaseMs}) must be longer than a round of sends can take: ` +
-        `${Math.ceil(batchSize / smtpConnections)} sends per connection × 3 × SMTP_TIMEOUT_MS (${smtpTimeoutMs}) = ${roundMs} ms`,
+      `DISPATCHER_LEASE_MS (${leaseMs}) must be longer than a send can take: ` +
+        `3 × SMTP_TIMEOUT_MS (${smtpTimeoutMs}) = ${sendMs} ms`,
     );
   }
 }
