@@ -23,7 +23,7 @@ import { connectDatabase } from './db.js';
 import { cancelOrder } from './application/cancel-order.js';
 import { setCatalogItem } from './application/catalog.js';
 import { decideCapture, takeCapture } from './application/captures.js';
-import { idempotent } from './application/idempotency-keys.js';
+import { idempotent, purgeExpiredKeys } from './application/idempotency-keys.js';
 import { applyTransition, createOrder, decideAndMove, type OrderView } from './application/orders.js';
 import {
   placeInOneStatement,
@@ -341,6 +341,26 @@ describe('Idempotency-Key', () => {
     expect(res.status).toBe(409);
     expect(await res.json()).toMatchObject({ code: 'idempotency_key_in_flight' });
     expect((await post('/orders', validOrder(), { 'idempotency-key': 'key-3' })).status).toBe(201);
+  });
+
+  it('keeps a key revived while the purge waits on its row, so a retry with it places no second order', async () => {
+    const first = await post('/orders', validOrder(), { 'idempotency-key': 'key-revived' });
+    const expired = { key: 'key-revived' };
+    await db.idempotencyKey.updateMany({ where: expired, data: { expiresAt: new Date(Date.now() - 1_000) } });
+    const purgeAt = new Date();
+    let purging!: Promise<number>;
+    // A request with the key writes its record anew (a live expiry) and holds the row while the
+    // purge, which found the key expired, waits for it.
+    await db.$transaction(async (tx) => {
+      await tx.idempotencyKey.updateMany({ where: expired, data: { expiresAt: new Date(Date.now() + 3_600_000) } });
+      purging = purgeExpiredKeys(db, purgeAt);
+      await finishedOrWaiting(db, purging);
+    });
+    expect(await purging).toBe(0);
+    const retry = await post('/orders', validOrder(), { 'idempotency-key': 'key-revived' });
+    expect(retry.headers.get('idempotent-replayed')).toBe('true');
+    expect(await retry.json()).toEqual(await first.json());
+    expect(await db.order.count()).toBe(1);
   });
 
   it('places one order for a key sent many times at once, its first answer to every repeat that gets one', async () => {

@@ -91,13 +91,18 @@ export function keyedInOneStatement(
 const keyLock = (customerId: string, key: string) =>
   sql`pg_try_advisory_xact_lock(hashtextextended(${JSON.stringify(['idempotency', customerId, key])}, 0))`;
 
-/** Deletes expired keys in bounded batches; returns how many. */
+/**
+ * Deletes expired keys in bounded batches; returns how many. The expiry is tested again on each
+ * row the DELETE takes: a key revived by a request meanwhile (its record written anew, a live
+ * expiry) is re-read after that request commits, and kept.
+ */
 export async function purgeExpiredKeys(db: PrismaClient, now: Date, batchSize = 1000): Promise<number> {
   let total = 0;
   for (;;) {
     const deleted = await db.$executeRaw`
-      DELETE FROM idempotency_keys WHERE (customer_id, key) IN (
-        SELECT customer_id, key FROM idempotency_keys WHERE expires_at < ${now} LIMIT ${batchSize})`;
+      DELETE FROM idempotency_keys AS kept
+       USING (SELECT customer_id, key FROM idempotency_keys WHERE expires_at < ${now} LIMIT ${batchSize}) AS expired
+       WHERE kept.customer_id = expired.customer_id AND kept.key = expired.key AND kept.expires_at < ${now}`;
     total += deleted;
     if (deleted < batchSize) return total;
   }
