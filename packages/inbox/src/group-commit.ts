@@ -4,7 +4,7 @@ import { bodyHash } from './body-hash.js';
 import { classifyFailure } from './database-errors.js';
 import { duplicateOf, storedBodyHashes, type ConflictingDuplicate } from './duplicates.js';
 import type { Inbox } from './inbox.js';
-import type { DeliveryOutcome, MessageHandler } from './outcomes.js';
+import { locksFirst, type DeliveryOutcome, type MessageHandler } from './outcomes.js';
 
 /**
  * Group commit — an optimisation of the inbox's one transaction per message, not a different
@@ -93,6 +93,11 @@ async function commitTogether<Tx extends SqlClient, M extends AnyEnvelope>(
           batch.map(({ id }) => id),
         );
       }
+      if (locksFirst(handler))
+        await handler.lockFirst(
+          batch.filter(({ id }) => fresh.has(id)).map(({ message }) => message),
+          tx,
+        );
       const results: DeliveryOutcome[] = [];
       for (const { message, id, hash } of batch) {
         if (!fresh.delete(id)) {

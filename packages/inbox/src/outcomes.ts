@@ -52,3 +52,19 @@ export function permanentFailure(code: string, reason: string): HandlerResult {
 
 /** Business code for one consumer: runs inside the inbox transaction, with that transaction. */
 export type MessageHandler<Tx, M extends AnyEnvelope = AnyEnvelope> = (message: M, tx: Tx) => Promise<HandlerResult>;
+
+/**
+ * A handler whose messages lock rows that several messages of one batch may share (an item's
+ * stock, say), and that says which: `lockFirst` locks them, in the one order every path of the
+ * service takes them, before any message of a group-committed batch runs. Two batches — or a batch
+ * and a single delivery — that meet the same rows in different message orders then wait for each
+ * other instead of deadlocking.
+ */
+export interface LocksFirst<Tx, M extends AnyEnvelope = AnyEnvelope> {
+  lockFirst(messages: readonly M[], tx: Tx): Promise<void>;
+}
+
+/** Whether `handler` says what its batches lock first. */
+export const locksFirst = <Tx, M extends AnyEnvelope>(
+  handler: MessageHandler<Tx, M>,
+): handler is MessageHandler<Tx, M> & LocksFirst<Tx, M> => 'lockFirst' in handler;

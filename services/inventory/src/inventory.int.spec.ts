@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Envelope } from '@idem/shop';
-import { createInbox } from '@idem/inbox';
+import { createInbox, type LocksFirst, type MessageHandler } from '@idem/inbox';
 import { createPublisher, defaultDeliveryPolicy, type Publisher } from '@idem/messaging';
 import {
   deleteQueues,
@@ -20,7 +20,7 @@ import { handleOrderCancelled } from './consumers/order-cancelled.js';
 import { handleOrderPlaced } from './consumers/order-placed.js';
 import { handlePaymentCaptured } from './consumers/payment-captured.js';
 import { handlePaymentFailed } from './consumers/payment-failed.js';
-import { connectDatabase } from './db.js';
+import { connectDatabase, type Tx } from './db.js';
 import { expireReservations } from './application/reservations.js';
 import { startInventory } from './service.js';
 import { shop } from '@idem/shop';
@@ -252,7 +252,7 @@ describe('inventory consumers', () => {
       producer: 'payments',
       body: { orderId, paymentIntentId: `pi_${orderId}`, amountCents: 200, currency: 'eur' },
     });
-    const cancelling = (orderId: string, handler: ReturnType<typeof handleOrderCancelled>) =>
+    const cancelling = (orderId: string, handler: MessageHandler<Tx, Envelope<'orders.order-cancelled.v1'>>) =>
       inbox().consume('inventory.order-cancelled.v1', cancelled(orderId, 3), handler);
     // The capture held before its commit (its one statement has committed the reservation and
     // holds its row): the cancel waits, then finds it committed and gives the sold stock back.
@@ -415,11 +415,12 @@ describe('inventory consumers', () => {
     });
     expect(await outboxTypes()).toEqual(['inventory.stock-reserved.v1', 'inventory.stock-rejected.v1']);
 
-    // A cancel held after it left its version: the one statement waits on the version's row,
-    // then finds the order cancelled and reserves nothing (stale).
+    // A cancel held after it left its version (after its stock and its reservation, none here):
+    // the one statement waits on the version's row, then finds the order cancelled and reserves
+    // nothing (stale).
     await db.outboxMessage.deleteMany();
     const order = placed([{ sku: 'cable', quantity: 1 }]);
-    const cancelling = held(handleOrderCancelled({ now }), { statements: 1 });
+    const cancelling = held(handleOrderCancelled({ now }), { statements: 3 });
     const cancel = inbox().consume(
       'inventory.order-cancelled.v1',
       cancelled(order.body.orderId, 2),
@@ -433,6 +434,99 @@ describe('inventory consumers', () => {
     expect(await late).toMatchObject({ outcome: 'stale' });
     expect(await stock('cable')).toEqual({ available: 10, reserved: 0 });
     expect(await outboxTypes()).toEqual([]);
+  });
+});
+
+describe("one lock order: stock, then a reservation, then the order's version", () => {
+  const inbox = () => createInbox({ db });
+  /** A message with a chosen id: a batch runs its messages in message-id order. */
+  const withId = <M extends { messageId: string }>(message: M, n: number): M => ({
+    ...message,
+    messageId: `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`,
+  });
+  /** `handler` with what it locks first, held before the second message of its batch, failures kept. */
+  function heldBeforeSecond<H extends MessageHandler<Tx, never>>(handler: H, failures: unknown[]) {
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    let reach!: () => void;
+    const reached = new Promise<void>((resolve) => (reach = resolve));
+    let seen = 0;
+    const gated = async (message: Parameters<H>[0], tx: Tx) => {
+      if (seen++ === 1) {
+        reach();
+        await released;
+      }
+      return handler(message, tx).catch((error: unknown) => {
+        failures.push(error);
+        throw error;
+      });
+    };
+    return {
+      handler: Object.assign(gated, {
+        lockFirst: (handler as Partial<LocksFirst<Tx, never>>).lockFirst,
+      }) as unknown as H,
+      reached,
+      release,
+    };
+  }
+  const deadlocked = (failures: unknown[]) =>
+    failures.filter(
+      (error) => String(error).includes('40P01') || String((error as { code?: string }).code).includes('40P01'),
+    );
+
+  it('lets two batches reserving the same SKUs in opposite message orders wait for each other, never deadlock', async () => {
+    const failures: unknown[] = [];
+    const consumer = 'inventory.order-placed.v1';
+    const first = heldBeforeSecond(handleOrderPlaced({ now }), failures);
+    const second = heldBeforeSecond(handleOrderPlaced({ now }), failures);
+    const one = inbox().consumeBatch(
+      consumer,
+      [withId(placed([{ sku: 'mouse', quantity: 1 }]), 1), withId(placed([{ sku: 'cable', quantity: 1 }]), 2)],
+      first.handler,
+    );
+    await first.reached; // holds what it locked for its first order
+    const other = inbox().consumeBatch(
+      consumer,
+      [withId(placed([{ sku: 'cable', quantity: 1 }]), 3), withId(placed([{ sku: 'mouse', quantity: 1 }]), 4)],
+      second.handler,
+    );
+    await Promise.race([second.reached, finishedOrWaiting(db, other)]);
+    first.release();
+    second.release();
+    expect([...(await one), ...(await other)].map((o) => o.outcome)).toEqual([
+      'processed',
+      'processed',
+      'processed',
+      'processed',
+    ]);
+    expect(deadlocked(failures)).toEqual([]);
+    expect(await stock('mouse')).toEqual({ available: 8, reserved: 2 });
+    expect(await stock('cable')).toEqual({ available: 8, reserved: 2 });
+  });
+
+  it('lets a batch of cancels and a reservation in one statement of the same SKUs wait for each other, never deadlock', async () => {
+    const failures: unknown[] = [];
+    const [x, y] = [placed([{ sku: 'mouse', quantity: 1 }]), placed([{ sku: 'cable', quantity: 1 }])];
+    for (const order of [x, y]) await inbox().consume('inventory.order-placed.v1', order, handleOrderPlaced({ now }));
+    const cancels = heldBeforeSecond(handleOrderCancelled({ now }), failures);
+    const batch = inbox().consumeBatch(
+      'inventory.order-cancelled.v1',
+      [withId(cancelled(x.body.orderId, 3), 11), withId(cancelled(y.body.orderId, 3), 12)],
+      cancels.handler,
+    );
+    await cancels.reached; // x's cancel done: its stock (mouse) held
+    const z = placed([
+      { sku: 'cable', quantity: 1 },
+      { sku: 'mouse', quantity: 1 },
+    ]);
+    const reserving = inbox().consumeInOneStatement('inventory.order-placed.v1', z, handleOrderPlaced({ now }));
+    await finishedOrWaiting(db, reserving);
+    cancels.release();
+    expect((await batch).map((o) => o.outcome)).toEqual(['processed', 'processed']);
+    expect(await reserving).toEqual({ outcome: 'processed' });
+    expect(deadlocked(failures)).toEqual([]);
+    expect(await stock('mouse')).toEqual({ available: 9, reserved: 1 });
+    expect(await stock('cable')).toEqual({ available: 9, reserved: 1 });
   });
 });
 
@@ -491,9 +585,13 @@ describe('reservation expiry', () => {
     const capturing = held(handlePaymentCaptured({ now }));
     const captured = inbox().consume('inventory.payment-captured.v1', captureOf(order.body.orderId), capturing.handler);
     await capturing.reached; // the reservation is committed and locked, the transaction not yet
-    expect(await expireReservations(db, { ttlMs: TTL, now: later() })).toBe(0);
+    // The sweep takes the stock first, as the capture did: it waits for the capture's commit,
+    // then finds the reservation committed and expires nothing.
+    const sweep = expireReservations(db, { ttlMs: TTL, now: later() });
+    await finishedOrWaiting(db, sweep);
     capturing.release();
     expect(await captured).toEqual({ outcome: 'processed' });
+    expect(await sweep).toBe(0);
     expect(await expireReservations(db, { ttlMs: TTL, now: later() })).toBe(0);
     expect(await stock('cable')).toEqual({ available: 8, reserved: 0 });
   });

@@ -17,7 +17,16 @@ import {
   RESERVATION_VERSION,
   type Line,
 } from '../domain/reservation.js';
-import { giveBack, lockedStock, lockStock, releaseReservation, takeStock, takeWrite } from './stock.js';
+import {
+  giveBack,
+  lockedStock,
+  lockReservation,
+  lockStock,
+  lockStockOfReservations,
+  release,
+  takeStock,
+  takeWrite,
+} from './stock.js';
 
 /** The order event a reservation answers: which order, at which version, and the message that said so. */
 export interface OrderEvent {
@@ -58,13 +67,14 @@ export async function reserveStock(
   order: PlacedOrder,
   at: Date,
 ): Promise<'reserved' | 'rejected' | 'stale'> {
-  if (!(await advanceOrderVersion(tx, event, at))) return 'stale';
   const { orderId } = order;
   const requested = quantitiesBySku(order.lines);
+  // The stock first, then the order's version: the one lock order (stock.ts).
   const available = await lockStock(
     tx,
     requested.map((line) => line.sku),
   );
+  if (!(await advanceOrderVersion(tx, event, at))) return 'stale';
   const shortages = findShortages(requested, available);
   if (shortages.length > 0) {
     await tx.reservation.create({
@@ -104,11 +114,10 @@ export function reserveWrite(db: SqlClient, event: OrderEvent, order: PlacedOrde
        JOIN unnest(${requested.map((l) => l.sku)}::text[], ${requested.map((l) => l.quantity)}::int[]) AS line(sku, quantity)
       USING (sku)
       WHERE locked.available >= line.quantity) = ${requested.length}::int`;
-  // The stock rows are locked before the order's version (the plain way takes them after it):
-  // safe, as a cancel of the order takes no stock lock before its version, and every reservation
-  // takes its stock locks in SKU order. A FOR UPDATE here returns each row as the last commit left
-  // it, so `covered` reads the stock the write will take from (inventory.int.spec.ts "serialises a
-  // reservation in one statement…" holds both interleavings).
+  // The stock rows are locked before the order's version, as every path locks them (stock.ts). A
+  // FOR UPDATE here returns each row as the last commit left it, so `covered` reads the stock the
+  // write will take from (inventory.int.spec.ts "serialises a reservation in one statement…" holds
+  // both interleavings).
   return {
     with: sql`
       locked AS MATERIALIZED (${lockedStock(requested.map((line) => line.sku))}),
@@ -140,7 +149,9 @@ const stockReserved = (event: OrderEvent, order: PlacedOrder, requested: Line[])
 /**
  * Releases a cancelled order's stock once. A cancel that arrives before its order-placed still
  * records the order's version, so the late order-placed is stale; `stale` here means a newer
- * version of the order was applied already.
+ * version of the order was applied already. Its stock and its reservation are locked before its
+ * version (the one lock order, stock.ts); a reservation of the order committed while the cancel
+ * waited on the version is read, locked and released after it.
  */
 export async function cancelReservation(
   tx: Tx,
@@ -148,8 +159,14 @@ export async function cancelReservation(
   orderId: string,
   at: Date,
 ): Promise<'released' | 'stale'> {
+  await lockStockOfReservations(tx, [orderId]);
+  let reservation = await lockReservation(tx, orderId);
   if (!(await advanceOrderVersion(tx, event, at))) return 'stale';
-  await releaseReservation(tx, orderId, at);
+  if (!reservation) {
+    await lockStockOfReservations(tx, [orderId]);
+    reservation = await lockReservation(tx, orderId);
+  }
+  await release(tx, orderId, reservation, at);
   return 'released';
 }
 
@@ -159,22 +176,29 @@ export async function cancelReservation(
  * operator) give their stock back and end `expired`, each with `inventory.reservation-expired.v1`
  * in the same transaction, so that orders cancels the order (and payments its payment). Each
  * reservation is locked as the payment's capture and the order's cancellation lock it, so
- * whichever comes second sees the first; SKIP LOCKED leaves one they hold to the next sweep.
- * Returns how many expired.
+ * whichever comes second sees the first. Returns how many expired.
  */
 export async function expireReservations(
   db: PrismaClient,
   { ttlMs, now, batchSize = 100 }: { ttlMs: number; now: Date; batchSize?: number },
 ): Promise<number> {
   return db.$transaction(async (tx) => {
+    // Read first, then their stock locked in SKU order, then the reservations (the one lock order,
+    // stock.ts); SKIP LOCKED leaves one a capture or a cancel holds to the next sweep.
+    const candidates = await tx.$queryRaw<{ order_id: string; lines: Line[] }[]>`
+      SELECT order_id::text, lines FROM reservations
+      WHERE status = 'reserved' AND created_at < ${new Date(now.getTime() - ttlMs)}
+      ORDER BY created_at LIMIT ${batchSize}`;
+    if (candidates.length === 0) return 0;
+    await lockStock(tx, [...new Set(candidates.flatMap((r) => r.lines.map((line) => line.sku)))]);
     const due = await tx.$queryRaw<
       { order_id: string; lines: Line[]; created_at: Date; correlation_id: string | null }[]
     >`
       SELECT order_id::text, lines, created_at, correlation_id::text FROM reservations
-      WHERE status = 'reserved' AND created_at < ${new Date(now.getTime() - ttlMs)}
-      ORDER BY created_at LIMIT ${batchSize} FOR UPDATE SKIP LOCKED`;
+      WHERE order_id = ANY(${candidates.map((r) => r.order_id)}::uuid[]) AND status = 'reserved'
+      ORDER BY created_at FOR UPDATE SKIP LOCKED`;
     if (due.length === 0) return 0;
-    // Every SKU of the batch once, in SKU order: no deadlock with an order reserving several.
+    // Every SKU of the batch once, in SKU order (locked already).
     await giveBack(
       tx,
       due.flatMap((reservation) => reservation.lines),

@@ -1,7 +1,7 @@
-import { processed, stale, type OneStatementHandler } from '@idem/inbox';
+import { processed, stale, type LocksFirst, type OneStatementHandler } from '@idem/inbox';
 import type { MessageOf } from '@idem/shop';
 import type { Tx } from '../db.js';
-import { commitReservation, commitWrite } from '../application/stock.js';
+import { commitReservation, commitWrite, reservationsStockFirst } from '../application/stock.js';
 
 type PaymentCaptured = MessageOf<'inventory.payment-captured.v1'>;
 
@@ -9,7 +9,11 @@ type PaymentCaptured = MessageOf<'inventory.payment-captured.v1'>;
  * inventory.payment-captured.v1: the order is paid, so what its reservation held is sold (once);
  * when it still holds it, the commitment and the inbox's record are one statement.
  */
-export function handlePaymentCaptured({ now }: { now: () => Date }): OneStatementHandler<Tx, PaymentCaptured> {
+export function handlePaymentCaptured({
+  now,
+}: {
+  now: () => Date;
+}): OneStatementHandler<Tx, PaymentCaptured> & LocksFirst<Tx, PaymentCaptured> {
   return Object.assign(
     async (message: PaymentCaptured, tx: Tx) => {
       const { orderId } = message.body;
@@ -22,6 +26,7 @@ export function handlePaymentCaptured({ now }: { now: () => Date }): OneStatemen
         with: commitWrite(message.body.orderId, now()),
         wrote: 'committed',
       }),
+      ...reservationsStockFirst,
     },
   );
 }
