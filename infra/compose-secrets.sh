@@ -1,7 +1,7 @@
 #!/bin/sh
 # The compose system's secrets, made on its first start by the one-shot `secrets` service: a
 # random password for each database role, each service's Redis user, Redis's default user and
-# Grafana's admin, the operator token, the fault switches' token, the key customer tokens are
+# Grafana's admin, the operator token, each service's fault switches token, the key customer tokens are
 # signed with, the Stripe simulator's key, and the connection URLs made of them. There are no
 # default passwords, and nothing to run before `docker compose up`. A file that exists is kept,
 # so a restart or a second `up` changes nothing; `docker compose down -v` forgets them all.
@@ -38,7 +38,6 @@ secret lessons-db-password
 secret redis-password
 secret grafana-admin-password
 secret admin-token
-secret faults-token
 secret jwt-secret
 keep simulator-api-key "sk_test_idem_simulator_$(random)"
 keep redis-url "redis://:$(value redis-password)@redis:6379"
@@ -52,6 +51,9 @@ for service in $services; do
   keep "$service-database-url" \
     "postgresql://${service}_runtime:$(value "$service-runtime-db-password")@postgres:5432/$service"
   keep "console-$service-database-url" "postgresql://console:$(value console-db-password)@postgres:5432/$service"
+  # Its processes' fault switches token: it opens their /faults and nothing else, and no other
+  # service's; the console holds each, and never sends the operator token to a process.
+  secret "$service-faults-token"
   # Its Redis user, idem-<service>, reaches only the queues it consumes and publishes to.
   secret "$service-redis-password"
   keep "$service-redis-url" "redis://idem-$service:$(value "$service-redis-password")@redis:6379"
@@ -59,6 +61,12 @@ done
 # What the user gives in .env (a real Stripe key, another SMTP server) is written on every start.
 put stripe-api-key "${STRIPE_API_KEY:-$(value simulator-api-key)}"
 put smtp-url "${SMTP_URL:-smtp://mailpit:1025}"
+# A live key reaches payments only: the console's checker reads the provider with a test key (or
+# the simulator's), and with a live one leaves the provider out.
+case "$(value stripe-api-key)" in
+  sk_live_* | rk_live_*) put console-stripe-api-key "" ;;
+  *) put console-stripe-api-key "$(value stripe-api-key)" ;;
+esac
 # Redis's users: `default` (the healthcheck, operators) and each service's, its password in place.
 acl="user default on >$(value redis-password) ~* &* +@all"
 if [ -f "$users" ]; then
@@ -94,11 +102,11 @@ for service in $services; do
     *) api= own= ;;
   esac
   # The API: the operator's routes, and for orders the customer-token key. The workers: neither.
-  share "$service-api" "$service-database-url" "$service-redis-url" admin-token $api
-  share "$service" "$service-database-url" "$service-redis-url" faults-token $own
+  share "$service-api" "$service-database-url" "$service-redis-url" "$service-faults-token" admin-token $api
+  share "$service" "$service-database-url" "$service-redis-url" "$service-faults-token" $own
 done
-share console redis-url admin-token faults-token jwt-secret stripe-api-key lessons-postgres-url \
-  $(for s in $services; do echo "console-$s-database-url"; done)
+share console redis-url admin-token jwt-secret console-stripe-api-key lessons-postgres-url \
+  $(for s in $services; do echo "console-$s-database-url $s-faults-token"; done)
 share stripe-sim simulator-api-key
 share seed admin-token
 share grafana grafana-admin-password

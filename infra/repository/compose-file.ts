@@ -56,8 +56,8 @@ export interface GeneratedSecrets {
   readonly shared: Record<string, Record<string, string>>;
 }
 
-/** Runs infra/compose-secrets.sh as the `secrets` service does (the Redis users' template in place). */
-export function generateSecrets(): GeneratedSecrets {
+/** Runs infra/compose-secrets.sh as the `secrets` service does (the Redis users' template in place), with `env` as `.env`. */
+export function generateSecrets(env: Record<string, string> = {}): GeneratedSecrets {
   const dir = mkdtempSync(join(tmpdir(), 'idem-compose-secrets-'));
   const filesIn = (folder: string) =>
     Object.fromEntries(
@@ -68,7 +68,7 @@ export function generateSecrets(): GeneratedSecrets {
   try {
     execFileSync('sh', [join(root, 'infra/compose-secrets.sh'), join(dir, 'all'), join(dir, 'shared')], {
       stdio: 'pipe',
-      env: { ...process.env, REDIS_USERS_TEMPLATE: join(root, 'deploy/kubernetes/base/redis-users.acl') },
+      env: { ...process.env, ...env, REDIS_USERS_TEMPLATE: join(root, 'deploy/kubernetes/base/redis-users.acl') },
     });
     const containers = readdirSync(join(dir, 'shared'));
     return {

@@ -18,6 +18,7 @@ import { ENTRYPOINTS } from '../../scripts/build.js';
 import {
   bundlesStartedBy,
   generatedSecrets,
+  generateSecrets,
   loadCompose,
   secretsVolumeOf,
   parseEnv,
@@ -59,11 +60,16 @@ describe('docker-compose.yml', () => {
         'redis-password',
         'grafana-admin-password',
         'admin-token',
-        'faults-token',
         'jwt-secret',
         'simulator-api-key',
         'stripe-api-key',
-        ...services_.flatMap((s) => [`${s}-db-password`, `${s}-runtime-db-password`, `${s}-redis-password`]),
+        'console-stripe-api-key',
+        ...services_.flatMap((s) => [
+          `${s}-db-password`,
+          `${s}-runtime-db-password`,
+          `${s}-redis-password`,
+          `${s}-faults-token`,
+        ]),
       ].sort(),
     );
     for (const name of made.filter((n) => !n.includes('api-key')))
@@ -97,7 +103,7 @@ describe('docker-compose.yml', () => {
       expect(services[name]!.depends_on?.secrets?.condition, name).toBe('service_completed_successfully');
   });
 
-  it('gives each container only its own secrets: no worker holds the operator token or the customer-token key, only PostgreSQL its superuser password', () => {
+  it("gives each container only its own secrets: no worker holds the operator token or the customer-token key, each service's switches token only its processes and the console, only PostgreSQL its superuser password", () => {
     const holders = (secret: string) =>
       Object.entries(shared)
         .filter(([, files]) => secret in files)
@@ -112,12 +118,24 @@ describe('docker-compose.yml', () => {
       expect(holders(`${service}-database-url`), service).toEqual([service, `${service}-api`].sort());
       expect(holders(`${service}-redis-url`), service).toEqual([service, `${service}-api`].sort());
       expect(Object.keys(environments[service]!), service).not.toContain('ADMIN_TOKEN');
-      expect(environments[service]!.FAULTS_TOKEN, service).toBe(secrets['faults-token']);
+      // Its switches token, its API's too, and the console's for it: no other process holds it.
+      expect(holders(`${service}-faults-token`), service).toEqual(['console', service, `${service}-api`].sort());
+      for (const container of [service, `${service}-api`])
+        expect(environments[container]!.FAULTS_TOKEN, container).toBe(secrets[`${service}-faults-token`]);
+      expect(environments.console![`${service.toUpperCase()}_FAULTS_TOKEN`]).toBe(secrets[`${service}-faults-token`]);
     }
     // Values the user gives in .env reach the services as files too, never as their configuration.
     expect(environments.payments!.STRIPE_API_KEY).toBe(secrets['stripe-api-key']);
     expect(environments.notifications!.SMTP_URL).toBe('smtp://mailpit:1025');
     expect(environments['stripe-sim']!.STRIPE_SIM_API_KEY).toBe(secrets['simulator-api-key']);
+    // The console's checker reads the simulator with its key; a live key given in .env reaches payments only.
+    expect(environments.console!.STRIPE_API_KEY).toBe(secrets['stripe-api-key']);
+    const live = generateSecrets({ STRIPE_API_KEY: 'sk_live_0123456789abcdef' }).shared;
+    const liveHolders = Object.entries(live)
+      .filter(([, files]) => Object.values(files).includes('sk_live_0123456789abcdef'))
+      .map(([container]) => container);
+    expect(liveHolders.sort()).toEqual(['payments', 'payments-api']);
+    expect(live.console!['console-stripe-api-key']).toBe('');
   });
 
   it('documents every other variable in .env.example, with the default compose uses', () => {

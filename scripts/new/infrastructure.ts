@@ -55,6 +55,12 @@ export function addToInfrastructure(name: string, port: number): void {
     `${LAST}_DATABASE_URL_FILE: /run/idem-secrets/console-${last}-database-url`,
     `      ${NAME}_DATABASE_URL_FILE: /run/idem-secrets/console-${name}-database-url`,
   );
+  insert(
+    compose,
+    'after',
+    `${LAST}_FAULTS_TOKEN_FILE: /run/idem-secrets/${last}-faults-token`,
+    `      ${NAME}_FAULTS_TOKEN_FILE: /run/idem-secrets/${name}-faults-token`,
+  );
   replace(
     compose,
     /(CONSOLE_PROCESSES: .*)$/m,
@@ -91,6 +97,7 @@ export function addToInfrastructure(name: string, port: number): void {
     environment:
       <<: *${name}-env
       ADMIN_TOKEN_FILE: /run/idem-secrets/admin-token
+      FAULTS_TOKEN_FILE: /run/idem-secrets/${name}-faults-token
       IDEM_ROLES: http
     ports:
       - '127.0.0.1:\${${NAME}_HOST_PORT:-${hostPort}}:${port}'
@@ -107,7 +114,7 @@ export function addToInfrastructure(name: string, port: number): void {
     environment:
       <<: *${name}-env
       IDEM_ROLES: consumers,relay,workers
-      FAULTS_TOKEN_FILE: /run/idem-secrets/faults-token
+      FAULTS_TOKEN_FILE: /run/idem-secrets/${name}-faults-token
     healthcheck: *healthcheck
     <<: *idem
 `,

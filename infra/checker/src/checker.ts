@@ -14,8 +14,11 @@ export type Service = ServiceName;
 
 export interface CheckerOptions {
   readonly databaseUrls: Record<Service, string>;
-  /** Stripe or the simulator, read through its list endpoints. */
-  readonly stripe: { readonly apiBase: string; readonly apiKey: string };
+  /**
+   * Stripe or the simulator, read through its list endpoints. Without it (a live key, which only
+   * payments holds) the provider's checks are left out, and the report says so.
+   */
+  readonly stripe?: { readonly apiBase: string; readonly apiKey: string };
   /**
    * A Mailpit-compatible API (optional): a Message-ID received more than once fails the check,
    * unless a dispatcher that died or froze mid-send explains each copy (the documented window).
@@ -32,13 +35,7 @@ export interface CheckerOptions {
 
 export interface Finding {
   readonly check:
-    | 'lost'
-    | 'duplicated'
-    | 'mischarged'
-    | 'cancelled_but_charged'
-    | 'stuck'
-    | 'repeated_send'
-    | 'crash_window_send';
+    'lost' | 'duplicated' | 'mischarged' | 'cancelled_but_charged' | 'stuck' | 'repeated_send' | 'crash_window_send';
   readonly subject: string;
   readonly count: number;
   readonly examples: readonly string[];
@@ -59,6 +56,8 @@ export interface Report {
    * explains (`crash_window_send`, SMTP's documented limit) is reported and does not.
    */
   readonly ok: boolean;
+  /** Whether the payment provider was read (not without a key the checker may hold). */
+  readonly providerRead: boolean;
 }
 
 export async function runChecks(options: CheckerOptions): Promise<Report> {
@@ -291,10 +290,19 @@ export async function runChecks(options: CheckerOptions): Promise<Report> {
       (item && count <= 1 + item.takeovers ? explained : unexplained).push({ key });
     }
     add('repeated_send', 'emails received more than once that no dispatcher death or freeze explains', unexplained);
-    add('crash_window_send', 'emails received twice after a dispatcher died or froze mid-send (the documented window)', explained);
+    add(
+      'crash_window_send',
+      'emails received twice after a dispatcher died or froze mid-send (the documented window)',
+      explained,
+    );
   }
 
-  return { findings, coverage, ok: findings.every((f) => f.check === 'crash_window_send') };
+  return {
+    findings,
+    coverage,
+    providerRead: options.stripe !== undefined,
+    ok: findings.every((f) => f.check === 'crash_window_send'),
+  };
 }
 
 /** Each key seen more than once, with how often. */
@@ -310,9 +318,12 @@ function repeated(keys: string[]): { key: string }[] {
 
 /** Every object of a Stripe list endpoint (e.g. `/v1/refunds?payment_intent=pi_1`), page by page. */
 export async function listStripe<T extends { id: string }>(
-  { apiBase, apiKey }: CheckerOptions['stripe'],
+  provider: CheckerOptions['stripe'],
   path: string,
 ): Promise<T[]> {
+  if (!provider) return [];
+  const { apiBase, apiKey } = provider;
+  refuseALiveKeyInTheClear({ apiBase, apiKey });
   const all: T[] = [];
   let after: string | undefined;
   for (;;) {
@@ -326,6 +337,18 @@ export async function listStripe<T extends { id: string }>(
     if (!page.has_more || page.data.length === 0) return all;
     after = page.data.at(-1)!.id;
   }
+}
+
+/** A live Stripe key (sk_live_…, rk_live_…) goes only over https, as payments sends it. */
+export class LiveKeyInTheClearError extends Error {
+  readonly code = 'live_key_in_the_clear';
+}
+
+function refuseALiveKeyInTheClear({ apiBase, apiKey }: NonNullable<CheckerOptions['stripe']>): void {
+  if (/^(sk|rk)_live_/.test(apiKey) && new URL(apiBase).protocol !== 'https:')
+    throw new LiveKeyInTheClearError(
+      `a live Stripe key is sent only over https, not to ${new URL(apiBase).origin}: point STRIPE_API_BASE at https (unset: api.stripe.com)`,
+    );
 }
 
 async function listMail(api: string, token: string | undefined): Promise<string[]> {
@@ -365,6 +388,8 @@ export function formatReport(report: Report): string {
     if (found.length === 0) lines.push(`${check.padEnd(22)} none`);
     for (const f of found) lines.push(`${check.padEnd(22)} ${f.count} × ${f.subject}  e.g. ${f.examples.join(', ')}`);
   }
+  if (!report.providerRead)
+    lines.push('', 'payment provider       not read (no key the checker may hold: a live key stays with payments)');
   lines.push(
     '',
     report.ok ? 'verdict: OK — nothing lost, doubled, mischarged, kept or stuck' : 'verdict: VIOLATIONS FOUND',

@@ -2,6 +2,7 @@ export {
   runChecks,
   formatReport,
   listStripe,
+  LiveKeyInTheClearError,
   SERVICES,
   type CheckerOptions,
   type Finding,

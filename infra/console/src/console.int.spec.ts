@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { request } from 'node:http';
+import { createServer, request, type Server } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { SERVICE_NAMES, type ServiceName } from '@idem/shop';
 import { createHttpApp, listen, type RunningServer } from '@idem/http';
@@ -78,7 +78,7 @@ const formTokenOf = (html: string) => /name="csrf" value="([^"]+)"/.exec(html)?.
 
 describe('the console’s fault switches page', () => {
   it('says so when a process was started without switches', async () => {
-    await withConsole({ adminToken: 'console-test-admin-token-01' }, async (base) => {
+    await withConsole({ faultsTokens: { orders: 'orders-switches-token-0123' } }, async (base) => {
       const html = await (await fetch(`${base}/faults`)).text();
       expect(html).toContain('Switches are unavailable in orders');
       expect(html).toContain('started without IDEM_FAULTS_ENABLED=1');
@@ -86,10 +86,50 @@ describe('the console’s fault switches page', () => {
     });
   });
 
-  it('says so when the console has no operator token', async () => {
-    await withConsole({}, async (base) => {
-      expect(await (await fetch(`${base}/faults`)).text()).toContain('The console has no ADMIN_TOKEN');
+  it('says so when the console has no fault switches token', async () => {
+    await withConsole({ adminToken: 'console-test-admin-token-01' }, async (base) => {
+      expect(await (await fetch(`${base}/faults`)).text()).toContain('The console has no fault switches token');
     });
+  });
+
+  it("sends each process only its service's switches token, never the operator token, reading and setting switches", async () => {
+    const OPERATOR = 'console-test-admin-token-01';
+    const tokens = { orders: 'orders-switches-token-0123', payments: 'payments-switches-token-0123' };
+    // Two processes that record what they are sent, as code in a compromised worker would.
+    const seen: { process: string; authorization: string | undefined }[] = [];
+    const recorder = (process: string) =>
+      createServer((req, res) => {
+        seen.push({ process, authorization: req.headers.authorization });
+        req.resume();
+        res.setHeader('content-type', 'application/json');
+        res.end(JSON.stringify({ process, pid: 1, startedAt: '', switches: ['publish-twice'], rules: [] }));
+      });
+    const servers = { 'orders-2': recorder('orders-2'), payments: recorder('payments') };
+    for (const server of Object.values(servers))
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = (server: Server) => `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+    try {
+      await withConsole(
+        {
+          adminToken: OPERATOR,
+          faultsTokens: tokens,
+          processes: { 'orders-2': url(servers['orders-2']), payments: url(servers.payments) },
+        },
+        async (base) => {
+          const html = await (await fetch(`${base}/faults`)).text();
+          const form = new URLSearchParams({ csrf: formTokenOf(html)!, name: 'publish-twice' });
+          const post = await fetch(`${base}/faults/payments`, { method: 'POST', body: form, redirect: 'manual' });
+          expect(post.status).toBe(303);
+        },
+      );
+      expect(seen.length).toBeGreaterThanOrEqual(4); // two reads, the set's read and its write
+      for (const { process, authorization } of seen) {
+        expect(authorization).not.toContain(OPERATOR);
+        expect(authorization).toBe(`Bearer ${process === 'payments' ? tokens.payments : tokens.orders}`);
+      }
+    } finally {
+      for (const server of Object.values(servers)) server.close();
+    }
   });
 });
 

@@ -1,6 +1,6 @@
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import type { Server } from 'node:http';
-import { runChecks, SERVICES, type CheckerOptions } from '@idem/checker';
+import { runChecks, SERVICES, type CheckerOptions, type Service } from '@idem/checker';
 import { subscriptions } from '@idem/shop';
 import { FAULT_NAMES, type FaultRule } from '@idem/faults';
 import { localToolGuard, localToolHeaders, operatorOnlyBeyondLoopback } from '@idem/http';
@@ -32,14 +32,16 @@ export interface ConsoleOptions {
   readonly ordersApi: string;
   readonly mailApi?: string;
   /** The payment provider, for the checker (read-only list endpoints). */
-  readonly stripe: CheckerOptions['stripe'];
-  /** The operator token, for the processes' fault switches; without it they stay out of reach. */
+  readonly stripe?: CheckerOptions['stripe'];
+  /** The operator token: the console's login beyond loopback, and the mail sink's API. Never sent to a process's switches. */
   readonly adminToken?: string;
   /**
-   * The fault switches' own token (FAULTS_TOKEN), for processes that hold no operator token (compose's
-   * workers): tried where the operator token is not. @defaultValue none
+   * Each service's fault switches token (its processes' FAULTS_TOKEN, which opens their `/faults`
+   * and nothing else): the only token the console sends to a process. A process's service is the
+   * start of its name (`payments-api`, `payments-2` → payments); a service without one stays out of
+   * reach. @defaultValue none
    */
-  readonly faultsToken?: string;
+  readonly faultsTokens?: Partial<Record<Service, string>>;
   /** Signs the console in as its customer (`console`), to place and cancel orders; without it the orders API refuses them. */
   readonly customerToken?: () => Promise<string>;
   /** Every service process whose fault switches the console may set: name → base URL. */
@@ -83,7 +85,12 @@ export function createConsole(options: ConsoleOptions) {
     login: true,
     what: 'ADMIN_TOKEN',
   });
-  const switchTokens = [options.adminToken, options.faultsToken].filter((token): token is string => Boolean(token));
+  const faultsTokens = options.faultsTokens ?? {};
+  /** The switches token of `process`'s service: the only one the console sends it. */
+  const switchesToken = (process: string) => {
+    const service = SERVICES.find((s) => process === s || process.startsWith(`${s}-`));
+    return service && faultsTokens[service];
+  };
   const redis = connectRedis(options.redisUrl, { maxRetriesPerRequest: 1 });
   redis.on('error', () => {}); // the pages say when Redis cannot be read
   const sources: Sources = {
@@ -179,7 +186,7 @@ export function createConsole(options: ConsoleOptions) {
 
   app.get('/faults', async (_req, res) => {
     const processes = await Promise.all(
-      Object.entries(options.processes).map(([name, url]) => processFaults(name, url, switchTokens)),
+      Object.entries(options.processes).map(([name, url]) => processFaults(name, url, switchesToken(name))),
     );
     const targets = [
       ...new Set(Object.values(subscriptions).flat()),
@@ -188,7 +195,7 @@ export function createConsole(options: ConsoleOptions) {
       'payments.worker',
       'notifications.dispatcher',
     ];
-    html(res, faultsPage(processes, targets, switchTokens.length > 0));
+    html(res, faultsPage(processes, targets, Object.values(faultsTokens).some(Boolean)));
   });
 
   app.post('/faults/:process', async (req, res) => {
@@ -202,14 +209,15 @@ export function createConsole(options: ConsoleOptions) {
       ...(body.target ? { target: body.target } : {}),
       ...(body.count ? { count: Number(body.count) } : {}),
     };
-    const current = await processFaults(req.params.process, url, switchTokens);
-    await setRules(url, current.token, [...(current.state?.rules ?? []), rule], res);
+    const token = switchesToken(req.params.process);
+    const current = await processFaults(req.params.process, url, token);
+    await setRules(url, token, [...(current.state?.rules ?? []), rule], res);
   });
 
   app.post('/faults/:process/clear', async (req, res) => {
     const url = options.processes[req.params.process];
     if (!url) return html(res, page('not found', '<p>No such process.</p>'), 404);
-    await setRules(url, (await processFaults(req.params.process, url, switchTokens)).token, [], res);
+    await setRules(url, switchesToken(req.params.process), [], res);
   });
 
   app.get('/lessons', async (_req, res) => {
@@ -230,7 +238,7 @@ export function createConsole(options: ConsoleOptions) {
     try {
       const report = await runChecks({
         databaseUrls: options.databaseUrls,
-        stripe: options.stripe,
+        ...(options.stripe ? { stripe: options.stripe } : {}),
         ...(options.mailApi ? { mailApi: options.mailApi } : {}),
         ...(options.adminToken ? { mailApiToken: options.adminToken } : {}),
         quietWindowMs: 30_000,
@@ -292,36 +300,26 @@ function requireFormToken(token: string): RequestHandler {
   };
 }
 
-/**
- * A process's fault switches, read with the first of `tokens` it takes (the operator's, or the
- * switches' own), which it returns for setting them.
- */
-async function processFaults(
-  name: string,
-  url: string,
-  tokens: readonly string[],
-): Promise<ProcessFaults & { token?: string }> {
-  if (tokens.length === 0) return { name, url, problem: 'the console has no operator token' };
+/** A process's fault switches, read with its service's switches token. */
+async function processFaults(name: string, url: string, token: string | undefined): Promise<ProcessFaults> {
+  if (!token) return { name, url, problem: "the console has no fault switches token for this process's service" };
   try {
-    let status = 0;
-    for (const token of tokens) {
-      const res = await fetch(`${url}/faults`, { headers: { authorization: `Bearer ${token}` } });
-      if (res.status === 404) return { name, url, problem: 'started without IDEM_FAULTS_ENABLED=1' };
-      if (res.ok) return { name, url, token, state: (await res.json()) as NonNullable<ProcessFaults['state']> };
-      status = res.status;
-    }
-    return { name, url, problem: `it answered ${status} (are its ADMIN_TOKEN and FAULTS_TOKEN the console's?)` };
+    const res = await fetch(`${url}/faults`, { headers: { authorization: `Bearer ${token}` } });
+    if (res.status === 404) return { name, url, problem: 'started without IDEM_FAULTS_ENABLED=1' };
+    if (res.ok) return { name, url, state: (await res.json()) as NonNullable<ProcessFaults['state']> };
+    return { name, url, problem: `it answered ${res.status} (is its FAULTS_TOKEN the console's for its service?)` };
   } catch {
     return { name, url, problem: 'not reachable (restarting?)' };
   }
 }
 
-async function setRules(url: string, adminToken: string | undefined, rules: FaultRule[], res: Response) {
-  await fetch(`${url}/faults`, {
-    method: 'PUT',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${adminToken ?? ''}` },
-    body: JSON.stringify({ rules }),
-  }).catch(() => undefined); // an unreachable process shows as such on the page
+async function setRules(url: string, token: string | undefined, rules: FaultRule[], res: Response) {
+  if (token)
+    await fetch(`${url}/faults`, {
+      method: 'PUT',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+      body: JSON.stringify({ rules }),
+    }).catch(() => undefined); // an unreachable process shows as such on the page
   res.redirect(303, '/faults');
 }
 

@@ -1,6 +1,7 @@
 // The teaching console (`pnpm start` runs it on 3000; compose as `console`). Reads:
 // ORDERS_/INVENTORY_/PAYMENTS_/NOTIFICATIONS_DATABASE_URL (or POSTGRES_URL), REDIS_URL,
-// IDEM_QUEUE_PREFIX, ORDERS_API, MAIL_API, STRIPE_API_BASE, STRIPE_API_KEY, ADMIN_TOKEN, FAULTS_TOKEN,
+// IDEM_QUEUE_PREFIX, ORDERS_API, MAIL_API, STRIPE_API_BASE, STRIPE_API_KEY, ADMIN_TOKEN,
+// ORDERS_/INVENTORY_/PAYMENTS_/NOTIFICATIONS_FAULTS_TOKEN (each service's processes' FAULTS_TOKEN),
 // JWT_SECRET (JWT_ISSUER, JWT_AUDIENCE) to sign in as its customer, CONSOLE_PROCESSES
 // (name=url,…), PORT, HOST (the address it binds: loopback unless told otherwise; beyond it, an operator login), CONSOLE_ALLOWED_HOSTS (host:port,… it answers to besides
 // 127.0.0.1/localhost on its own port: compose's published port), CONSUMER_LOCK_MS.
@@ -24,12 +25,21 @@ const console_ = createConsole({
   queuePrefix: env.IDEM_QUEUE_PREFIX ?? 'idem',
   ordersApi: env.ORDERS_API ?? 'http://127.0.0.1:3001',
   mailApi: env.MAIL_API ?? 'http://127.0.0.1:8025',
-  stripe: {
-    apiBase: env.STRIPE_API_BASE ?? 'http://127.0.0.1:12111',
-    apiKey: env.STRIPE_API_KEY ?? 'sk_test_idem_simulator',
-  },
+  // A live key stays with payments (compose gives the console none): the checker then leaves the provider out.
+  ...(env.STRIPE_API_KEY !== ''
+    ? {
+        stripe: {
+          apiBase: env.STRIPE_API_BASE ?? 'http://127.0.0.1:12111',
+          apiKey: env.STRIPE_API_KEY ?? 'sk_test_idem_simulator',
+        },
+      }
+    : {}),
   ...(env.ADMIN_TOKEN ? { adminToken: env.ADMIN_TOKEN } : {}),
-  ...(env.FAULTS_TOKEN ? { faultsToken: env.FAULTS_TOKEN } : {}),
+  faultsTokens: Object.fromEntries(
+    SERVICES.flatMap((s) =>
+      env[`${s.toUpperCase()}_FAULTS_TOKEN`] ? [[s, env[`${s.toUpperCase()}_FAULTS_TOKEN`]!]] : [],
+    ),
+  ),
   ...(env.JWT_SECRET
     ? {
         customerToken: () =>

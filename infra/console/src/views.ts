@@ -187,7 +187,7 @@ export function faultsPage(processes: ProcessFaults[], targets: string[], tokenC
     `<h1>Fault switches</h1>
 <p class="note">Each switch opens one failure window on purpose, in one process. A switch with a count fires that many times in
 that process; a restarted process starts again from its <code>IDEM_FAULTS</code>.</p>
-${!tokenConfigured ? '<p class="warn">The console has no ADMIN_TOKEN: fault switches need the operator token.</p>' : ''}
+${!tokenConfigured ? '<p class="warn">The console has no fault switches token: set each service\'s (<code>ORDERS_FAULTS_TOKEN</code>, …, as its processes\' <code>FAULTS_TOKEN</code>).</p>' : ''}
 ${unavailable.length ? `<p class="warn" id="unavailable">Switches are unavailable in ${unavailable.map((p) => escape(p.name)).join(', ')}: a process accepts them only when started with <code>IDEM_FAULTS_ENABLED=1</code> and <code>ADMIN_TOKEN</code> (${escape(unavailable[0]!.problem ?? '')}).</p>` : ''}
 <datalist id="targets">${targets.map((t) => `<option value="${escape(t)}">`).join('')}</datalist>
 <table><thead><tr><th>process</th><th>pid · started</th><th>switches on</th><th>switch one on</th></tr></thead><tbody>

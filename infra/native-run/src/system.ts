@@ -45,8 +45,8 @@ export interface SystemOptions {
   readonly env?: Record<string, string>;
   /** Instances of each service: the first serves HTTP too, the others consume, relay and work. @defaultValue 1 */
   readonly replicas?: number;
-  /** Extra environment per service. */
-  readonly serviceEnv?: Partial<Record<ServiceName, Record<string, string>>>;
+  /** Extra environment per service (or simulator: a proxy in front of it is a host it must answer to). */
+  readonly serviceEnv?: Partial<Record<ServiceName | 'stripe-sim' | 'smtp-sink', Record<string, string>>>;
   /** Where each log line goes; receives the process name and a readable line. @defaultValue stdout, prefixed and coloured */
   readonly log?: (process: string, line: string) => void;
   /**
@@ -85,6 +85,8 @@ export interface RunningSystem {
   readonly urls: Record<ServiceName | 'stripe' | 'smtp' | 'mail' | 'console', string>;
   /** The operator token the services were started with: ADMIN_TOKEN, or one made for the system. */
   readonly adminToken: string;
+  /** Each service's fault switches token (its processes' FAULTS_TOKEN): <SERVICE>_FAULTS_TOKEN, or one made for the system. */
+  readonly faultsTokens: Record<ServiceName, string>;
   /**
    * Each service's database as the server's superuser reaches it (for tools and tests: the
    * checker, the console, a test that plants a row). The services themselves connect as their
@@ -217,6 +219,11 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
     ? {}
     : { STRIPE_API_KEY: `${SIMULATOR_KEY_PREFIX}_${randomBytes(16).toString('hex')}` };
   const operator = { ADMIN_TOKEN: adminToken };
+  // Each service's processes open their fault switches to a token of their own, which the console
+  // holds; the console never sends the operator token to a process's switches.
+  const faultsTokens = Object.fromEntries(
+    SERVICES.map((s) => [s, env[`${s.toUpperCase()}_FAULTS_TOKEN`] || randomBytes(24).toString('base64url')]),
+  ) as Record<ServiceName, string>;
 
   const parts: Record<
     string,
@@ -228,12 +235,19 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
         ...everywhere,
         STRIPE_SIM_PORT: String(port.stripe),
         ...(stripeKey.STRIPE_API_KEY ? { STRIPE_SIM_API_KEY: stripeKey.STRIPE_API_KEY } : {}),
+        ...options.serviceEnv?.['stripe-sim'],
       },
       health: `${urls.stripe}/health`,
     },
     'smtp-sink': {
       entry: 'infra/smtp-sink/src/main.ts',
-      env: { ...everywhere, SMTP_SINK_PORT: String(port.smtp), SMTP_SINK_HTTP_PORT: String(port.mail), ...operator },
+      env: {
+        ...everywhere,
+        SMTP_SINK_PORT: String(port.smtp),
+        SMTP_SINK_HTTP_PORT: String(port.mail),
+        ...operator,
+        ...options.serviceEnv?.['smtp-sink'],
+      },
       health: `${urls.mail}/health`,
     },
     ...Object.fromEntries(
@@ -257,6 +271,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
             ...(service === 'orders' ? { JWT_SECRET: jwtSecret } : {}),
             ...(service === 'payments' ? stripeKey : {}),
             ...operator,
+            FAULTS_TOKEN: faultsTokens[service],
             ...options.env,
             ...options.serviceEnv?.[service],
           },
@@ -284,6 +299,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
         CONSOLE_LESSONS: '1',
         TEST_POSTGRES_URL: postgresUrl,
         ...operator,
+        ...Object.fromEntries(SERVICES.map((s) => [`${s.toUpperCase()}_FAULTS_TOKEN`, faultsTokens[s]])),
         // The services' broker lock: a delivery whose journal entry has not arrived by then died.
         ...(env.CONSUMER_LOCK_MS ? { CONSUMER_LOCK_MS: env.CONSUMER_LOCK_MS } : {}),
         JWT_SECRET: jwtSecret,
@@ -399,6 +415,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
   return {
     urls,
     adminToken,
+    faultsTokens,
     databaseUrls,
     queuePrefix,
     processes,
