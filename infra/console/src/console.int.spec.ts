@@ -194,10 +194,11 @@ describe('the console refuses every page but its own', () => {
 describe('the live view', () => {
   let orderId: string;
   let redis: Redis;
+  const correlationId = randomUUID();
+  const messageId = randomUUID();
   beforeAll(async () => {
     // An order and its first event, as the orders service writes them, and a journal with entries.
     orderId = randomUUID();
-    const correlationId = randomUUID();
     const orders = new pg.Client({ connectionString: databaseUrls.orders });
     await orders.connect();
     await orders.query(
@@ -205,7 +206,6 @@ describe('the live view', () => {
        VALUES ($1, 'ada', 'ada@example.com', 'eur', 'pm_card_visa', 'PENDING', 1, 4999, now(), now())`,
       [orderId],
     );
-    const messageId = randomUUID();
     await orders.query(
       `INSERT INTO outbox_messages (message_id, type, envelope, created_at, next_attempt_at)
        VALUES ($1, 'orders.order-placed.v1', $2, now(), now())`,
@@ -221,7 +221,16 @@ describe('the live view', () => {
         `${prefix}:journal`,
         '*',
         'entry',
-        JSON.stringify({ kind: 'publication', correlationId, messageId, at: new Date().toISOString(), copies: 1 }),
+        JSON.stringify({
+          kind: 'publication',
+          process: 'orders',
+          contract: 'orders.order-placed.v1',
+          producer: 'orders',
+          correlationId,
+          messageId,
+          at: new Date().toISOString(),
+          copies: 1,
+        }),
       );
     }
   });
@@ -253,6 +262,42 @@ describe('the live view', () => {
     } finally {
       monitor.disconnect();
     }
+  });
+
+  it('renders what anyone who can write the journal wrote as text, skips what is not an entry, and never fails the page', async () => {
+    const delivery = {
+      kind: 'delivery',
+      at: new Date().toISOString(),
+      process: 'notifications',
+      consumer: 'notifications.order-placed.v1',
+      contract: 'orders.order-placed.v1',
+      producer: 'orders',
+      messageId,
+      correlationId,
+      causationId: null,
+      attempt: 1,
+      durationMs: 2,
+      outcome: 'processed',
+      deadLettered: false,
+    };
+    const injected = [
+      { ...delivery, reason: '<img src=x onerror=alert(1)>', process: '<b>notifications</b>' },
+      { ...delivery, attempt: '<form method="post" action="https://evil.example/">' },
+      { ...delivery, at: 'not a time' },
+      { ...delivery, durationMs: { toString: 'x' } },
+    ];
+    for (const entry of injected) await redis.xadd(`${prefix}:journal`, '*', 'entry', JSON.stringify(entry));
+    await redis.xadd(`${prefix}:journal`, '*', 'entry', '{not json');
+    await withConsole({}, async (base) => {
+      const res = await fetch(`${base}/orders/${orderId}?fragment=1`);
+      expect(res.status).toBe(200);
+      const html = await res.text();
+      expect(html).not.toContain('evil.example');
+      expect(html).not.toContain('<img');
+      expect(html).not.toContain('<b>notifications</b>');
+      expect(html).toContain('&#60;b&#62;notifications&#60;/b&#62;');
+      expect(html).toContain('&#60;img src=x onerror=alert(1)&#62;');
+    });
   });
 
   it('says a committed delivery is settling until its broker lock has expired, and only then that its process died', async () => {

@@ -8,7 +8,10 @@ import type { MessageView, OrderRow, Timeline } from './reads.js';
 
 export const escape = (value: unknown): string =>
   String(value ?? '').replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
-const time = (value: Date | string | null | undefined) => (value ? new Date(value).toISOString().slice(11, 23) : '—');
+const time = (value: Date | string | null | undefined) => {
+  const at = value ? new Date(value) : undefined;
+  return at && !Number.isNaN(at.getTime()) ? at.toISOString().slice(11, 23) : '—';
+};
 const short = (id: string | null | undefined) => (id ? escape(id.slice(0, 8)) : '—');
 
 const LANES = SERVICE_NAMES;
@@ -162,7 +165,7 @@ ${m.publishedAt ? `published ${time(m.publishedAt)}` : '<b>not published yet</b>
 <ul class="deliveries">${s.deliveries
       .map(
         (d) =>
-          `<li><span class="outcome ${escape(d.outcome)}" data-outcome="${escape(d.outcome)}">${escape(d.outcome)}</span> attempt ${d.attempt} · ${d.durationMs} ms · ${time(d.at)}${d.deadLettered ? ' <span class="outcome dead">dead-lettered</span>' : ''}${d.reason ? ` <span class="note">${escape(d.reason)}</span>` : ''} <span class="note">${escape(d.process)}</span></li>`,
+          `<li><span class="outcome ${escape(d.outcome)}" data-outcome="${escape(d.outcome)}">${escape(d.outcome)}</span> attempt ${escape(d.attempt)} · ${escape(d.durationMs)} ms · ${time(d.at)}${d.deadLettered ? ' <span class="outcome dead">dead-lettered</span>' : ''}${d.reason ? ` <span class="note">${escape(d.reason)}</span>` : ''} <span class="note">${escape(d.process)}</span></li>`,
       )
       .join('')}</ul>
 <span class="note">${s.processedAt ? `inbox record committed ${time(s.processedAt)}` : 'no inbox record'}${s.deadLettered ? ` · dead letter: ${escape(s.deadLettered.code)}` : ''}${s.unsettled === 'never_settled' ? ' · the delivery that committed it never settled (its process died); the redelivery found the record' : s.unsettled === 'settling' ? ' · <span data-settling>settling: committed, the broker is being told</span>' : ''}</span></div>`;
@@ -194,8 +197,8 @@ ${unavailable.length ? `<p class="warn" id="unavailable">Switches are unavailabl
 ${processes
   .map((p) =>
     p.state
-      ? `<tr data-process="${escape(p.name)}"><td>${escape(p.name)}</td><td><span data-pid>${p.state.pid}</span> · ${time(p.state.startedAt)}</td>
-<td>${p.state.rules.length ? p.state.rules.map((r) => `<div data-rule><code>${escape(r.name)}</code>${r.target ? ` for ${escape(r.target)}` : ''}${r.count ? ` ×${r.count}` : ''}${r.probability < 1 ? ` p=${r.probability}` : ''}</div>`).join('') : '<span class="note">none</span>'}
+      ? `<tr data-process="${escape(p.name)}"><td>${escape(p.name)}</td><td><span data-pid>${escape(p.state.pid)}</span> · ${time(p.state.startedAt)}</td>
+<td>${p.state.rules.length ? p.state.rules.map((r) => `<div data-rule><code>${escape(r.name)}</code>${r.target ? ` for ${escape(r.target)}` : ''}${r.count ? ` ×${escape(r.count)}` : ''}${r.probability < 1 ? ` p=${escape(r.probability)}` : ''}</div>`).join('') : '<span class="note">none</span>'}
 ${p.state.rules.length ? `<form class="inline" method="post" action="/faults/${escape(p.name)}/clear"><button>switch all off</button></form>` : ''}</td>
 <td><form method="post" action="/faults/${escape(p.name)}">
 <select name="name">${p.state.switches.map((s) => `<option>${escape(s)}</option>`).join('')}</select>
@@ -221,7 +224,7 @@ export function checkerPage(report: Report | undefined, error?: string): string 
   const findings = report.findings
     .map(
       (f) =>
-        `<tr><td><span class="outcome ${f.check === 'crash_window_send' ? 'duplicate' : 'dead'}">${escape(f.check)}</span></td><td>${escape(f.subject)}</td><td>${f.count}</td><td class="id">${f.examples.map(escape).join('<br>')}</td></tr>`,
+        `<tr><td><span class="outcome ${f.check === 'crash_window_send' ? 'duplicate' : 'dead'}">${escape(f.check)}</span></td><td>${escape(f.subject)}</td><td>${escape(f.count)}</td><td class="id">${f.examples.map(escape).join('<br>')}</td></tr>`,
     )
     .join('');
   return page(

@@ -176,9 +176,63 @@ export async function readJournal(
   const rows = await redis.xrange(journalKey(prefix), after ? `(${after}` : '-', '+', 'COUNT', count);
   return rows.flatMap(([id, fields]) => {
     try {
-      return [{ id, entry: JSON.parse(fields[1] ?? '') as JournalEntry }];
+      const entry: unknown = JSON.parse(fields[1] ?? '');
+      return isJournalEntry(entry) ? [{ id, entry }] : [];
     } catch {
       return [];
     }
+  });
+}
+
+/** What each kind of entry holds, field by field (`?` after a type: it may be left out). */
+const SHAPES: Record<JournalEntry['kind'], Record<string, string>> = {
+  publication: {
+    messageId: 'string',
+    contract: 'string',
+    producer: 'string',
+    correlationId: 'string',
+    copies: 'number',
+  },
+  delivery: {
+    consumer: 'string',
+    contract: 'string',
+    producer: 'string',
+    messageId: 'string',
+    correlationId: 'string',
+    causationId: 'string?',
+    attempt: 'number',
+    durationMs: 'number',
+    outcome: 'string',
+    code: 'string?',
+    reason: 'string?',
+    deadLettered: 'boolean',
+  },
+  'provider-call': {
+    correlationId: 'string',
+    orderId: 'string',
+    operation: 'string',
+    idempotencyKey: 'string',
+    objectId: 'string?',
+    replayed: 'boolean',
+    result: 'string',
+  },
+};
+
+/**
+ * Whether a stream entry is a journal entry as the processes write them: its kind, a valid time,
+ * every field of its kind of the type it is written with (a number a number, never markup's
+ * place). Anyone who can write the stream can write anything: what is not an entry is skipped.
+ */
+function isJournalEntry(value: unknown): value is JournalEntry {
+  if (typeof value !== 'object' || value === null) return false;
+  const entry = value as Record<string, unknown>;
+  const shape = SHAPES[entry.kind as JournalEntry['kind']];
+  if (!shape || typeof entry.process !== 'string' || typeof entry.at !== 'string') return false;
+  if (Number.isNaN(Date.parse(entry.at))) return false;
+  return Object.entries(shape).every(([field, type]) => {
+    const present = entry[field];
+    if (type.endsWith('?') && (present === undefined || present === null)) return true;
+    const expected = type.replace('?', '');
+    return typeof present === expected && (expected !== 'number' || Number.isFinite(present));
   });
 }
