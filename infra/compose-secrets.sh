@@ -41,6 +41,9 @@ secret admin-token
 secret jwt-secret
 keep simulator-api-key "sk_test_idem_simulator_$(random)"
 keep redis-url "redis://:$(value redis-password)@redis:6379"
+# The console's Redis user reads the journal and owns its lessons' queues, nothing else.
+secret console-redis-password
+keep console-redis-url "redis://idem-console:$(value console-redis-password)@redis:6379"
 # The console's lessons make and drop databases of their own on the server, as `lessons`.
 keep lessons-postgres-url "postgresql://lessons:$(value lessons-db-password)@postgres:5432"
 for service in $services; do
@@ -67,8 +70,12 @@ case "$(value stripe-api-key)" in
   sk_live_* | rk_live_*) put console-stripe-api-key "" ;;
   *) put console-stripe-api-key "$(value stripe-api-key)" ;;
 esac
-# Redis's users: `default` (the healthcheck, operators) and each service's, its password in place.
-acl="user default on >$(value redis-password) ~* &* +@all"
+# Redis's users: `default` (the healthcheck, operators), the console's (consoleRedisUser in
+# @idem/messaging; docker-compose.unit.spec.ts compares the two) and each service's, its password in place.
+acl="user default on >$(value redis-password) ~* &* +@all
+user idem-console on >$(value console-redis-password) ~idem_lesson_* %R~idem:journal resetchannels +@all -@admin \
+-@dangerous +info +client|setname +client|getname +client|id +cluster|slots +cluster|nodes +cluster|shards +cluster|info \
++cluster|myid +wait"
 if [ -f "$users" ]; then
   set --
   for service in $services; do set -- "$@" -e "s/{{idem-$service}}/$(value "$service-redis-password")/"; done
@@ -105,7 +112,7 @@ for service in $services; do
   share "$service-api" "$service-database-url" "$service-redis-url" "$service-faults-token" admin-token $api
   share "$service" "$service-database-url" "$service-redis-url" "$service-faults-token" $own
 done
-share console redis-url admin-token jwt-secret console-stripe-api-key lessons-postgres-url \
+share console console-redis-url admin-token jwt-secret console-stripe-api-key lessons-postgres-url \
   $(for s in $services; do echo "console-$s-database-url $s-faults-token"; done)
 share stripe-sim simulator-api-key
 share seed admin-token

@@ -13,6 +13,7 @@ import { Ajv } from 'ajv';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { DEFAULT_PORTS } from '@idem/native-run';
+import { aclFileLine, consoleRedisUser } from '@idem/messaging';
 
 import { ENTRYPOINTS } from '../../scripts/build.js';
 import {
@@ -64,6 +65,7 @@ describe('docker-compose.yml', () => {
         'simulator-api-key',
         'stripe-api-key',
         'console-stripe-api-key',
+        'console-redis-password',
         ...services_.flatMap((s) => [
           `${s}-db-password`,
           `${s}-runtime-db-password`,
@@ -243,14 +245,21 @@ describe('docker-compose.yml', () => {
     expect(option('--appendonly')).toBe('yes');
     expect(option('--maxmemory')).toBe(example.REDIS_MAXMEMORY);
     expect(option('--maxmemory-policy')).toBe('noeviction');
-    // Each service logs in as its own user; the console, an operator's tool, as the default one.
+    // Each service logs in as its own user; the console too, one that reads the journal and nothing else.
     for (const [name] of idemProcesses.filter(([n]) => n !== 'stripe-sim' && n !== 'console')) {
       const service = name.replace(/-api$/, '');
       const url = new URL(environments[name]!.REDIS_URL!);
       expect([url.username, url.password], name).toEqual([`idem-${service}`, secrets[`${service}-redis-password`]]);
     }
-    expect(new URL(environments.console!.REDIS_URL!).password).toBe(secrets['redis-password']);
+    const console_ = new URL(environments.console!.REDIS_URL!);
+    expect([console_.username, console_.password]).toEqual(['idem-console', secrets['console-redis-password']]);
     expect(shared.redis!['redis-users.acl']).toMatch(new RegExp(`^user default on >${secrets['redis-password']} `));
+    // The script's line for the console is the one @idem/messaging defines.
+    const consoleLine = aclFileLine(
+      consoleRedisUser('idem-console', { prefix: 'idem' }),
+      secrets['console-redis-password']!,
+    );
+    expect(shared.redis!['redis-users.acl']!.split('\n')).toContain(consoleLine);
     expect((services.redis!.healthcheck as { test: string[] }).test.join(' ')).toContain(
       'REDISCLI_AUTH=$(cat /run/idem-secrets/redis-password) redis-cli ping',
     );

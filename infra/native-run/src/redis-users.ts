@@ -1,28 +1,40 @@
 import { randomBytes } from 'node:crypto';
 import { queuesOf, type ServiceName } from '@idem/shop';
-import { asRedisUser, clusterReady, connectRedis, deleteRedisUser, redisUserOf, setRedisUser } from '@idem/messaging';
+import {
+  asRedisUser,
+  clusterReady,
+  connectRedis,
+  consoleRedisUser,
+  deleteRedisUser,
+  redisUserOf,
+  setRedisUser,
+  type RedisUser,
+} from '@idem/messaging';
 
 /**
  * A Redis user for each service, as compose and Kubernetes give them: each reaches only the
- * queues it consumes and publishes to (docs/operations.md "Redis users"). Made with a fresh
- * password on the system's Redis (every node of a cluster) as the system starts, removed as it
- * stops. `as` turns a service's REDIS_URL into one that logs in as its user.
+ * queues it consumes and publishes to (docs/operations.md "Redis users"); and the console's, which
+ * reads the journal and owns its lessons' queues. Made with a fresh password on the system's Redis
+ * (every node of a cluster) as the system starts, removed as it stops. `as` turns a service's (or
+ * the console's) REDIS_URL into one that logs in as its user.
  */
 export async function provisionRedisUsers(
   redisUrl: string,
   prefix: string,
   services: readonly ServiceName[],
-): Promise<{ as(service: ServiceName, url: string): string; remove(): Promise<void> }> {
+): Promise<{ as(part: ServiceName | 'console', url: string): string; remove(): Promise<void> }> {
   const admin = connectRedis(redisUrl, { maxRetriesPerRequest: 3 });
   try {
     await clusterReady(admin);
-    const users = new Map(
-      services.map((service) => {
+    const password = () => randomBytes(24).toString('hex');
+    const users = new Map<ServiceName | 'console', { user: RedisUser; password: string }>([
+      ...services.map((service) => {
         const { consumes, publishesTo } = queuesOf(service);
         const user = redisUserOf(`${prefix}-${service}`, { prefix, redisUrl, queues: [...consumes, ...publishesTo] });
-        return [service, { user, password: randomBytes(24).toString('hex') }] as const;
+        return [service, { user, password: password() }] as const;
       }),
-    );
+      ['console', { user: consoleRedisUser(`${prefix}-console`, { prefix }), password: password() }],
+    ]);
     for (const { user, password } of users.values()) await setRedisUser(admin, user, password);
     return {
       as: (service, url) => {

@@ -313,6 +313,8 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
     const part = parts[service]!;
     part.env = { ...part.env, REDIS_URL: redisUsers.as(service, part.env.REDIS_URL ?? redisUrl) };
   }
+  // The console reads the journal and runs its lessons' queues, as a user allowed nothing else.
+  if (parts.console) parts.console.env = { ...parts.console.env, REDIS_URL: redisUsers.as('console', redisUrl) };
   // Extra instances of each service (`orders-2`, ...) run consumers, relay and workers beside
   // the first one, competing for the same queues and outbox rows; each listens on its own port.
   for (let replica = 2; replica <= (options.replicas ?? 1); replica++) {

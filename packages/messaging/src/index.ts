@@ -48,6 +48,7 @@ export {
   aclRules,
   deleteRedisUser,
   redisUserOf,
+  consoleRedisUser,
   REDIS_USER_COMMANDS,
   setRedisUser,
   type RedisUser,

@@ -16,7 +16,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startConsumer } from './consumer.js';
 import { createPublisher } from './publisher.js';
 import { asRedisUser } from './redis.js';
-import { deleteRedisUser, redisUserOf, setRedisUser } from './redis-users.js';
+import { consoleRedisUser, deleteRedisUser, redisUserOf, setRedisUser } from './redis-users.js';
+import { journalKey } from './journal.js';
 import { shop } from '@idem/shop';
 
 const prefix = uniqueName('idem_test_acl');
@@ -75,6 +76,32 @@ describe("a service's Redis user", () => {
       expect(await payments.jobCounts('orders.payment-captured.v1')).toMatchObject({ waiting: 0 });
     } finally {
       await Promise.all([inventory.close(), payments.close()]);
+    }
+  });
+});
+
+describe("the console's Redis user", () => {
+  const consoleUser = consoleRedisUser(`${prefix}-console`, { prefix });
+  const consolePassword = randomBytes(16).toString('hex');
+
+  it('reads the journal and nothing else of the system: no queue, no rate limit, no journal entry of its own, no FLUSHALL', async () => {
+    await setRedisUser(admin, consoleUser, consolePassword);
+    const asConsole = new Redis(asRedisUser(redisUrl, consoleUser.name, consolePassword), { maxRetriesPerRequest: 1 });
+    try {
+      await admin.xadd(journalKey(prefix), '*', 'entry', '{}');
+      expect(await asConsole.call('ACL', 'WHOAMI')).toBe(consoleUser.name);
+      expect(await asConsole.xrange(journalKey(prefix), '-', '+')).toHaveLength(1);
+      await expect(asConsole.xadd(journalKey(prefix), '*', 'entry', '{}')).rejects.toThrow(/NOPERM/);
+      await expect(asConsole.set(`${prefix}:rate-limit:someone`, '0')).rejects.toThrow(/NOPERM/);
+      await expect(asConsole.get(`${prefix}:inventory.order-placed.v1:meta`)).rejects.toThrow(/NOPERM/);
+      await expect(asConsole.flushall()).rejects.toThrow(/NOPERM/);
+      // Its lessons' queues are its own.
+      await asConsole.set(`idem_lesson_${prefix}:probe`, '1');
+      await asConsole.del(`idem_lesson_${prefix}:probe`);
+    } finally {
+      asConsole.disconnect();
+      await deleteRedisUser(admin, consoleUser.name);
+      await admin.del(journalKey(prefix));
     }
   });
 });

@@ -12,6 +12,8 @@ export interface RedisUser {
   readonly name: string;
   /** Key patterns (ACL `~pattern`). */
   readonly keys: readonly string[];
+  /** Key patterns it may only read (ACL `%R~pattern`). @defaultValue none */
+  readonly readOnlyKeys?: readonly string[];
 }
 
 /**
@@ -45,9 +47,26 @@ export function redisUserOf(
   return { name, keys: [...queueKeys, globEscape(journalKey(prefix)), `${globEscape(prefix)}:rate-limit:*`] };
 }
 
+/**
+ * The console's user: it reads the system's journal and nothing else of it (no queue, no rate
+ * limit, no FLUSHALL or CONFIG), and owns the keys of the lessons it runs (`idem_lesson_*`, queues
+ * of their own that each lesson removes).
+ */
+export function consoleRedisUser(name: string, { prefix }: { prefix: string }): RedisUser {
+  return { name, keys: ['idem_lesson_*'], readOnlyKeys: [globEscape(journalKey(prefix))] };
+}
+
 /** The user's rules as `ACL SETUSER` takes them (one argument each), with its password. */
 export function aclRules(user: RedisUser, password: string): string[] {
-  return ['reset', 'on', `>${password}`, ...user.keys.map((key) => `~${key}`), 'resetchannels', ...REDIS_USER_COMMANDS];
+  return [
+    'reset',
+    'on',
+    `>${password}`,
+    ...user.keys.map((key) => `~${key}`),
+    ...(user.readOnlyKeys ?? []).map((key) => `%R~${key}`),
+    'resetchannels',
+    ...REDIS_USER_COMMANDS,
+  ];
 }
 
 /** The user as a line of an ACL file (`aclfile`): what compose and Kubernetes give their Redis. */
