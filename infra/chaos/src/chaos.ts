@@ -25,7 +25,7 @@ import {
   type PostgresServer,
   type RedisCluster,
 } from '@idem/testkit';
-import { startStallProxy, type StallProxy } from './stall-proxy.js';
+import { startFaultProxy, type FaultProxy } from './fault-proxy.js';
 
 /**
  * The chaos run: the whole system as processes — every consumer twice over (replicas), every
@@ -95,7 +95,7 @@ export interface ChaosReport {
   readonly ok: boolean;
 }
 
-const FINAL = new Set(['PAID', 'REJECTED', 'PAYMENT_FAILED', 'CANCELLED', 'REFUNDED']);
+export const FINAL = new Set(['PAID', 'REJECTED', 'PAYMENT_FAILED', 'CANCELLED', 'REFUNDED']);
 const LOCK_MS = Number(QUICK_TAKEOVER_ENV.CONSUMER_LOCK_MS);
 type Fault = 'kill' | 'pause' | 'postgres' | 'stall' | 'broker';
 const SKUS = ['keyboard', 'mouse', 'monitor', 'cable'];
@@ -118,7 +118,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   }
   const cluster = options.redisCluster ? await startRedisCluster({ firstPort: randomInt(30_000, 30_900) }) : undefined;
   const redisUrl = cluster?.url ?? process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-  const proxy: StallProxy | undefined = cluster ? undefined : await startStallProxy(redisUrl);
+  const proxy: FaultProxy | undefined = cluster ? undefined : await startFaultProxy(redisUrl);
   let system: RunningSystem | undefined;
   let exits: Exits | undefined;
   try {
@@ -252,7 +252,7 @@ async function placeSteadily(
 }
 
 /** The customer cancels after `afterMs`; an order past cancelling (409) is an answer too. */
-async function cancelWithRetries(system: RunningSystem, orderId: string, afterMs: number): Promise<void> {
+export async function cancelWithRetries(system: RunningSystem, orderId: string, afterMs: number): Promise<void> {
   await sleep(afterMs);
   const deadline = Date.now() + 60_000;
   let last = 'no answer';
@@ -274,9 +274,9 @@ async function cancelWithRetries(system: RunningSystem, orderId: string, afterMs
 }
 
 /** Who places the chaos run's orders. */
-const CUSTOMER = 'chaos';
+export const CUSTOMER = 'chaos';
 
-async function placeWithRetries(system: RunningSystem, sku: string, key: string): Promise<string> {
+export async function placeWithRetries(system: RunningSystem, sku: string, key: string): Promise<string> {
   const deadline = Date.now() + 60_000;
   let last = 'no answer';
   for (;;) {
@@ -307,7 +307,7 @@ async function injectFaults(
     proxy,
     cluster,
     exits,
-  }: { postgres: PostgresServer | undefined; proxy?: StallProxy; cluster?: RedisCluster; exits: Exits },
+  }: { postgres: PostgresServer | undefined; proxy?: FaultProxy; cluster?: RedisCluster; exits: Exits },
 ): Promise<{ kind: Fault; part: string; at: number }[]> {
   const done: { kind: Fault; part: string; at: number }[] = [];
   const at = () => Math.round((Date.now() - started) / 1000);
@@ -404,7 +404,7 @@ function shuffle<T>(items: T[]): T[] {
 }
 
 /** The consumer queues holding any job, with their counts by state. */
-async function jobsLeftIn(redisUrl: string, prefix: string): Promise<Record<string, Record<string, number>>> {
+export async function jobsLeftIn(redisUrl: string, prefix: string): Promise<Record<string, Record<string, number>>> {
   const publisher = createPublisher({ catalogue: shop, redisUrl, prefix });
   try {
     const counts = await Promise.all(

@@ -271,13 +271,14 @@ export async function runChecks(options: CheckerOptions): Promise<Report> {
   );
 
   // At the mail server: the same Message-ID received more than once. Each copy must be explained
-  // by a takeover — a claim that found a dispatcher's lease run out before it said how its send
-  // went (it died or froze mid-send: the documented window); any other copy is a violation.
+  // by an unconfirmed send — a claim that found a dispatcher's lease run out before it said how its
+  // send went (it died or froze mid-send), or a connection that dropped mid-send (the reply lost):
+  // SMTP's documented window. Any other copy is a violation.
   if (options.mailApi) {
     const copies = repeatedCounts(await listMail(options.mailApi, options.mailApiToken));
     const items = await readOnly(options.databaseUrls.notifications, (q) =>
-      q<{ message_id: string; takeovers: number; lease_overruns: number }>(
-        `SELECT message_id, takeovers, lease_overruns FROM email_work_items WHERE message_id = ANY($1::text[])`,
+      q<{ message_id: string; unconfirmed_sends: number; lease_overruns: number }>(
+        `SELECT message_id, unconfirmed_sends, lease_overruns FROM email_work_items WHERE message_id = ANY($1::text[])`,
         [[...copies.keys()].map((id) => `<${id.replace(/^<|>$/g, '')}>`)],
       ),
     );
@@ -286,8 +287,8 @@ export async function runChecks(options: CheckerOptions): Promise<Report> {
     const unexplained: { key: string }[] = [];
     for (const [id, count] of copies) {
       const item = itemOf.get(id.replace(/^<|>$/g, ''));
-      const key = `${id}: ${count} copies, ${item?.takeovers ?? 0} takeovers, ${item?.lease_overruns ?? 0} sends past their lease`;
-      (item && count <= 1 + item.takeovers ? explained : unexplained).push({ key });
+      const key = `${id}: ${count} copies, ${item?.unconfirmed_sends ?? 0} unconfirmed sends, ${item?.lease_overruns ?? 0} sends past their lease`;
+      (item && count <= 1 + item.unconfirmed_sends ? explained : unexplained).push({ key });
     }
     add('repeated_send', 'emails received more than once that no dispatcher death or freeze explains', unexplained);
     add(

@@ -77,6 +77,10 @@ export async function startSmtpSink({
   let failures = 0;
   let greetingDelayMs = 0;
   let answerDelayMs = 0;
+  // A message is kept when the sink answers it, as a server commits a message when it accepts
+  // it: one whose connection closed before that (the client gave up, or the network went down)
+  // is not kept, and the client, which heard no answer, sends it again.
+  const closed = new Set<string>();
 
   const smtp = new SMTPServer({
     authOptional: true,
@@ -85,11 +89,16 @@ export async function startSmtpSink({
     onConnect(_session, callback) {
       setTimeout(() => callback(), greetingDelayMs);
     },
-    onData(stream, _session, callback) {
+    onClose(session) {
+      closed.add(session.id);
+      setTimeout(() => closed.delete(session.id), 60_000).unref();
+    },
+    onData(stream, session, callback) {
       const chunks: Buffer[] = [];
       stream.on('data', (chunk: Buffer) => chunks.push(chunk));
       stream.on('end', () => setTimeout(answer, answerDelayMs));
       const answer = () => {
+        if (closed.has(session.id)) return callback(new Error('the connection closed before the message was accepted'));
         if (failures > 0) {
           failures -= 1;
           const error = Object.assign(new Error('Temporary failure, try again later (simulated)'), {

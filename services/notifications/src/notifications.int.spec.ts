@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { createServer } from 'node:net';
 import type { Envelope } from '@idem/shop';
 import { takeHere } from '@idem/database';
 import { createInbox } from '@idem/inbox';
@@ -359,8 +360,8 @@ describe('email dispatcher', () => {
       const ids = (await sink.messages()).map((m) => m.MessageID);
       expect(ids).toHaveLength(100);
       expect(new Set(ids).size).toBe(100);
-      expect(await db.emailWorkItem.aggregate({ _sum: { takeovers: true, leaseOverruns: true } })).toEqual({
-        _sum: { takeovers: 0, leaseOverruns: 0 },
+      expect(await db.emailWorkItem.aggregate({ _sum: { unconfirmedSends: true, leaseOverruns: true } })).toEqual({
+        _sum: { unconfirmedSends: 0, leaseOverruns: 0 },
       });
     } finally {
       sink.slowAnswers(0);
@@ -368,6 +369,48 @@ describe('email dispatcher', () => {
       await elsewhere.$disconnect();
     }
   }, 90_000);
+
+  it('counts a send whose connection dropped after the message went as unconfirmed: the server may have taken it', async () => {
+    // A server that takes the whole message and hangs up instead of answering it.
+    const hangingUp = createServer((socket) => {
+      socket.write('220 hangs-up.test ESMTP\r\n');
+      let data = false;
+      let received = '';
+      socket.on('data', (chunk: Buffer) => {
+        received += chunk.toString();
+        if (data) {
+          if (received.includes('\r\n.\r\n')) socket.destroy();
+          return;
+        }
+        for (const line of received.split('\r\n').slice(0, -1)) {
+          if (/^(EHLO|HELO)/i.test(line)) socket.write('250 hangs-up.test\r\n');
+          else if (/^(MAIL|RCPT)/i.test(line)) socket.write('250 OK\r\n');
+          else if (/^DATA/i.test(line)) {
+            socket.write('354 go on\r\n');
+            data = true;
+          }
+        }
+        received = data ? '' : received.slice(received.lastIndexOf('\r\n') + 2);
+      });
+    });
+    await new Promise<void>((resolve) => hangingUp.listen(0, '127.0.0.1', resolve));
+    try {
+      await inbox().consume('notifications.order-placed.v1', orderPlacedMessage(), handleOrderPlaced({ now }));
+      const dispatcher_ = createDispatcher({
+        db,
+        smtpUrl: `smtp://127.0.0.1:${(hangingUp.address() as { port: number }).port}`,
+        from: 'shop@idem.local',
+        log: createLogger('notifications', 'silent'),
+        leaseMs: 3_000,
+        smtpTimeoutMs: 500,
+      });
+      await dispatcher_.runOnce();
+      await dispatcher_.stop();
+      expect(await db.emailWorkItem.findFirstOrThrow()).toMatchObject({ status: 'pending', unconfirmedSends: 1 });
+    } finally {
+      hangingUp.close();
+    }
+  });
 
   it('retries a temporary SMTP failure and sends once it passes', async () => {
     await inbox().consume('notifications.order-placed.v1', orderPlacedMessage(), handleOrderPlaced({ now }));

@@ -79,7 +79,7 @@ function emailWorkItem(email: NewEmail, now: Date, taker: LocalTaker<EmailWorkIt
     lastError: null,
     sentAt: null,
     facts: null,
-    takeovers: 0,
+    unconfirmedSends: 0,
     leaseOverruns: 0,
     traceparent: traceparentOf() ?? null,
     createdAt: now,
@@ -279,11 +279,15 @@ export async function recordSent(
   if (count === 0 && overran) await db.emailWorkItem.updateMany({ where: { id: item.id }, data: overrun });
 }
 
-/** A send failed: the item is retried later, or parked (see afterFailedSend); returns which. */
+/**
+ * A send failed: the item is retried later, or parked (see afterFailedSend); returns which. A send
+ * the server may have taken all the same (`unconfirmed`) is counted: the copy a retry may make is
+ * SMTP's documented limit, which the checker tells from any other.
+ */
 export async function recordFailedSend(
   db: PrismaClient,
   item: { id: string; attempts: number },
-  failure: { responseCode: number; reason: string; maxAttempts: number; retryDelayMs: number },
+  failure: { responseCode: number; reason: string; unconfirmed: boolean; maxAttempts: number; retryDelayMs: number },
   now: Date,
 ): Promise<'pending' | 'parked'> {
   const { status, retryInMs } = afterFailedSend(item, failure);
@@ -291,6 +295,7 @@ export async function recordFailedSend(
     where: { id: item.id, status: 'pending' },
     data: {
       ...released,
+      ...(failure.unconfirmed ? { unconfirmedSends: { increment: 1 } } : {}),
       status,
       lastError: boundReason(failure.reason),
       nextAttemptAt: new Date(now.getTime() + retryInMs),

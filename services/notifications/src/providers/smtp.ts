@@ -49,13 +49,19 @@ export function createSmtpClient({
   };
 }
 
-/** What a failed send says: the server's reply code (0 when it never answered) and why, in words. */
-export function smtpFailureOf(error: unknown): { responseCode: number; reason: string } {
+/**
+ * What a failed send says: the server's reply code (0 when it never answered), why, in words, and
+ * whether the server may have taken the message all the same (`unconfirmed`): the connection
+ * dropped or went silent mid-session with no reply, which may have been a 250 lost on the way.
+ */
+export function smtpFailureOf(error: unknown): { responseCode: number; reason: string; unconfirmed: boolean } {
   const responseCode = (error as { responseCode?: number }).responseCode ?? 0;
   // nodemailer's code says what kind of failure it was (ETIMEDOUT, ECONNECTION, EAUTH…).
-  const { code, message } = error as { code?: unknown; message?: string };
+  const { code, message, timeoutType } = error as { code?: unknown; message?: string; timeoutType?: unknown };
   const reason = [typeof code === 'string' ? code : undefined, message ?? String(error)].filter(Boolean).join(': ');
-  return { responseCode, reason };
+  const unconfirmed =
+    responseCode === 0 && (code === 'ECONNECTION' || (code === 'ETIMEDOUT' && timeoutType === 'socket'));
+  return { responseCode, reason, unconfirmed };
 }
 
 /** smtp://user:password@host:port (smtps:// for TLS from the start) as nodemailer's connection options. */

@@ -186,7 +186,7 @@ async function claim({ db, owner, leaseMs, batchSize, now, sends }: Dispatcher):
     table: 'email_work_items',
     statuses: ['pending'],
     counter: 'attempts',
-    takeovers: 'takeovers',
+    takeovers: 'unconfirmed_sends',
     owner,
     leaseMs,
     batchSize: room,
@@ -228,11 +228,18 @@ async function dispatch(dispatcher: Dispatcher, item: EmailWorkItem): Promise<vo
       }),
     );
   } catch (error) {
-    const { responseCode, reason } = smtpFailureOf(error);
-    const status = await recordFailedSend(db, item, { ...dispatcher, responseCode, reason }, now());
+    const failure = smtpFailureOf(error);
+    const status = await recordFailedSend(db, item, { ...dispatcher, ...failure }, now());
     const parked = status === 'parked';
     log[parked ? 'error' : 'warn'](
-      { emailWorkItemId: item.id, orderId: item.orderId, kind: item.kind, attempts: item.attempts, responseCode },
+      {
+        emailWorkItemId: item.id,
+        orderId: item.orderId,
+        kind: item.kind,
+        attempts: item.attempts,
+        responseCode: failure.responseCode,
+        unconfirmed: failure.unconfirmed,
+      },
       parked ? 'email parked: it will not be retried on its own' : 'email not sent; will retry',
     );
     return;
