@@ -175,14 +175,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     } while (Date.now() < deadline);
     // Quiet means the checker finds nothing stuck either: emails and late duplicates settle
     // after the orders do (a dispatcher killed mid-batch leaves a backlog to drain).
-    const check = () =>
-      runChecks({
-        databaseUrls: running.databaseUrls,
-        stripe: { apiBase: running.urls.stripe, apiKey: SIMULATOR_API_KEY },
-        mailApi: running.urls.mail,
-        quietWindowMs: 5000,
-        stuckAfterMs: 10_000,
-      });
+    const check = () => checkQuietSystem(running);
     let checker = await check();
     while (!checker.ok && Date.now() < deadline) {
       await sleep(2000);
@@ -272,6 +265,16 @@ export async function cancelWithRetries(system: RunningSystem, orderId: string, 
     await sleep(250);
   }
 }
+
+/** The checker on a system of these runs, once it is quiet: counted lost after 5 s, stuck after 10 s. */
+export const checkQuietSystem = (system: RunningSystem) =>
+  runChecks({
+    databaseUrls: system.databaseUrls,
+    stripe: { apiBase: system.urls.stripe, apiKey: SIMULATOR_API_KEY },
+    mailApi: system.urls.mail,
+    quietWindowMs: 5000,
+    stuckAfterMs: 10_000,
+  });
 
 /** Who places the chaos run's orders. */
 export const CUSTOMER = 'chaos';
@@ -404,7 +407,7 @@ function shuffle<T>(items: T[]): T[] {
 }
 
 /** The consumer queues holding any job, with their counts by state. */
-export async function jobsLeftIn(redisUrl: string, prefix: string): Promise<Record<string, Record<string, number>>> {
+async function jobsLeftIn(redisUrl: string, prefix: string): Promise<Record<string, Record<string, number>>> {
   const publisher = createPublisher({ catalogue: shop, redisUrl, prefix });
   try {
     const counts = await Promise.all(

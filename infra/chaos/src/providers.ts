@@ -2,7 +2,7 @@ import { randomInt, randomUUID } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { formatReport, listStripe, runChecks, type Report } from '@idem/checker';
+import { formatReport, listStripe, type Report } from '@idem/checker';
 import { dropDatabase, readOnly } from '@idem/database';
 import {
   asCustomer,
@@ -15,7 +15,7 @@ import {
   type RunningSystem,
 } from '@idem/native-run';
 import { SIMULATOR_API_KEY } from '@idem/stripe-sim';
-import { cancelWithRetries, CUSTOMER, FINAL, placeWithRetries } from './chaos.js';
+import { cancelWithRetries, checkQuietSystem, CUSTOMER, FINAL, placeWithRetries } from './chaos.js';
 import { startFaultProxy, type FaultProxy } from './fault-proxy.js';
 
 /**
@@ -227,14 +227,7 @@ async function drainAndCheck(
   const deadline = Date.now() + drainSeconds * 1000;
   const statuses = await waitForFinal(system, orderIds, deadline);
   const paid = orderIds.filter((_, i) => statuses[i] === 'PAID');
-  const check = () =>
-    runChecks({
-      databaseUrls: system.databaseUrls,
-      stripe: { apiBase: system.urls.stripe, apiKey: SIMULATOR_API_KEY },
-      mailApi: system.urls.mail,
-      quietWindowMs: 5000,
-      stuckAfterMs: 10_000,
-    });
+  const check = () => checkQuietSystem(system);
   const receiptsMissing = async () => {
     const receipts = await readOnly(system.databaseUrls.notifications, (q) =>
       q<{ order_id: string }>(`SELECT order_id::text FROM email_work_items WHERE kind = 'receipt' AND status = 'sent'`),
