@@ -78,7 +78,7 @@ export async function startSmtpSink({
   let greetingDelayMs = 0;
   let answerDelayMs = 0;
   // A message is kept when the sink answers it, as a server commits a message when it accepts
-  // it: one whose connection closed before that (the client gave up, or the network went down)
+  // it: one whose connection closed before that (the client stopped waiting, or the network went down)
   // is not kept, and the client, which heard no answer, sends it again.
   const closed = new Set<string>();
 

@@ -98,11 +98,7 @@ export function createDispatcher(options: DispatcherOptions): BackgroundWorker &
     smtp: createSmtpClient({ smtpUrl: options.smtpUrl, connections: smtpConnections, timeoutMs: smtpTimeoutMs }),
     sends: new Sends(smtpConnections),
   };
-  async function runOnce(): Promise<number> {
-    const items = await claim(dispatcher);
-    await awaitAll(items.map((item) => dispatcher.sends.run(() => traced(dispatcher, item))));
-    return items.length;
-  }
+  const runOnce = () => round(dispatcher);
   const { databaseUrl } = options;
   const worker = pollingWorker('email dispatcher', runOnce, {
     idleMs: pollIntervalMs,
@@ -126,14 +122,43 @@ export function createDispatcher(options: DispatcherOptions): BackgroundWorker &
   };
 }
 
+/**
+ * One round: claims as many due items as sends can start now and sends them. The room is held
+ * until the claimed sends start, so an item handed over meanwhile cannot take it.
+ */
+async function round(dispatcher: Dispatcher): Promise<number> {
+  const { sends } = dispatcher;
+  const room = Math.min(dispatcher.batchSize, sends.free);
+  if (room <= 0) return 0;
+  const release = sends.hold(room);
+  let items: EmailWorkItem[];
+  try {
+    items = await claim(dispatcher, room);
+  } catch (error) {
+    release();
+    throw error;
+  }
+  const started = items.map((item) => sends.run(() => traced(dispatcher, item)));
+  release();
+  await awaitAll(started);
+  return items.length;
+}
+
 /** The sends under way, at most one per SMTP connection: a send that cannot start now is not queued. */
 class Sends {
   readonly #underWay = new Set<Promise<void>>();
+  #held = 0;
   constructor(private readonly capacity: number) {}
 
   /** How many more may start now. */
   get free(): number {
-    return this.capacity - this.#underWay.size;
+    return this.capacity - this.#underWay.size - this.#held;
+  }
+
+  /** Holds `room` for sends about to start (a claim under way); returns what gives it back. */
+  hold(room: number): () => void {
+    this.#held += room;
+    return () => void (this.#held -= room);
   }
 
   /** Starts `send` (a slot must be free: see `free`); resolves when it has ended. */
@@ -178,10 +203,8 @@ function ownItems(dispatcher: Dispatcher) {
   };
 }
 
-/** Due items, as many as sends can start now: the rest stay for a later round, unleased. */
-async function claim({ db, owner, leaseMs, batchSize, now, sends }: Dispatcher): Promise<EmailWorkItem[]> {
-  const room = Math.min(batchSize, sends.free);
-  if (room <= 0) return [];
+/** Up to `room` due items (as many as sends can start now): the rest stay for a later round, unleased. */
+function claim({ db, owner, leaseMs, now }: Dispatcher, room: number): Promise<EmailWorkItem[]> {
   return claimLeased<EmailWorkItem>(db, {
     table: 'email_work_items',
     statuses: ['pending'],
