@@ -153,7 +153,7 @@ async function withSystem<T>(
         // Requests through the proxy name its address: the simulator must answer to it.
         'stripe-sim': { ALLOWED_HOSTS: new URL(proxies.stripe.url).host },
       },
-      env: { ...QUICK_TAKEOVER_ENV, ...UNLIMITED_ORDERS_ENV, PROVIDER_SEARCH_LAG_MS: '2000' },
+      env: { ...QUICK_TAKEOVER_ENV, ...UNLIMITED_ORDERS_ENV },
       log: (part, line) => processLog.write(`${part.padEnd(13)}| ${line}\n`),
     });
     return await run({ system, proxies, logFile });
