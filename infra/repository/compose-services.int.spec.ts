@@ -159,7 +159,7 @@ describe('infra/postgres/init.sh on a real PostgreSQL', () => {
 });
 
 describe("Redis with compose's command and users", () => {
-  it('admits each service as its own user, only to its queues, and the default user by password; no password on its command line; append-only, a memory limit, noeviction', async () => {
+  it('admits each service as its own user, only to its queues, the console to the journal alone, and the default user by password; no password on its command line; append-only, a memory limit, noeviction', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'idem-redis-'));
     const port = randomInt(16_400, 17_000);
     // The users file is in Redis's secrets volume: here, a folder of its share.
@@ -183,7 +183,8 @@ describe("Redis with compose's command and users", () => {
       client.on('error', () => {}); // refusals until it listens
       return client;
     };
-    const operator = connect(on(environments.console!.REDIS_URL!));
+    const operator = connect(on(secrets['redis-url']!));
+    const console_ = connect(on(environments.console!.REDIS_URL!));
     const inventory = connect(on(environments.inventory!.REDIS_URL!));
     const anonymous = connect(undefined);
     try {
@@ -193,14 +194,18 @@ describe("Redis with compose's command and users", () => {
       await inventory.lpush('idem:inventory.order-placed.v1:wait', 'job');
       await expect(inventory.lpush('idem:orders.payment-captured.v1:wait', 'forged')).rejects.toThrow(/NOPERM/);
       await expect(inventory.config('GET', 'maxmemory')).rejects.toThrow(/NOPERM/);
+      // The console reads the journal and nothing else: no queue, no setting.
+      expect(await console_.xrange('idem:journal', '-', '+')).toEqual([]);
+      await expect(console_.lpush('idem:inventory.order-placed.v1:wait', 'job')).rejects.toThrow(/NOPERM/);
+      await expect(console_.config('GET', 'maxmemory')).rejects.toThrow(/NOPERM/);
       expect(await operator.config('GET', 'appendonly')).toEqual(['appendonly', 'yes']);
       expect(await operator.config('GET', 'maxmemory-policy')).toEqual(['maxmemory-policy', 'noeviction']);
       expect(((await operator.config('GET', 'maxmemory')) as string[])[1]).toBe(String(256 * 1024 * 1024));
       const commandLine = readFileSync(`/proc/${redisServer.pid}/cmdline`, 'utf8');
-      for (const name of ['redis-password', 'inventory-redis-password'])
+      for (const name of ['redis-password', 'inventory-redis-password', 'console-redis-password'])
         expect(commandLine, name).not.toContain(secrets[name]!);
     } finally {
-      for (const client of [operator, inventory, anonymous]) client.disconnect();
+      for (const client of [operator, console_, inventory, anonymous]) client.disconnect();
       redisServer.kill('SIGTERM');
       await exited(redisServer);
       rmSync(dir, { recursive: true, force: true });

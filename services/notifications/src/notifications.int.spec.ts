@@ -483,6 +483,14 @@ describe('GET /emails', () => {
         ['order-received', 'pending'],
         ['receipt', 'pending'],
       ]);
+      // A receipt whose order is not known here yet: listed, with no address or subject so far.
+      const early = randomUUID();
+      await inbox().consume('notifications.payment-captured.v1', captured(early), handlePaymentCaptured({ now }));
+      const waiting = await emails(`?orderId=${early}`);
+      expect(waiting.status).toBe(200);
+      expect(((await waiting.json()) as { emails: unknown[] }).emails).toEqual([
+        expect.objectContaining({ kind: 'receipt', status: 'pending', to: null, subject: null }),
+      ]);
       expect((await emails(`?orderId=${randomUUID()}`)).status).toBe(200);
       expect((await emails('')).status).toBe(400);
     } finally {

@@ -11,8 +11,9 @@ const emails = z.object({
       businessKey: z.string(),
       kind: z.string(),
       orderId: z.uuid(),
-      to: z.string(),
-      subject: z.string(),
+      /** Null while the email waits for its order's summary (an email about a payment that came first). */
+      to: z.string().nullable(),
+      subject: z.string().nullable(),
       messageId: z.string(),
       status: z.string(),
       attempts: z.number().int(),
