@@ -52,7 +52,8 @@ export function createSmtpClient({
 /**
  * What a failed send says: the server's reply code (0 when it never answered), why, in words, and
  * whether the server may have taken the message all the same (`unconfirmed`): the connection
- * dropped or went silent mid-session with no reply, which may have been a 250 lost on the way.
+ * dropped (closed or reset) or went silent mid-session with no reply, which may have been a 250
+ * lost on the way. A connection refused or never made is not: nothing was sent on it.
  */
 export function smtpFailureOf(error: unknown): { responseCode: number; reason: string; unconfirmed: boolean } {
   const responseCode = (error as { responseCode?: number }).responseCode ?? 0;
@@ -60,9 +61,15 @@ export function smtpFailureOf(error: unknown): { responseCode: number; reason: s
   const { code, message, timeoutType } = error as { code?: unknown; message?: string; timeoutType?: unknown };
   const reason = [typeof code === 'string' ? code : undefined, message ?? String(error)].filter(Boolean).join(': ');
   const unconfirmed =
-    responseCode === 0 && (code === 'ECONNECTION' || (code === 'ETIMEDOUT' && timeoutType === 'socket'));
+    responseCode === 0 &&
+    (code === 'ECONNECTION' ||
+      (code === 'ESOCKET' && !NEVER_CONNECTED.test(reason)) ||
+      (code === 'ETIMEDOUT' && timeoutType === 'socket'));
   return { responseCode, reason, unconfirmed };
 }
+
+/** A socket error of a connection that was never made: nothing was sent on it. */
+const NEVER_CONNECTED = /ECONNREFUSED|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH/;
 
 /** smtp://user:password@host:port (smtps:// for TLS from the start) as nodemailer's connection options. */
 function connectionOf(smtpUrl: string) {
