@@ -51,20 +51,20 @@ export function createSmtpClient({
 
 /**
  * What a failed send says: the server's reply code (0 when it never answered), why, in words, and
- * whether the server may have taken the message all the same (`unconfirmed`): the connection
- * dropped (closed or reset) or went silent mid-session with no reply, which may have been a 250
- * lost on the way. A connection refused or never made is not: nothing was sent on it.
+ * whether the server may have taken the message all the same (`unconfirmed`): any failure with no
+ * reply from the server, since it may have been a 250 lost on the way, except a connection refused
+ * or never made, or one that timed out before its greeting: nothing was sent on it.
  */
 export function smtpFailureOf(error: unknown): { responseCode: number; reason: string; unconfirmed: boolean } {
   const responseCode = (error as { responseCode?: number }).responseCode ?? 0;
   // nodemailer's code says what kind of failure it was (ETIMEDOUT, ECONNECTION, EAUTH…).
   const { code, message, timeoutType } = error as { code?: unknown; message?: string; timeoutType?: unknown };
   const reason = [typeof code === 'string' ? code : undefined, message ?? String(error)].filter(Boolean).join(': ');
-  const unconfirmed =
-    responseCode === 0 &&
-    (code === 'ECONNECTION' ||
-      (code === 'ESOCKET' && !NEVER_CONNECTED.test(reason)) ||
-      (code === 'ETIMEDOUT' && timeoutType === 'socket'));
+  // No reply to the message: unless the connection or its greeting never came, a 250 may have been lost.
+  const neverSent =
+    NEVER_CONNECTED.test(reason) ||
+    (code === 'ETIMEDOUT' && (timeoutType === 'connection' || timeoutType === 'greeting'));
+  const unconfirmed = responseCode === 0 && !neverSent;
   return { responseCode, reason, unconfirmed };
 }
 
