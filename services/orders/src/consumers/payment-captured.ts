@@ -1,5 +1,5 @@
 import type { MessageOf } from '@idem/shop';
-import { permanentFailure, processed, stale, type OneStatementHandler } from '@idem/inbox';
+import { processed, stale, type OneStatementHandler } from '@idem/inbox';
 import { captureInOneStatement, takeCapture } from '../application/captures.js';
 import type { Tx } from '../db.js';
 
@@ -7,8 +7,9 @@ type PaymentCaptured = MessageOf<'orders.payment-captured.v1'>;
 
 /**
  * orders.payment-captured.v1: the order is paid — when the capture is its total and it can still
- * be paid (then the move and the inbox's record are one statement); otherwise the capture is
- * refused and refunded (application/captures.ts).
+ * be paid (then the move and the inbox's record are one statement); otherwise — not its total, an
+ * order that can no longer be paid, or one never placed — the capture is refused and refunded
+ * (application/captures.ts).
  */
 export function handlePaymentCaptured({ now }: { now: () => Date }): OneStatementHandler<Tx, PaymentCaptured> {
   return Object.assign(
@@ -21,8 +22,6 @@ export function handlePaymentCaptured({ now }: { now: () => Date }): OneStatemen
           return processed;
         case 'already_paid':
           return stale(`order ${orderId} is paid already`);
-        case 'unknown_order':
-          return permanentFailure('unknown_order', `no order ${orderId} in the orders database`);
       }
     },
     { inOneStatement: (message: PaymentCaptured) => captureInOneStatement(message, now()) },
