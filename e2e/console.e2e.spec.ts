@@ -105,6 +105,15 @@ describe('the console', () => {
     expect(await page.locator('[data-effect="reservation"]').count()).toBe(1);
   }, 120_000);
 
+  it('can place an order after the switches page was opened ten times in a minute: no failed authentication counted', async () => {
+    for (let load = 0; load < 10; load++) {
+      await page.goto(`${system.urls.console}/faults`);
+      expect(await page.locator('tr[data-process] [data-pid]').count()).toBe(SERVICES.length);
+    }
+    await placeOrder('paid');
+    await expect.poll(() => page.locator('#status').textContent(), { timeout: 30_000 }).toBe('PAID');
+  }, 60_000);
+
   it('lists the lessons and runs one both ways', async () => {
     await page.goto(`${system.urls.console}/lessons`);
     expect(await page.locator('tr[data-lesson]').count()).toBe(4);

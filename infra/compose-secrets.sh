@@ -41,7 +41,7 @@ secret admin-token
 secret jwt-secret
 keep simulator-api-key "sk_test_idem_simulator_$(random)"
 keep redis-url "redis://:$(value redis-password)@redis:6379"
-# The console's Redis user reads the journal and owns its lessons' queues, nothing else.
+# The console's Redis user reads the services' journals and owns its lessons' queues, nothing else.
 secret console-redis-password
 keep console-redis-url "redis://idem-console:$(value console-redis-password)@redis:6379"
 # The console's lessons make and drop databases of their own on the server, as `lessons`.
@@ -73,7 +73,7 @@ esac
 # Redis's users: `default` (the healthcheck, operators), the console's (consoleRedisUser in
 # @idem/messaging; docker-compose.unit.spec.ts compares the two) and each service's, its password in place.
 acl="user default on >$(value redis-password) ~* &* +@all
-user idem-console on >$(value console-redis-password) ~idem_lesson_* %R~idem:journal resetchannels +@all -@admin \
+user idem-console on >$(value console-redis-password) ~idem_lesson_* %R~idem:journal:* resetchannels +@all -@admin \
 -@dangerous +info +client|setname +client|getname +client|id +cluster|slots +cluster|nodes +cluster|shards +cluster|info \
 +cluster|myid +wait"
 if [ -f "$users" ]; then

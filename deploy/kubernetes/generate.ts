@@ -447,7 +447,7 @@ function redisObjects(): object[] {
             containers: [
               {
                 name: 'redis',
-                image: 'docker.io/library/redis:7.4-alpine',
+                image: 'docker.io/library/redis:7.4.6-alpine', // the Lua sandbox fixes (docs/operations.md)
                 imagePullPolicy: 'IfNotPresent',
                 // The users, each service's own (redis-users.acl, its passwords from idem-redis-users)
                 // and `default` for operators and KEDA, are written to a file in memory at start:
@@ -463,6 +463,8 @@ function redisObjects(): object[] {
                   '$(REDIS_MAXMEMORY)',
                   '--maxmemory-policy',
                   'noeviction',
+                  '--busy-reply-threshold',
+                  '1000',
                   '--dir',
                   '/data',
                 ],
@@ -588,7 +590,12 @@ export function redisUsersOf({ cluster = false } = {}) {
   const redisUrl = cluster ? 'redis+cluster://redis-cluster:6379' : 'redis://redis:6379';
   return SERVICE_NAMES.map((service) => {
     const { consumes, publishesTo } = queuesOf(service);
-    return redisUserOf(`idem-${service}`, { prefix: QUEUE_PREFIX, redisUrl, queues: [...consumes, ...publishesTo] });
+    return redisUserOf(`idem-${service}`, {
+      prefix: QUEUE_PREFIX,
+      service,
+      redisUrl,
+      queues: [...consumes, ...publishesTo],
+    });
   });
 }
 

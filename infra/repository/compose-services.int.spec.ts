@@ -194,12 +194,18 @@ describe("Redis with compose's command and users", () => {
       await inventory.lpush('idem:inventory.order-placed.v1:wait', 'job');
       await expect(inventory.lpush('idem:orders.payment-captured.v1:wait', 'forged')).rejects.toThrow(/NOPERM/);
       await expect(inventory.config('GET', 'maxmemory')).rejects.toThrow(/NOPERM/);
-      // The console reads the journal and nothing else: no queue, no setting.
-      expect(await console_.xrange('idem:journal', '-', '+')).toEqual([]);
+      // Inventory writes its own journal and its own rate limits, and no other service's.
+      await inventory.xadd('idem:journal:inventory', '*', 'entry', '{}');
+      await expect(inventory.xadd('idem:journal:payments', '*', 'entry', '{}')).rejects.toThrow(/NOPERM/);
+      await expect(inventory.set('idem:rate-limit:orders:address:10.0.0.1', '0')).rejects.toThrow(/NOPERM/);
+      // The console reads the journals and nothing else: no queue, no setting.
+      expect(await console_.xrange('idem:journal:inventory', '-', '+')).toHaveLength(1);
+      await expect(console_.xadd('idem:journal:inventory', '*', 'entry', '{}')).rejects.toThrow(/NOPERM/);
       await expect(console_.lpush('idem:inventory.order-placed.v1:wait', 'job')).rejects.toThrow(/NOPERM/);
       await expect(console_.config('GET', 'maxmemory')).rejects.toThrow(/NOPERM/);
       expect(await operator.config('GET', 'appendonly')).toEqual(['appendonly', 'yes']);
       expect(await operator.config('GET', 'maxmemory-policy')).toEqual(['maxmemory-policy', 'noeviction']);
+      expect(await operator.config('GET', 'busy-reply-threshold')).toEqual(['busy-reply-threshold', '1000']);
       expect(((await operator.config('GET', 'maxmemory')) as string[])[1]).toBe(String(256 * 1024 * 1024));
       const commandLine = readFileSync(`/proc/${redisServer.pid}/cmdline`, 'utf8');
       for (const name of ['redis-password', 'inventory-redis-password', 'console-redis-password'])

@@ -280,7 +280,7 @@ class ConsumerBench {
     try {
       const inbox = createInbox({ db: prisma });
       const result = await this.throughQueue(messages, (prefix) => {
-        const journal = redis && createDeliveryJournal({ redis, prefix });
+        const journal = redis && createDeliveryJournal({ redis, prefix, service: 'inventory' });
         const consumer = startConsumer({
           catalogue: shop,
           consumer: CONSUMER,

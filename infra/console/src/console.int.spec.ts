@@ -3,6 +3,7 @@ import { createServer, request, type Server } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { SERVICE_NAMES, type ServiceName } from '@idem/shop';
 import { createHttpApp, listen, type RunningServer } from '@idem/http';
+import { journalKey } from '@idem/messaging';
 import { createMigratedDatabase, redisUrl, uniqueName } from '@idem/testkit';
 import { Redis } from 'ioredis';
 import pg from 'pg';
@@ -32,7 +33,7 @@ afterAll(async () => {
   await plain.close();
   await Promise.all(databases.map((d) => d.drop()));
   const redis = new Redis(redisUrl);
-  await redis.del(`${prefix}:journal`);
+  await redis.del(...SERVICE_NAMES.map((service) => journalKey(prefix, service)));
   redis.disconnect();
 });
 
@@ -218,7 +219,7 @@ describe('the live view', () => {
     redis = new Redis(redisUrl);
     for (let i = 0; i < 3; i++) {
       await redis.xadd(
-        `${prefix}:journal`,
+        journalKey(prefix, 'orders'),
         '*',
         'entry',
         JSON.stringify({
@@ -244,11 +245,11 @@ describe('the live view', () => {
     };
   };
 
-  it('reads the journal whole once, then only the entries newer than the last it saw', async () => {
+  it("reads a service's journal whole once, then only the entries newer than the last it saw", async () => {
     const monitor = await new Redis(redisUrl).monitor();
     const reads: string[][] = [];
     monitor.on('monitor', (_time: string, args: string[]) => {
-      if (args[0]?.toLowerCase() === 'xrange' && args[1] === `${prefix}:journal`) reads.push(args);
+      if (args[0]?.toLowerCase() === 'xrange' && args[1] === journalKey(prefix, 'orders')) reads.push(args);
     });
     try {
       await withConsole({ livePollMs: 50 }, async (base) => {
@@ -286,8 +287,9 @@ describe('the live view', () => {
       { ...delivery, at: 'not a time' },
       { ...delivery, durationMs: { toString: 'x' } },
     ];
-    for (const entry of injected) await redis.xadd(`${prefix}:journal`, '*', 'entry', JSON.stringify(entry));
-    await redis.xadd(`${prefix}:journal`, '*', 'entry', '{not json');
+    const notifications = journalKey(prefix, 'notifications');
+    for (const entry of injected) await redis.xadd(notifications, '*', 'entry', JSON.stringify(entry));
+    await redis.xadd(notifications, '*', 'entry', '{not json');
     await withConsole({}, async (base) => {
       const res = await fetch(`${base}/orders/${orderId}?fragment=1`);
       expect(res.status).toBe(200);

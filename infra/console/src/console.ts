@@ -26,7 +26,7 @@ export interface ConsoleOptions {
   /** Each service's database, read in read-only transactions (in compose, as a read-only role). */
   readonly databaseUrls: CheckerOptions['databaseUrls'];
   readonly redisUrl: string;
-  /** The system's queue prefix: its delivery journal is `<prefix>:journal`. */
+  /** The system's queue prefix: each service's delivery journal is `<prefix>:journal:<service>`. */
   readonly queuePrefix: string;
   /** Where orders are placed, as any client places them. */
   readonly ordersApi: string;
@@ -191,7 +191,8 @@ export function createConsole(options: ConsoleOptions) {
     const targets = [
       ...new Set(Object.values(subscriptions).flat()),
       'publisher',
-      ...SERVICES.map((s) => `${s}.relay`),
+      // Where a process publishes its outbox: right after its commit (handoff), or the relay's sweep.
+      ...SERVICES.flatMap((s) => [`${s}.handoff`, `${s}.relay`]),
       'payments.worker',
       'notifications.dispatcher',
     ];

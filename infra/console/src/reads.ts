@@ -4,6 +4,7 @@ import { isEventType, subscribersOf, type ConsumerName } from '@idem/shop';
 import {
   readJournal,
   type DeliveryEntry,
+  type JournalCursor,
   type JournalEntry,
   type ProviderCallEntry,
   type RedisClient,
@@ -30,10 +31,10 @@ export interface Sources {
   readonly consumerLockMs?: number;
 }
 
-/** An order's journal entries so far, and the stream id to read on from. */
+/** An order's journal entries so far, and where to read on from. */
 export interface JournalSoFar {
   readonly entries: readonly JournalEntry[];
-  readonly last: string | undefined;
+  readonly cursor: JournalCursor;
 }
 
 export function connectDatabases(urls: Record<Service, string>): Record<Service, pg.Pool> {
@@ -286,13 +287,8 @@ export async function orderTimeline(
 
 /** Every journal entry of one correlation id, and where the journal stands. */
 async function ourJournal(sources: Sources, correlationId: string | undefined): Promise<JournalSoFar> {
-  const journal = await readJournal(sources.redis, sources.prefix);
-  return {
-    entries: journal
-      .map((e) => e.entry)
-      .filter((e) => correlationId !== undefined && e.correlationId === correlationId),
-    last: journal.at(-1)?.id,
-  };
+  const { entries, cursor } = await readJournal(sources.redis, sources.prefix, SERVICES);
+  return { entries: entries.filter((e) => correlationId !== undefined && e.correlationId === correlationId), cursor };
 }
 
 /** A Message-ID without its angle brackets (Mailpit lists them bare). */
@@ -315,19 +311,17 @@ async function mailSends(mailApi: string | undefined, token: string | undefined)
 
 /**
  * The journal so far with what is newer than it, for the live view: only entries after
- * `known.last` are read. Returns whether any of them is this order's.
+ * `known.cursor` are read. Returns whether any of them is this order's.
  */
 export async function withNewEntries(
   sources: Sources,
   correlationId: string | undefined,
   known: JournalSoFar,
 ): Promise<{ journal: JournalSoFar; changed: boolean }> {
-  const rows = await readJournal(sources.redis, sources.prefix, { after: known.last, count: 5_000 });
-  const fresh = rows
-    .map((r) => r.entry)
-    .filter((e) => correlationId !== undefined && e.correlationId === correlationId);
-  return {
-    journal: { entries: [...known.entries, ...fresh], last: rows.at(-1)?.id ?? known.last },
-    changed: fresh.length > 0,
-  };
+  const { entries, cursor } = await readJournal(sources.redis, sources.prefix, SERVICES, {
+    after: known.cursor,
+    count: 5_000,
+  });
+  const fresh = entries.filter((e) => correlationId !== undefined && e.correlationId === correlationId);
+  return { journal: { entries: [...known.entries, ...fresh], cursor }, changed: fresh.length > 0 };
 }

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { readJournal, type DeliveryEntry } from '@idem/messaging';
+import { SERVICE_NAMES } from '@idem/shop';
 import { Redis } from 'ioredis';
 import { CUSTOMER, waitForStatus, type SystemUrls } from './stories.js';
 import { asCustomer } from './tokens.js';
@@ -66,9 +67,9 @@ export async function duplicateStory(
   await new Promise((resolve) => setTimeout(resolve, 1_000));
   const redis = new Redis(redisUrl);
   try {
-    const deliveries = (await readJournal(redis, queuePrefix))
-      .map((e) => e.entry)
-      .filter((e): e is DeliveryEntry => e.kind === 'delivery' && e.correlationId === correlationId);
+    const deliveries = (await readJournal(redis, queuePrefix, SERVICE_NAMES)).entries.filter(
+      (e): e is DeliveryEntry => e.kind === 'delivery' && e.correlationId === correlationId,
+    );
     const consumers = [...new Set(deliveries.map((d) => d.consumer))].sort().map((consumer) => ({
       consumer,
       processed: deliveries.filter((d) => d.consumer === consumer && d.outcome === 'processed').length,

@@ -6,6 +6,7 @@ import {
   connectRedis,
   consoleRedisUser,
   deleteRedisUser,
+  mastersOf,
   redisUserOf,
   setRedisUser,
   type RedisUser,
@@ -22,7 +23,7 @@ export async function provisionRedisUsers(
   redisUrl: string,
   prefix: string,
   services: readonly ServiceName[],
-): Promise<{ as(part: ServiceName | 'console', url: string): string; remove(): Promise<void> }> {
+): Promise<{ as(part: ServiceName | 'console', url: string): string; remove(): Promise<void>; version: string }> {
   const admin = connectRedis(redisUrl, { maxRetriesPerRequest: 3 });
   try {
     await clusterReady(admin);
@@ -30,13 +31,20 @@ export async function provisionRedisUsers(
     const users = new Map<ServiceName | 'console', { user: RedisUser; password: string }>([
       ...services.map((service) => {
         const { consumes, publishesTo } = queuesOf(service);
-        const user = redisUserOf(`${prefix}-${service}`, { prefix, redisUrl, queues: [...consumes, ...publishesTo] });
+        const user = redisUserOf(`${prefix}-${service}`, {
+          prefix,
+          service,
+          redisUrl,
+          queues: [...consumes, ...publishesTo],
+        });
         return [service, { user, password: password() }] as const;
       }),
       ['console', { user: consoleRedisUser(`${prefix}-console`, { prefix }), password: password() }],
     ]);
     for (const { user, password } of users.values()) await setRedisUser(admin, user, password);
+    const version = /^redis_version:(\S+)/m.exec(await mastersOf(admin)[0]!.info('server'))?.[1] ?? 'unknown';
     return {
+      version,
       as: (service, url) => {
         const { user, password } = users.get(service)!;
         return asRedisUser(url, user.name, password);
@@ -54,4 +62,15 @@ export async function provisionRedisUsers(
   } finally {
     admin.disconnect();
   }
+}
+
+/** The first release of each line with the Lua sandbox fixes (CVE-2025-49844 and others) that cross-user isolation rests on. */
+const LUA_SANDBOX_FIXED: Record<string, number> = { '7.2': 11, '7.4': 6, '8.0': 4, '8.2': 2 };
+
+/** Whether Redis `version` (`7.0.15`) has those fixes: compose and Kubernetes pin 7.4.6. */
+export function hasLuaSandboxFixes(version: string): boolean {
+  const [major = 0, minor = 0, patch = 0] = version.split('.').map(Number);
+  const fixedFrom = LUA_SANDBOX_FIXED[`${major}.${minor}`];
+  if (fixedFrom !== undefined) return patch >= fixedFrom;
+  return major > 8 || (major === 8 && minor > 2);
 }

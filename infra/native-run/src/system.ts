@@ -7,7 +7,7 @@ import { SERVICE_NAMES, SERVICE_REGISTRY, type ServiceName } from '@idem/shop';
 import { DEVELOPMENT_JWT_SECRET, isLoopbackAddress } from '@idem/http';
 import { asRole, databaseRolesOf, provisionDatabase } from './databases.js';
 import { bundleNamedBy, IMAGE_ENV, SERVICE_IMAGE_COMMAND } from './deployed.js';
-import { provisionRedisUsers } from './redis-users.js';
+import { hasLuaSandboxFixes, provisionRedisUsers } from './redis-users.js';
 import { customerTokensOf } from './tokens.js';
 
 /** What every key the Stripe simulator accepts begins with (payments' configuration knows it so). */
@@ -311,6 +311,12 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
   }
   // Each service reaches Redis as a user of its own, allowed only its queues (as in compose).
   const redisUsers = await provisionRedisUsers(redisUrl, queuePrefix, SERVICES);
+  if (!hasLuaSandboxFixes(redisUsers.version))
+    log(
+      'redis',
+      `Redis ${redisUsers.version} lacks the Lua sandbox fixes of 7.2.11 / 7.4.6 / 8.0.4 / 8.2.2: its users keep the ` +
+        'services apart only as far as those scripts do. Compose and Kubernetes run 7.4.6; use a fixed Redis beyond a dev machine.',
+    );
   for (const service of SERVICES) {
     const part = parts[service]!;
     part.env = { ...part.env, REDIS_URL: redisUsers.as(service, part.env.REDIS_URL ?? redisUrl) };

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { DEVELOPMENT_JWT_SECRET } from '@idem/http';
 import { bindRefusal, SERVICES, systemFromEnv } from './system.js';
+import { hasLuaSandboxFixes } from './redis-users.js';
 
 describe('which system a command means', () => {
   it('is the default system with no offset: the plain databases and the idem prefix', () => {
@@ -41,5 +42,14 @@ describe('bindRefusal', () => {
     expect(bindRefusal('0.0.0.0', 'a-key-of-our-own-0123456789abcdef', 'an-operator-token-0123')).toBeUndefined();
     // Beyond loopback the console and the doubles serve only the operator: there must be one.
     expect(bindRefusal('0.0.0.0', 'a-key-of-our-own-0123456789abcdef')).toMatch(/set ADMIN_TOKEN/);
+  });
+});
+
+describe('the Redis the native run is given', () => {
+  it('is told apart by whether it has the Lua sandbox fixes (7.2.11, 7.4.6, 8.0.4, 8.2.2 and later)', () => {
+    const fixed = ['7.2.11', '7.4.6', '7.4.7', '8.0.4', '8.2.2', '8.4.0', '9.0.0'];
+    const unfixed = ['6.2.14', '7.0.15', '7.2.10', '7.4.5', '8.0.3', '8.2.1'];
+    expect(fixed.filter((version) => !hasLuaSandboxFixes(version))).toEqual([]);
+    expect(unfixed.filter(hasLuaSandboxFixes)).toEqual([]);
   });
 });

@@ -1,7 +1,7 @@
 import type { Request, RequestHandler, Response } from 'express';
 import { createRemoteJWKSet, errors, jwtVerify, SignJWT, type JWTVerifyResult } from 'jose';
 import { z } from 'zod';
-import { bearerOf, failedToAuthenticate, operatorMatcher, type Operator } from './operators.js';
+import { bearerOf, failedToAuthenticate, operatorMatcher, passedAuthentication, type Operator } from './operators.js';
 import { HttpError } from './errors.js';
 
 /**
@@ -72,22 +72,24 @@ export function authenticate({
   return async (req, res, next) => {
     const bearer = bearerOf(req.get('authorization'));
     if (!bearer) {
-      failedToAuthenticate(res);
+      await failedToAuthenticate(res);
       throw unauthorized('send Authorization: Bearer <token> (a customer JWT, or the operator token)');
     }
     const operator = operatorNamed?.(bearer);
     if (operator) {
       res.locals.caller = { kind: 'operator', name: operator } satisfies Caller;
       res.locals.operator = operator; // for the audit trail
+      await passedAuthentication(res);
       return next();
     }
     if (!verify) throw unauthorized('customer tokens are not accepted here: set JWT_SECRET or JWT_JWKS_URL');
     const identity = await verify(bearer);
     if (typeof identity === 'string') {
-      failedToAuthenticate(res);
+      await failedToAuthenticate(res);
       throw unauthorized(identity);
     }
     res.locals.caller = { kind: 'customer', ...identity } satisfies Caller;
+    await passedAuthentication(res);
     next();
   };
 }

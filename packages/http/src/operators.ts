@@ -71,21 +71,40 @@ export const bearerOf = (authorization: string | undefined): string | undefined 
  */
 export function requireOperator(operators: readonly Operator[]): RequestHandler {
   const match = operatorMatcher(operators);
-  return (req, res, next) => {
+  return async (req, res, next) => {
     if (!match) throw new HttpError('admin_disabled', 'set ADMIN_TOKEN or ADMIN_TOKENS to enable operator endpoints');
     const bearer = bearerOf(req.get('authorization'));
     const name = bearer === undefined ? undefined : match(bearer);
-    if (!name) failedToAuthenticate(res);
+    if (!name) await failedToAuthenticate(res);
     if (!bearer) throw new HttpError('unauthorized', 'send Authorization: Bearer <operator token>');
     if (!name) throw new HttpError('forbidden', 'the operator token is not valid');
+    await passedAuthentication(res);
     res.locals.operator = name;
     next();
   };
 }
 
-/** Marks a request refused for its credentials: what `limitFailedAuthentications` counts per address. */
-export function failedToAuthenticate(res: Response): void {
-  res.locals.authenticationFailed = true;
+/** What `limitFailures` gives a route that checks credentials, to report each verdict before it answers. */
+export interface FailureCount {
+  /** Counts a failure (atomically, in Redis); throws the 429 when it is past the limit. */
+  failed(): Promise<void>;
+  /** A success; throws the 429 when the key is already past the limit. */
+  passed(): Promise<void>;
+}
+
+const countOf = (res: Response) => (res.locals as { failureCount?: FailureCount }).failureCount;
+
+/**
+ * Reports a request refused for its credentials to the app's failed-authentication limit
+ * (`limitFailedAuthentications`), before the refusal is answered: past the limit, the answer is 429.
+ */
+export async function failedToAuthenticate(res: Response): Promise<void> {
+  await countOf(res)?.failed();
+}
+
+/** Reports a request whose credentials verified: past the limit of failures, it is refused all the same (429). */
+export async function passedAuthentication(res: Response): Promise<void> {
+  await countOf(res)?.passed();
 }
 
 /** The operator `requireOperator` (or `authenticate`) let through, if the caller is one. */

@@ -3,6 +3,7 @@ import type { Cluster, Redis } from 'ioredis';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import { addressOf } from './callers.js';
 import { HttpError } from './errors.js';
+import type { FailureCount } from './operators.js';
 
 export interface RateLimit {
   /** What is limited, e.g. `customer`: part of the Redis key and of the 429's detail. */
@@ -25,6 +26,7 @@ export function rateLimit({
   limits,
 }: {
   redis: Redis | Cluster;
+  /** The counters' keys' prefix: a service's own (@idem/messaging's `rateLimitPrefix`), which its Redis user alone may write. */
   prefix: string;
   limits: readonly RateLimit[];
 }): RequestHandler {
@@ -43,29 +45,41 @@ export function rateLimit({
 }
 
 /**
- * Limits failures rather than requests: a request is refused with 429 once its key has had
- * `points` answers that `failed` in the window (e.g. 401s per address, so nobody can guess tokens
- * at the speed of the network), and counts only when it fails itself. Other requests are free.
+ * Limits failures rather than requests, e.g. failed authentications per address, so nobody can
+ * guess tokens at the speed of the network. The route reports its verdict before it answers
+ * (`failedToAuthenticate`, `passedAuthentication`): a failure is counted atomically as it
+ * happens, and once `points` failures are counted in the window every verdict — a right guess's
+ * too — is a 429. So guesses sent all at once learn nothing past the limit: each is told "wrong"
+ * only while its own failure is within it, and a right one is let through only while the count is
+ * under it. Requests that check no credentials are not limited.
  */
 export function limitFailures({
   redis,
   prefix,
   limit,
-  failed,
 }: {
   redis: Redis | Cluster;
   prefix: string;
   limit: RateLimit;
-  failed: (res: Response) => boolean;
 }): RequestHandler {
   const limiter = limiterOf(redis, prefix, limit);
-  return async (req, res, next) => {
+  return (req, res, next) => {
     const key = limit.keyOf(req, res);
-    const spent = await limiter.get(key);
-    if (spent && spent.consumedPoints >= limit.points) throw rateLimited(limit, spent, 'failed requests');
-    res.on('finish', () => {
-      if (failed(res)) limiter.penalty(key).catch(() => {}); // counted for the next request
-    });
+    const count: FailureCount = {
+      failed: async () => {
+        try {
+          await limiter.consume(key);
+        } catch (rejection) {
+          if (!(rejection instanceof RateLimiterRes)) throw rejection;
+          throw rateLimited(limit, rejection, 'failed requests');
+        }
+      },
+      passed: async () => {
+        const spent = await limiter.get(key);
+        if (spent && spent.consumedPoints >= limit.points) throw rateLimited(limit, spent, 'failed requests');
+      },
+    };
+    res.locals.failureCount = count;
     next();
   };
 }
@@ -75,7 +89,7 @@ function limiterOf(redis: Redis | Cluster, prefix: string, limit: RateLimit): Ra
   return new RateLimiterRedis({
     ...window,
     storeClient: redis,
-    keyPrefix: `${prefix}:rate-limit:${limit.per}`,
+    keyPrefix: `${prefix}:${limit.per}`,
     insuranceLimiter: new RateLimiterMemory(window),
   });
 }
@@ -90,8 +104,9 @@ function rateLimited(limit: RateLimit, state: RateLimiterRes, what: string): Htt
 
 /**
  * Stops an address whose requests keep failing to authenticate — a customer token that does not
- * verify, an operator token that is wrong or missing — on every route of an app: past `points`
- * such failures in the window it gets 429, whatever it sends, until the window ends.
+ * verify, an operator token that is wrong or missing — on every route of an app that checks
+ * credentials: past `points` such failures in the window it gets 429, whatever it sends, until the
+ * window ends. `requireOperator` and `authenticate` report their verdicts to it.
  */
 export function limitFailedAuthentications({
   redis,
@@ -108,6 +123,5 @@ export function limitFailedAuthentications({
     redis,
     prefix,
     limit: { per: 'address (failed authentications)', points, windowMs, keyOf: addressOf },
-    failed: (res) => (res.locals as { authenticationFailed?: boolean }).authenticationFailed === true,
   });
 }

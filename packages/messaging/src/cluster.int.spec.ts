@@ -71,7 +71,7 @@ describe('on a Redis Cluster', () => {
     const faults = createFaults(parseFaultRules('publish-twice target=publisher count=1'));
     const publisher = createPublisher({ catalogue: shop, redisUrl: cluster.url, prefix, faults });
     const redis = connectRedis(cluster.url);
-    const journal = createDeliveryJournal({ redis, prefix });
+    const journal = createDeliveryJournal({ redis, prefix, service: 'inventory' });
     const reports: DeliveryReport[] = [];
     const consumer = startConsumer({
       catalogue: shop,
@@ -98,7 +98,9 @@ describe('on a Redis Cluster', () => {
           .sort(),
       ).toEqual(['duplicate', 'processed']);
       expect(await db.prisma.reservation.count({ where: { orderId: message.body.orderId } })).toBe(1);
-      await waitFor(async () => (await readJournal(redis, prefix)).length >= 2, { what: 'the journal entries' });
+      await waitFor(async () => (await readJournal(redis, prefix, ['inventory'])).entries.length >= 2, {
+        what: 'the journal entries',
+      });
     } finally {
       await consumer.close(1000);
       await journal.close();

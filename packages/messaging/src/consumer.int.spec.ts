@@ -409,7 +409,7 @@ describe('group commit', () => {
 describe('the delivery journal', () => {
   it('records every settled delivery, the suppressed duplicate included, after the broker settled it', async () => {
     const redis = new Redis(redisUrl);
-    const journal = createDeliveryJournal({ redis, prefix, flushIntervalMs: 10 });
+    const journal = createDeliveryJournal({ redis, prefix, service: 'inventory', flushIntervalMs: 10 });
     const settledStates: string[] = [];
     start({
       onRecorded: (report) => {
@@ -425,12 +425,12 @@ describe('the delivery journal', () => {
       await waitForOutcomes(message.messageId, 2);
       const entries = await waitFor(async () => {
         await journal.flush();
-        const found = (await readJournal(redis, prefix)).filter(
-          (e) => e.entry.kind === 'delivery' && e.entry.messageId === message.messageId,
+        const found = (await readJournal(redis, prefix, ['inventory'])).entries.filter(
+          (entry) => entry.kind === 'delivery' && entry.messageId === message.messageId,
         );
         return found.length === 2 && found;
       });
-      expect(entries.map((e) => e.entry)).toEqual([
+      expect(entries).toEqual([
         expect.objectContaining({ outcome: 'processed', correlationId: message.correlationId, consumer: CONSUMER }),
         expect.objectContaining({ outcome: 'duplicate', correlationId: message.correlationId, attempt: 1 }),
       ]);
@@ -449,7 +449,7 @@ describe('the delivery journal', () => {
       enableOfflineQueue: false,
     });
     broken.on('error', () => {});
-    const journal = createDeliveryJournal({ redis: broken, prefix, flushIntervalMs: 5 });
+    const journal = createDeliveryJournal({ redis: broken, prefix, service: 'inventory', flushIntervalMs: 5 });
     start({ onRecorded: (report) => journal.record(deliveryEntry(report, 'test/1')) });
     const message = orderPlacedMessage();
     await publisher.publish([message]);

@@ -38,10 +38,12 @@ export {
   readJournal,
   type DeliveryEntry,
   type DeliveryJournal,
+  type JournalCursor,
   type JournalEntry,
   type PublicationEntry,
   type ProviderCallEntry,
 } from './journal.js';
+export { killRunawayScripts } from './runaway-scripts.js';
 export {
   aclFileLine,
   aclFileTemplate,
@@ -49,6 +51,7 @@ export {
   deleteRedisUser,
   redisUserOf,
   consoleRedisUser,
+  rateLimitPrefix,
   REDIS_USER_COMMANDS,
   setRedisUser,
   type RedisUser,

@@ -5,7 +5,9 @@ import type { RedisClient } from './redis.js';
 /**
  * What the system did with each message, for people to look at (the teaching console): every
  * delivery attempt with its outcome — duplicates included, which leave no database row — and
- * every call to an external provider. A capped Redis stream per system (`<prefix>:journal`).
+ * every call to an external provider. A capped Redis stream per service
+ * (`<prefix>:journal:<service>`): each service's Redis user may write its own stream only, so no
+ * service can write entries in another's name.
  *
  * It is lossy by design and can never affect the guarantee: entries are written after the
  * broker settled the delivery, in the background, batched, never awaited by the consumer, and
@@ -49,8 +51,8 @@ export interface ProviderCallEntry {
   readonly result: string;
 }
 
-/** The journal's stream: one per system (queue prefix). */
-export const journalKey = (prefix: string) => `${prefix}:journal`;
+/** A service's journal stream: one per service of a system (queue prefix). */
+export const journalKey = (prefix: string, service: string) => `${prefix}:journal:${service}`;
 
 /** Records each delivery and provider call so that a tool can show what happened to a message. */
 export interface DeliveryJournal {
@@ -63,6 +65,8 @@ export interface DeliveryJournal {
 export interface DeliveryJournalOptions {
   readonly redis: RedisClient;
   readonly prefix: string;
+  /** The service whose stream it writes. */
+  readonly service: string;
   /** About how many entries the stream keeps (trimmed approximately). @defaultValue 20 000 */
   readonly maxLength?: number;
   /** How long an entry waits to be written, with those that come after it. @defaultValue 100 */
@@ -75,11 +79,12 @@ export interface DeliveryJournalOptions {
 export function createDeliveryJournal({
   redis,
   prefix,
+  service,
   maxLength = 20_000,
   flushIntervalMs = 100,
   maxBuffered = 5_000,
 }: DeliveryJournalOptions): DeliveryJournal {
-  const key = journalKey(prefix);
+  const key = journalKey(prefix, service);
   let buffer: JournalEntry[] = [];
   let writing: Promise<void> = Promise.resolve();
 
@@ -167,21 +172,50 @@ export function deliveryEntry(report: DeliveryReport, process: string, at = new 
   };
 }
 
-/** The stream's entries, oldest first, each with its stream id; `after` a stream id for the newer ones only. */
+/** Where a reader of the journal stands: the last stream id it read of each service's stream. */
+export type JournalCursor = Readonly<Record<string, string>>;
+
+/**
+ * The entries of the `services`' streams, oldest first (merged by stream id, which is the time
+ * Redis added them), and where they end; with `after`, only those newer than it. An entry that is
+ * not a journal entry (written by hand, or by another version) is left out.
+ */
 export async function readJournal(
   redis: RedisClient,
   prefix: string,
-  { after, count = 20_000 }: { after?: string; count?: number } = {},
-): Promise<{ id: string; entry: JournalEntry }[]> {
-  const rows = await redis.xrange(journalKey(prefix), after ? `(${after}` : '-', '+', 'COUNT', count);
-  return rows.flatMap(([id, fields]) => {
-    try {
-      const entry: unknown = JSON.parse(fields[1] ?? '');
-      return isJournalEntry(entry) ? [{ id, entry }] : [];
-    } catch {
-      return [];
-    }
-  });
+  services: readonly string[],
+  { after = {}, count = 20_000 }: { after?: JournalCursor; count?: number } = {},
+): Promise<{ entries: JournalEntry[]; cursor: JournalCursor }> {
+  const streams = await Promise.all(
+    services.map(async (service) => {
+      const from = after[service];
+      const rows = await redis.xrange(journalKey(prefix, service), from ? `(${from}` : '-', '+', 'COUNT', count);
+      return { service, rows };
+    }),
+  );
+  const cursor = { ...after };
+  for (const { service, rows } of streams) if (rows.length) cursor[service] = rows.at(-1)![0];
+  const entries = streams
+    .flatMap(({ rows }) => rows.map(([id, fields]) => ({ time: streamTime(id), entry: parsedEntry(fields[1]) })))
+    .filter((row): row is { time: [number, number]; entry: JournalEntry } => row.entry !== undefined)
+    .sort((a, b) => a.time[0] - b.time[0] || a.time[1] - b.time[1])
+    .map((row) => row.entry);
+  return { entries, cursor };
+}
+
+/** A stream id (`<ms>-<seq>`) as numbers, for ordering. */
+const streamTime = (id: string): [number, number] => {
+  const [ms = 0, seq = 0] = id.split('-').map(Number);
+  return [ms, seq];
+};
+
+function parsedEntry(text: string | undefined): JournalEntry | undefined {
+  try {
+    const entry: unknown = JSON.parse(text ?? '');
+    return isJournalEntry(entry) ? entry : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** What each kind of entry holds, field by field (`?` after a type: it may be left out). */

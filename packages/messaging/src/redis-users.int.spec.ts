@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startConsumer } from './consumer.js';
 import { createPublisher } from './publisher.js';
 import { asRedisUser } from './redis.js';
-import { consoleRedisUser, deleteRedisUser, redisUserOf, setRedisUser } from './redis-users.js';
+import { consoleRedisUser, deleteRedisUser, rateLimitPrefix, redisUserOf, setRedisUser } from './redis-users.js';
 import { journalKey } from './journal.js';
 import { shop } from '@idem/shop';
 
@@ -25,6 +25,7 @@ const password = randomBytes(16).toString('hex');
 const admin = new Redis(redisUrl);
 const user = redisUserOf(`${prefix}-inventory`, {
   prefix,
+  service: 'inventory',
   redisUrl,
   queues: [...queuesOf('inventory').consumes, ...queuesOf('inventory').publishesTo],
 });
@@ -78,21 +79,35 @@ describe("a service's Redis user", () => {
       await Promise.all([inventory.close(), payments.close()]);
     }
   });
+
+  it("writes its own journal and rate limits, and neither of another service's: no counter reset, no entry in its name", async () => {
+    const redis = new Redis(asInventory, { maxRetriesPerRequest: 1 });
+    try {
+      await redis.xadd(journalKey(prefix, 'inventory'), '*', 'entry', '{}');
+      await redis.set(`${rateLimitPrefix(prefix, 'inventory')}:address:10.0.0.1`, '1');
+      await expect(redis.xadd(journalKey(prefix, 'payments'), '*', 'entry', '{}')).rejects.toThrow(/NOPERM/);
+      await expect(redis.set(`${rateLimitPrefix(prefix, 'orders')}:customer:c1`, '0')).rejects.toThrow(/NOPERM/);
+      await expect(redis.del(`${rateLimitPrefix(prefix, 'orders')}:address:10.0.0.1`)).rejects.toThrow(/NOPERM/);
+    } finally {
+      redis.disconnect();
+      await admin.del(journalKey(prefix, 'inventory'), `${rateLimitPrefix(prefix, 'inventory')}:address:10.0.0.1`);
+    }
+  });
 });
 
 describe("the console's Redis user", () => {
   const consoleUser = consoleRedisUser(`${prefix}-console`, { prefix });
   const consolePassword = randomBytes(16).toString('hex');
 
-  it('reads the journal and nothing else of the system: no queue, no rate limit, no journal entry of its own, no FLUSHALL', async () => {
+  it("reads the services' journals and nothing else of the system: no queue, no rate limit, no journal entry of its own, no FLUSHALL", async () => {
     await setRedisUser(admin, consoleUser, consolePassword);
     const asConsole = new Redis(asRedisUser(redisUrl, consoleUser.name, consolePassword), { maxRetriesPerRequest: 1 });
     try {
-      await admin.xadd(journalKey(prefix), '*', 'entry', '{}');
+      await admin.xadd(journalKey(prefix, 'orders'), '*', 'entry', '{}');
       expect(await asConsole.call('ACL', 'WHOAMI')).toBe(consoleUser.name);
-      expect(await asConsole.xrange(journalKey(prefix), '-', '+')).toHaveLength(1);
-      await expect(asConsole.xadd(journalKey(prefix), '*', 'entry', '{}')).rejects.toThrow(/NOPERM/);
-      await expect(asConsole.set(`${prefix}:rate-limit:someone`, '0')).rejects.toThrow(/NOPERM/);
+      expect(await asConsole.xrange(journalKey(prefix, 'orders'), '-', '+')).toHaveLength(1);
+      await expect(asConsole.xadd(journalKey(prefix, 'orders'), '*', 'entry', '{}')).rejects.toThrow(/NOPERM/);
+      await expect(asConsole.set(`${rateLimitPrefix(prefix, 'orders')}:someone`, '0')).rejects.toThrow(/NOPERM/);
       await expect(asConsole.get(`${prefix}:inventory.order-placed.v1:meta`)).rejects.toThrow(/NOPERM/);
       await expect(asConsole.flushall()).rejects.toThrow(/NOPERM/);
       // Its lessons' queues are its own.
@@ -101,7 +116,7 @@ describe("the console's Redis user", () => {
     } finally {
       asConsole.disconnect();
       await deleteRedisUser(admin, consoleUser.name);
-      await admin.del(journalKey(prefix));
+      await admin.del(journalKey(prefix, 'orders'));
     }
   });
 });

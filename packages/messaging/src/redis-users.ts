@@ -4,7 +4,8 @@ import { queueName, type RedisClient } from './redis.js';
 
 /**
  * A Redis user (ACL) for one service: it may reach the keys of the queues it consumes and of
- * those it publishes to, the system's journal and its rate limits — nothing else. With one
+ * those it publishes to, its own journal stream and its own rate limits — nothing else (no other
+ * service's counters to reset, no entries to write in another's name). With one
  * password for all, any process could add any job to any queue (mark an order paid with no
  * charge); with these, a service's credentials reach only its own part of the flow.
  */
@@ -38,22 +39,31 @@ export const REDIS_USER_COMMANDS = [
   '+wait',
 ] as const;
 
-/** The user of `name` that reaches `queues` (consumer names) of the system under `prefix`. */
+/** Where `service` keeps its rate limits' counters (its Redis user reaches these and no other's). */
+export const rateLimitPrefix = (prefix: string, service: string) => `${prefix}:rate-limit:${service}`;
+
+/** The user of `name` for `service`: it reaches `queues` (consumer names) of the system under `prefix`. */
 export function redisUserOf(
   name: string,
-  { prefix, redisUrl, queues }: { prefix: string; redisUrl: string; queues: readonly string[] },
+  {
+    prefix,
+    service,
+    redisUrl,
+    queues,
+  }: { prefix: string; service: string; redisUrl: string; queues: readonly string[] },
 ): RedisUser {
   const queueKeys = [...new Set(queues)].sort().map((queue) => `${prefix}:${globEscape(queueName(queue, redisUrl))}:*`);
-  return { name, keys: [...queueKeys, globEscape(journalKey(prefix)), `${globEscape(prefix)}:rate-limit:*`] };
+  const own = [globEscape(journalKey(prefix, service)), `${globEscape(rateLimitPrefix(prefix, service))}:*`];
+  return { name, keys: [...queueKeys, ...own] };
 }
 
 /**
- * The console's user: it reads the system's journal and nothing else of it (no queue, no rate
+ * The console's user: it reads the services' journals and nothing else of it (no queue, no rate
  * limit, no FLUSHALL or CONFIG), and owns the keys of the lessons it runs (`idem_lesson_*`, queues
  * of their own that each lesson removes).
  */
 export function consoleRedisUser(name: string, { prefix }: { prefix: string }): RedisUser {
-  return { name, keys: ['idem_lesson_*'], readOnlyKeys: [globEscape(journalKey(prefix))] };
+  return { name, keys: ['idem_lesson_*'], readOnlyKeys: [`${globEscape(journalKey(prefix, ''))}*`] };
 }
 
 /** The user's rules as `ACL SETUSER` takes them (one argument each), with its password. */

@@ -17,10 +17,12 @@ import {
   connectRedis,
   createDeliveryJournal,
   createPublisher,
+  killRunawayScripts,
   mastersOf,
   publicationEntries,
   type DeliveryJournal,
   type Publisher,
+  rateLimitPrefix,
   type RedisClient,
 } from '@idem/messaging';
 import { createMetrics, type Metrics } from '@idem/observability';
@@ -92,13 +94,13 @@ export interface RunningService {
  * The process's delivery journal (see `createDeliveryJournal`), on a Redis connection of its own
  * that gives up at once when Redis is slow: the journal is lossy by design.
  */
-function journalFor(config: BaseConfig): DeliveryJournal {
+function journalFor(config: BaseConfig, service: string): DeliveryJournal {
   if (!config.DELIVERY_JOURNAL) return NO_JOURNAL;
   // Connected from the start, so the first deliveries are journaled too; a write waits for a
   // reconnection at most once, then is dropped.
   const redis = connectRedis(config.REDIS_URL, { maxRetriesPerRequest: 0 });
   redis.on('error', () => {}); // the journal skips what it cannot write
-  const journal = createDeliveryJournal({ redis, prefix: config.IDEM_QUEUE_PREFIX });
+  const journal = createDeliveryJournal({ redis, prefix: config.IDEM_QUEUE_PREFIX, service });
   return {
     ...journal,
     async close() {
@@ -126,12 +128,16 @@ export async function runService<Tx extends SqlClient>(service: ServiceDefinitio
   const { name, config, log, db } = service;
   const context = sharedContext(service);
   const { redis, publisher, journal, metrics } = context;
+  const stopWatching = killRunawayScripts(redis, {
+    onBusy: (outcome) => log.error({ outcome }, `a Lua script held Redis past its busy-reply-threshold: ${outcome}`),
+  });
   const started: StartedPart[] = [];
   /** Parts in reverse (consumers finish or abandon in-flight deliveries), then the connections. */
   async function shutDown(): Promise<void> {
     for (const part of [...started].reverse()) await part.stop?.();
     await publisher.close();
     await journal.close();
+    stopWatching();
     redis.disconnect();
     await db.$disconnect();
   }
@@ -174,7 +180,7 @@ function sharedContext<Tx extends SqlClient>({
 }: ServiceDefinition<Tx>): ServiceContext<Tx> {
   const redis = connectRedis(config.REDIS_URL, { maxRetriesPerRequest: 1, lazyConnect: true });
   const metrics = createMetrics(name);
-  const journal = journalFor(config);
+  const journal = journalFor(config, name);
   const me = processName(name);
   const publisher = createPublisher({
     catalogue,
@@ -236,7 +242,7 @@ function httpApp<Tx extends SqlClient>(context: ServiceContext<Tx>, started: rea
     ...(config.TRUST_PROXY === undefined ? {} : { trustProxy: config.TRUST_PROXY }),
     guard: limitFailedAuthentications({
       redis,
-      prefix: config.IDEM_QUEUE_PREFIX,
+      prefix: rateLimitPrefix(config.IDEM_QUEUE_PREFIX, name),
       points: config.RATE_LIMIT_FAILED_AUTHENTICATIONS_PER_ADDRESS,
       windowMs: config.RATE_LIMIT_WINDOW_MS,
     }),

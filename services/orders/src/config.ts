@@ -1,4 +1,5 @@
 import { DEFAULT_TOKEN_CLAIMS, DEVELOPMENT_JWT_SECRET, isLoopbackAddress } from '@idem/http';
+import { rateLimitPrefix } from '@idem/messaging';
 import { baseConfigSchema, parseConfig } from '@idem/runtime';
 import { z } from 'zod';
 
@@ -70,7 +71,7 @@ export function orderApiSettings(config: OrdersConfig) {
       requireEmailVerified: config.JWT_REQUIRE_EMAIL_VERIFIED,
     },
     rateLimits: {
-      prefix: config.IDEM_QUEUE_PREFIX,
+      prefix: rateLimitPrefix(config.IDEM_QUEUE_PREFIX, 'orders'),
       perCustomer: config.RATE_LIMIT_ORDERS_PER_CUSTOMER,
       perAddress: config.RATE_LIMIT_ORDERS_PER_ADDRESS,
       cancelsPerCustomer: config.RATE_LIMIT_CANCELS_PER_CUSTOMER,

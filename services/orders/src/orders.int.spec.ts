@@ -627,11 +627,24 @@ describe('limits behind a proxy, on cancels and on failed authentication', () =>
         await read('Bearer not-the-operator-token', '/dead-letters'),
       ];
       expect(guesses).toEqual([401, 401, 403]);
-      await new Promise((resolve) => setTimeout(resolve, 50)); // the last failure is counted as its answer goes out
       const next = await fetch(on('/orders'), { headers: await as('ada') });
       expect(next.status).toBe(429); // even with a valid token, from this address, for now
       expect(await read(`Bearer ${ADMIN_TOKEN}`, '/dead-letters')).toBe(429); // the operator's too
       expect(Number(next.headers.get('retry-after'))).toBeGreaterThan(0);
+    } finally {
+      await limited.stop();
+    }
+  });
+
+  it('counts guesses sent all at once: past the limit every answer is a 429, a right token among them too', async () => {
+    const limited = await instance({ RATE_LIMIT_FAILED_AUTHENTICATIONS_PER_ADDRESS: '3' });
+    try {
+      const read = async (authorization: string) =>
+        (await fetch(`http://127.0.0.1:${limited.http.port}/dead-letters`, { headers: { authorization } })).status;
+      const wrong = await Promise.all(Array.from({ length: 40 }, (_, i) => read(`Bearer guess-${i}`)));
+      expect(wrong.filter((status) => status === 403)).toHaveLength(3); // told "wrong" three times, no more
+      expect(wrong.filter((status) => status === 429)).toHaveLength(37);
+      expect(await read(`Bearer ${ADMIN_TOKEN}`)).toBe(429);
     } finally {
       await limited.stop();
     }
@@ -765,6 +778,19 @@ describe('orders consumers', () => {
     expect(again).toMatchObject({ aggregateVersion: first!.aggregateVersion, causationId: late.messageId });
     expect(await db.refusedCapture.findMany({ where: { orderId } })).toEqual([
       expect.objectContaining({ refusal: 'not_payable', orderStatus: 'CANCELLED' }),
+    ]);
+  });
+
+  it('refunds a capture for an order it never had: no order keeps the money a forged reservation took', async () => {
+    const never = randomUUID();
+    const forged = capture(never, 99_999);
+    expect(await consumeCapture(forged)).toEqual({ outcome: 'processed' });
+    expect(await db.order.findUnique({ where: { id: never } })).toBeNull();
+    expect(await cancellationsOf(never)).toEqual([
+      expect.objectContaining({ causationId: forged.messageId, body: expect.objectContaining({ orderId: never }) }),
+    ]);
+    expect(await db.refusedCapture.findMany({ where: { orderId: never } })).toEqual([
+      expect.objectContaining({ refusal: 'unknown_order', amountCents: 99_999, orderStatus: 'UNKNOWN' }),
     ]);
   });
 
