@@ -28,11 +28,13 @@ function links(page: string): { text: string; target: string }[] {
 
 /** Where a link points and what is wrong with it, if anything. */
 function problem(page: string, { text, target }: { text: string; target: string }): string | undefined {
-  if (/^(https?:|mailto:)/.test(target) || target.startsWith('#')) return undefined;
+  if (/^(https?:|mailto:)/.test(target)) return undefined;
   const [path, anchor] = target.split('#') as [string, string | undefined];
-  const file = resolve(dirname(join(root, page)), path);
+  const file = path ? resolve(dirname(join(root, page)), path) : join(root, page);
   if (!existsSync(file)) return `${page}: ${target} does not exist`;
   const line = /^L(\d+)$/.exec(anchor ?? '')?.[1];
+  if (anchor && !line && file.endsWith('.md') && !anchorsOf(file).has(anchor))
+    return `${page}: ${target} names no heading of ${path || page}`;
   if (!line) return undefined;
   const lines = readFileSync(file, 'utf8').split('\n');
   const content = lines[Number(line) - 1];
@@ -42,6 +44,20 @@ function problem(page: string, { text, target }: { text: string; target: string 
   const twins = code ? lines.filter((l) => l.includes(code)).length : 0;
   if (twins > 1) return `${page}: \`${code}\` is on ${twins} lines of ${path}: link code that is on one`;
   return undefined;
+}
+
+/** The anchors GitHub gives a Markdown page's headings: lower case, punctuation dropped, spaces as `-`. */
+function anchorsOf(file: string): Set<string> {
+  const text = readFileSync(file, 'utf8').replace(/^```[\s\S]*?^```/gm, '');
+  return new Set(
+    [...text.matchAll(/^#+ (.+)$/gm)].map((m) =>
+      m[1]!
+        .trim()
+        .toLowerCase()
+        .replace(/[^\p{L}\p{N}\s_-]/gu, '')
+        .replace(/\s/g, '-'),
+    ),
+  );
 }
 
 /** The files whose comments and messages may point a reader somewhere: code, SQL, scripts, configuration. */
