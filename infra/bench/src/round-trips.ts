@@ -39,7 +39,7 @@ export const LIGHT_LOAD_STATEMENTS = 35;
  * statement with their inbox records, and the order placed in one statement with its event and
  * key (statements / transactions / scripts): orders 4.3 / 4.1 / 11.8, inventory 2.8 / 2.9 / 9.8,
  * payments 4 / 4 / 6.9, notifications 5 / 5 / 7.8 — 16.1 statements, 16 transactions, 36.3
- * scripts in all (docs/performance.md, "Round trips"). Scripts measured again 2026-12-04 with
+ * scripts in all (docs/benchmarks/log.md, "Round trips"). Scripts measured again 2026-12-04 with
  * BullMQ's fetch patched (patches/README.md: a fetch wakes another worker only when a job is left):
  * orders 9.7, inventory 7.8, payments 5.9, notifications 5.8 — 29.2 in all; and again with the
  * fetch saying when it left nothing to take (the worker waits instead of asking again): orders 7.7,

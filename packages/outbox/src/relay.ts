@@ -166,7 +166,7 @@ async function loop<Tx extends SqlClient>(relay: RelaySettings<Tx>, index: numbe
 /** The `application_name` of a pooled relay's connections. */
 export const RELAY_POOL_NAME = 'idem relay';
 
-/** Batches a relay on a pool of its own keeps in flight unless told otherwise (docs/performance.md, "The relay"). */
+/** Batches a relay on a pool of its own keeps in flight unless told otherwise (docs/benchmarks/log.md, "The relay"). */
 export const POOLED_RELAY_CONCURRENCY = 4;
 
 /**

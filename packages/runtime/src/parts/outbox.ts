@@ -71,7 +71,7 @@ function startHandoff({ name, db, faults, log, metrics, publisher }: ServiceCont
 /**
  * The relay, on a pool of its own: its batches in flight hold their connections while they wait
  * for the broker, so a broker outage holds the relay's connections and never the API's or the
- * consumers' (docs/performance.md, "The relay").
+ * consumers' (docs/benchmarks/log.md, "The relay").
  */
 function startRelay({ name, config, faults, log, metrics, publisher }: ServiceContext) {
   const relay = createPooledRelay({
