@@ -186,8 +186,15 @@ describe('the packages, installed outside the workspace', () => {
 
   it('carry its consumers, on Prisma and on plain node-postgres: once, then a duplicate and a conflicting copy, one effect each', async () => {
     const outcomes = ['processed', 'duplicate', 'conflicting_duplicate'];
-    expect(run('consumer', 'start', databases.consumer)).toEqual({ outcomes, fees: 1 });
-    expect(run('consumer', 'start:pg', databases.consumer)).toEqual({ outcomes, reminders: 1 });
+    const printed = [run('consumer', 'start', databases.consumer), run('consumer', 'start:pg', databases.consumer)];
+    expect(printed).toEqual([
+      { outcomes, fees: 1 },
+      { outcomes, reminders: 1 },
+    ]);
+    // What the example's README says it prints, line by line, is what it printed.
+    const readme = readFileSync(join(root, 'examples/outside-consumer/README.md'), 'utf8');
+    const stated = [...readme.matchAll(/^# (\{.*\})$/gm)].map((m) => JSON.parse(m[1]!) as unknown);
+    expect(stated).toEqual(printed);
     const client = new pg.Client({ connectionString: databases.consumer });
     await client.connect();
     try {
