@@ -114,6 +114,31 @@ describe('the console', () => {
     await expect.poll(() => page.locator('#status').textContent(), { timeout: 30_000 }).toBe('PAID');
   }, 60_000);
 
+  it("runs concepts.md's exercise 4 as written: crash-after-publish for orders, no target; nothing happens twice", async () => {
+    const orders = page.locator('tr[data-process="orders"]');
+    await page.goto(`${system.urls.console}/faults`);
+    const pidBefore = await orders.locator('[data-pid]').textContent();
+    await switchOn('orders', 'crash-after-publish', '', 1);
+    await placeOrder('paid'); // the orders process dies after publishing, before marking; the console sends the order again
+    await expect.poll(() => page.locator('#status').textContent(), { timeout: 60_000 }).toBe('PAID');
+    const timeline = page.url();
+    await page.goto(`${system.urls.console}/faults`);
+    expect(await orders.locator('[data-pid]').textContent()).not.toBe(pidBefore); // it was killed, and started again
+    await page.goto(timeline);
+    for (const consumer of ['inventory.order-placed.v1', 'notifications.order-placed.v1']) {
+      const outcomes = await outcomesOf(consumer);
+      expect(
+        outcomes.filter((outcome) => outcome === 'processed'),
+        consumer,
+      ).toHaveLength(1);
+      expect(
+        outcomes.every((outcome) => outcome === 'processed' || outcome === 'duplicate'),
+        consumer,
+      ).toBe(true);
+    }
+    expect(await page.locator('[data-effect="reservation"]').count()).toBe(1);
+  }, 120_000);
+
   it('lists the lessons and runs one both ways', async () => {
     await page.goto(`${system.urls.console}/lessons`);
     expect(await page.locator('tr[data-lesson]').count()).toBe(4);

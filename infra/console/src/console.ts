@@ -336,24 +336,39 @@ async function asCustomer(options: ConsoleOptions): Promise<{ authorization?: st
   return options.customerToken ? { authorization: `Bearer ${await options.customerToken()}` } : {};
 }
 
+/**
+ * Places a scenario's order as a careful client does: under one Idempotency-Key, sent again while
+ * the orders API is unreachable (for a switch that kills the process right after the order's
+ * commit — `crash-after-publish` under `pnpm start` — until it is started again, up to
+ * `PLACE_RETRY_MS`): the repeat gets the first answer, never a second order.
+ */
 async function placeOrder(options: ConsoleOptions, scenario: Scenario) {
   const { sku, paymentMethod } = ORDERS[scenario];
-  try {
-    const res = await fetch(`${options.ordersApi}/orders`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'idempotency-key': randomUUID(), ...(await asCustomer(options)) },
-      body: JSON.stringify({
-        paymentMethod,
-        lines: [{ sku, quantity: 1 }],
-      }),
-    });
-    if (res.status !== 201)
-      return { ok: false as const, problem: `the orders API answered ${res.status}: ${await res.text()}` };
-    return { ok: true as const, orderId: ((await res.json()) as { orderId: string }).orderId };
-  } catch (error) {
-    return { ok: false as const, problem: `the orders API is not reachable: ${(error as Error).message}` };
+  const key = randomUUID();
+  const until = Date.now() + PLACE_RETRY_MS;
+  for (;;) {
+    try {
+      const res = await fetch(`${options.ordersApi}/orders`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'idempotency-key': key, ...(await asCustomer(options)) },
+        body: JSON.stringify({
+          paymentMethod,
+          lines: [{ sku, quantity: 1 }],
+        }),
+      });
+      if (res.status !== 201)
+        return { ok: false as const, problem: `the orders API answered ${res.status}: ${await res.text()}` };
+      return { ok: true as const, orderId: ((await res.json()) as { orderId: string }).orderId };
+    } catch (error) {
+      if (Date.now() > until)
+        return { ok: false as const, problem: `the orders API is not reachable: ${(error as Error).message}` };
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
   }
 }
+
+/** How long the console sends an order again while the orders API does not answer. */
+const PLACE_RETRY_MS = 20_000;
 
 /** The cancel-after-payment scenario: waits for PAID (up to a minute), then cancels. */
 async function cancelOncePaid(options: ConsoleOptions, orderId: string): Promise<void> {
