@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomInt } from 'node:crypto';
 import { exited, waitFor } from '@idem/testkit';
 import { Redis } from 'ioredis';
@@ -13,17 +13,37 @@ import { killRunawayScripts } from './runaway-scripts.js';
  * service's process kills it within about a second, and Redis answers again.
  */
 const port = randomInt(32_200, 32_300); // above the systems' ports, below the ephemeral range
-const server = spawn(
-  'redis-server',
-  ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--busy-reply-threshold', '1000'],
-  { stdio: 'ignore' },
-);
 const url = `redis://127.0.0.1:${port}`;
 const password = randomBytes(16).toString('hex');
 const userOf = (service: string) =>
   redisUserOf(`idem-${service}`, { prefix: 'idem', service, redisUrl: url, queues: [] });
+let server: ChildProcess;
+
+/** A client that is connected (and its ready check done) before any script runs, and never reconnects. */
+async function connected(redisUrl: string): Promise<Redis> {
+  const client = new Redis(redisUrl, { maxRetriesPerRequest: 1, retryStrategy: () => null });
+  client.on('error', () => {}); // BUSY, while a script runs
+  await client.ping();
+  return client;
+}
 
 beforeAll(async () => {
+  server = spawn(
+    'redis-server',
+    [
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--busy-reply-threshold',
+      '1000',
+    ],
+    { stdio: 'ignore' },
+  );
   const admin = new Redis(url, { maxRetriesPerRequest: 1 });
   admin.on('error', () => {}); // refused until the server is up
   try {
@@ -33,16 +53,16 @@ beforeAll(async () => {
     admin.disconnect();
   }
 });
+// Whatever a test left running on it (a script that never ends), the server goes with the file.
 afterAll(async () => {
-  if (server.exitCode === null && server.signalCode === null) server.kill('SIGKILL');
+  server.kill('SIGKILL');
   await exited(server);
 });
 
 describe('a script that never ends', () => {
   it("is killed by any idem process that meets BUSY, and Redis answers again: a service user's EVAL cannot hold it", async () => {
-    const rogue = new Redis(asRedisUser(url, 'idem-inventory', password), { maxRetriesPerRequest: 1 });
-    const payments = new Redis(asRedisUser(url, 'idem-payments', password), { maxRetriesPerRequest: 1 });
-    for (const client of [rogue, payments]) client.on('error', () => {}); // BUSY, while the script runs
+    const rogue = await connected(asRedisUser(url, 'idem-inventory', password));
+    const payments = await connected(asRedisUser(url, 'idem-payments', password));
     const outcomes: string[] = [];
     const stop = killRunawayScripts(payments, { everyMs: 200, onBusy: (outcome) => outcomes.push(outcome) });
     try {
@@ -63,10 +83,9 @@ describe('a script that never ends', () => {
   });
 
   it('reports one that wrote before it looped, which only an operator can end (SHUTDOWN NOSAVE)', async () => {
-    const rogue = new Redis(asRedisUser(url, 'idem-inventory', password), { maxRetriesPerRequest: 1 });
-    const payments = new Redis(asRedisUser(url, 'idem-payments', password), { maxRetriesPerRequest: 1 });
-    const operator = new Redis(url, { maxRetriesPerRequest: 0, retryStrategy: () => null });
-    for (const client of [rogue, payments, operator]) client.on('error', () => {});
+    const rogue = await connected(asRedisUser(url, 'idem-inventory', password));
+    const payments = await connected(asRedisUser(url, 'idem-payments', password));
+    const operator = await connected(url);
     const outcomes: string[] = [];
     const stop = killRunawayScripts(payments, { everyMs: 200, onBusy: (outcome) => outcomes.push(outcome) });
     try {
