@@ -67,7 +67,11 @@ export interface DeliveryJournalOptions {
   readonly prefix: string;
   /** The service whose stream it writes. */
   readonly service: string;
-  /** About how many entries the stream keeps (trimmed approximately). @defaultValue 20 000 */
+  /**
+   * About how many entries the service's stream keeps (trimmed approximately): with four services,
+   * the 20,000 the one stream of the whole system kept before each service had its own, so the
+   * journal takes no more of a Redis that evicts nothing. @defaultValue 5 000
+   */
   readonly maxLength?: number;
   /** How long an entry waits to be written, with those that come after it. @defaultValue 100 */
   readonly flushIntervalMs?: number;
@@ -80,7 +84,7 @@ export function createDeliveryJournal({
   redis,
   prefix,
   service,
-  maxLength = 20_000,
+  maxLength = 5_000,
   flushIntervalMs = 100,
   maxBuffered = 5_000,
 }: DeliveryJournalOptions): DeliveryJournal {
