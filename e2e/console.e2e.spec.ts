@@ -7,6 +7,7 @@ import { asOperator, duplicateStory, getJson, SERVICES, type RunningSystem } fro
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { launchChromium, screenshotPath } from './browser.js';
+import { EXERCISE_TIMEOUT_MS, EXERCISES, placeOrder, switchAllOff, switchOn, type Classroom } from './exercises.js';
 import { readRows, startIsolatedSystem } from './support.js';
 
 const ADMIN_TOKEN = 'console-e2e-admin-token-0123';
@@ -25,119 +26,28 @@ beforeAll(async () => {
 }, 120_000);
 // Every test starts with every switch off.
 afterEach(async () => {
-  for (const process of SERVICES) await switchAllOff(process);
+  for (const process of SERVICES) await switchAllOff(classroom(), process);
 });
 afterAll(async () => {
   await browser?.close();
   await system?.stop();
 });
 
-/** On the fault switches page: switches one on for a process, as a person fills the form. */
-async function switchOn(process: string, name: string, target: string, count?: number) {
-  await page.goto(`${system.urls.console}/faults`);
-  const row = page.locator(`tr[data-process="${process}"]`);
-  await row.locator('select[name="name"]').selectOption(name);
-  await row.locator('input[name="target"]').fill(target);
-  if (count) await row.locator('input[name="count"]').fill(String(count));
-  await row.getByRole('button', { name: 'switch on' }).click();
-  await expect.poll(() => row.locator('[data-rule]').allTextContents()).toContainEqual(expect.stringContaining(name));
-}
+const classroom = (): Classroom => ({ page, console: system.urls.console, runs: 'native' });
 
-async function switchAllOff(process: string) {
-  await page.goto(`${system.urls.console}/faults`);
-  const button = page.locator(`tr[data-process="${process}"]`).getByRole('button', { name: 'switch all off' });
-  if (await button.count()) await button.click();
-}
-
-/** Places an order from the console's form; returns once the browser shows its timeline. */
-async function placeOrder(scenario: string) {
-  await page.goto(system.urls.console);
-  await page.locator(`input[name="scenario"][value="${scenario}"]`).check();
-  await page.getByRole('button', { name: 'Place order' }).click();
-  await page.waitForURL(/\/orders\/[0-9a-f-]{36}$/);
-}
-
-const outcomesOf = (consumer: string) => page.locator(`[data-consumer="${consumer}"] [data-outcome]`).allTextContents();
+describe("concepts.md's exercises, as written, under pnpm start", () => {
+  for (const exercise of EXERCISES) it(exercise.title, () => exercise.run(classroom()), EXERCISE_TIMEOUT_MS);
+});
 
 describe('the console', () => {
-  it('shows, live, each consumer of orders.order-placed.v1 processing one copy and suppressing the other under publish-twice', async () => {
-    await switchOn('orders', 'publish-twice', 'publisher');
-    await placeOrder('paid');
-    // No reload from here on: the timeline fills in through the live view.
-    for (const consumer of ['inventory.order-placed.v1', 'notifications.order-placed.v1']) {
-      await expect
-        .poll(() => outcomesOf(consumer), { timeout: 30_000 })
-        .toEqual(expect.arrayContaining(['processed', 'duplicate']));
-      expect((await outcomesOf(consumer)).sort()).toEqual(['duplicate', 'processed']);
-    }
-    await expect.poll(() => page.locator('#status').textContent(), { timeout: 30_000 }).toBe('PAID');
-    await expect
-      .poll(() => page.locator('[data-effect="email"][data-kind="receipt"]').textContent(), { timeout: 30_000 })
-      .toContain('sent 1×');
-    // One business effect each: one reservation, one PaymentIntent, one receipt.
-    expect(await page.locator('[data-effect="reservation"]').count()).toBe(1);
-    expect(await page.locator('[data-effect="payment-intent"]').count()).toBe(1);
-    expect(await page.locator('[data-effect="email"][data-kind="receipt"]').count()).toBe(1);
-    await page.screenshot({ path: await screenshotPath('publish-twice-timeline'), fullPage: true });
-  }, 90_000);
-
-  it('shows a consumer killed after its commit restarting, and its redelivery ending as duplicate', async () => {
-    await page.goto(`${system.urls.console}/faults`);
-    const inventory = page.locator('tr[data-process="inventory"]');
-    const pidBefore = await inventory.locator('[data-pid]').textContent();
-    await switchOn('inventory', 'crash-after-commit', 'inventory.order-placed.v1', 1);
-    await placeOrder('paid');
-    const timeline = page.url();
-
-    await expect.poll(() => outcomesOf('inventory.order-placed.v1'), { timeout: 60_000 }).toEqual(['duplicate']);
-    expect(await page.locator('[data-consumer="inventory.order-placed.v1"]').textContent()).toContain(
-      'the delivery that committed it never settled',
-    );
-    await expect.poll(() => page.locator('#status').textContent(), { timeout: 30_000 }).toBe('PAID');
-    await page.screenshot({ path: await screenshotPath('crash-after-commit-timeline'), fullPage: true });
-
-    // The fault switches page shows the process that died and was started again.
-    await page.goto(`${system.urls.console}/faults`);
-    const pidAfter = await page.locator('tr[data-process="inventory"] [data-pid]').textContent();
-    expect(pidAfter).not.toBe(pidBefore);
-    expect(await page.locator('tr[data-process="inventory"] [data-rule]').count()).toBe(0); // started afresh
-    await page.goto(timeline);
-    expect(await page.locator('[data-effect="reservation"]').count()).toBe(1);
-  }, 120_000);
-
   it('can place an order after the switches page was opened ten times in a minute: no failed authentication counted', async () => {
     for (let load = 0; load < 10; load++) {
       await page.goto(`${system.urls.console}/faults`);
       expect(await page.locator('tr[data-process] [data-pid]').count()).toBe(SERVICES.length);
     }
-    await placeOrder('paid');
+    await placeOrder(classroom());
     await expect.poll(() => page.locator('#status').textContent(), { timeout: 30_000 }).toBe('PAID');
   }, 60_000);
-
-  it("runs concepts.md's exercise 4 as written: crash-after-publish for orders, no target; nothing happens twice", async () => {
-    const orders = page.locator('tr[data-process="orders"]');
-    await page.goto(`${system.urls.console}/faults`);
-    const pidBefore = await orders.locator('[data-pid]').textContent();
-    await switchOn('orders', 'crash-after-publish', '', 1);
-    await placeOrder('paid'); // the orders process dies after publishing, before marking; the console sends the order again
-    await expect.poll(() => page.locator('#status').textContent(), { timeout: 60_000 }).toBe('PAID');
-    const timeline = page.url();
-    await page.goto(`${system.urls.console}/faults`);
-    expect(await orders.locator('[data-pid]').textContent()).not.toBe(pidBefore); // it was killed, and started again
-    await page.goto(timeline);
-    for (const consumer of ['inventory.order-placed.v1', 'notifications.order-placed.v1']) {
-      const outcomes = await outcomesOf(consumer);
-      expect(
-        outcomes.filter((outcome) => outcome === 'processed'),
-        consumer,
-      ).toHaveLength(1);
-      expect(
-        outcomes.every((outcome) => outcome === 'processed' || outcome === 'duplicate'),
-        consumer,
-      ).toBe(true);
-    }
-    expect(await page.locator('[data-effect="reservation"]').count()).toBe(1);
-  }, 120_000);
 
   it('lists the lessons and runs one both ways', async () => {
     await page.goto(`${system.urls.console}/lessons`);
@@ -204,7 +114,7 @@ describe('the console', () => {
       (await getJson<{ rules: unknown[] }>(`${system.urls.orders}/faults`, asOperator(ADMIN_TOKEN))).rules.length;
 
     it('auto-submitting each state-changing form of the console changes nothing: every post is refused', async () => {
-      await switchOn('orders', 'crash-after-commit', 'nobody.v1'); // something "switch all off" could clear
+      await switchOn(classroom(), 'orders', 'crash-after-commit', 'nobody.v1'); // something "switch all off" could clear
       const before = { orders: await ordersPlaced(), rules: await rulesInOrders() };
       for (const name of Object.keys(forms)) {
         const refused = page.waitForResponse(

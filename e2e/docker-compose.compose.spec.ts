@@ -20,8 +20,9 @@ import { formatReport, runChecks } from '@idem/checker';
 import { asOperator, getJson, placeOrder, runStories, SERVICES, waitForStatus } from '@idem/native-run';
 import { waitFor } from '@idem/testkit';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { launchChromium, screenshotPath } from './browser.js';
+import { EXERCISE_TIMEOUT_MS, EXERCISES, switchAllOff, type Classroom } from './exercises.js';
 import type { Browser } from 'playwright-core';
 import { placeTracedOrder, traceGapsOnceQuiet, type TracedSpan } from './support.js';
 
@@ -259,7 +260,7 @@ beforeAll(async () => {
   const secret = (container: string, name: string) =>
     compose(['exec', '-T', container, 'cat', `/run/idem-secrets/${name}`]);
   secrets = {
-    adminToken: secret('orders-api', 'admin-token'),
+    adminToken: secret('console', 'admin-token'), // README's step 1
     jwtSecret: secret('orders-api', 'jwt-secret'),
     consoleDbPassword: new URL(secret('console', 'console-orders-database-url')).password,
     simulatorKey: secret('stripe-sim', 'simulator-api-key'),
@@ -411,42 +412,6 @@ describe('docker compose up on a real engine', () => {
     expect(services).toEqual(expect.arrayContaining([...SERVICES, 'console']));
   }, 180_000);
 
-  it('teaches in a browser, as a student uses it: log in, switch publish-twice on, place an order, see every consumer suppress its copy, switch it off', async () => {
-    const browser = await launchChromium();
-    try {
-      const { page, console_ } = await studentAtTheConsole(browser);
-
-      const orders = page.locator('tr[data-process="orders"]');
-      await page.goto(`${console_}/faults`);
-      await orders.locator('select[name="name"]').selectOption('publish-twice');
-      await orders.locator('input[name="target"]').fill('publisher');
-      await orders.getByRole('button', { name: 'switch on' }).click();
-      await expect
-        .poll(() => orders.locator('[data-rule]').allTextContents())
-        .toContainEqual(expect.stringContaining('publish-twice'));
-
-      await page.goto(console_);
-      await page.locator('input[name="scenario"][value="paid"]').check();
-      await page.getByRole('button', { name: 'Place order' }).click();
-      await page.waitForURL(/\/orders\/[0-9a-f-]{36}$/);
-      for (const consumer of ['inventory.order-placed.v1', 'notifications.order-placed.v1']) {
-        const outcomes = () => page.locator(`[data-consumer="${consumer}"] [data-outcome]`).allTextContents();
-        await expect
-          .poll(async () => (await outcomes()).sort(), { timeout: 60_000 })
-          .toEqual(['duplicate', 'processed']);
-      }
-      await expect.poll(() => page.locator('#status').textContent(), { timeout: 60_000 }).toBe('PAID');
-      expect(await page.locator('[data-effect="reservation"]').count()).toBe(1);
-      await page.screenshot({ path: await screenshotPath('compose-publish-twice'), fullPage: true });
-
-      await page.goto(`${console_}/faults`);
-      await orders.getByRole('button', { name: 'switch all off' }).click();
-      await expect.poll(() => orders.locator('[data-rule]').count()).toBe(0);
-    } finally {
-      await browser.close();
-    }
-  }, 180_000);
-
   it('runs a lesson from the console: the mistake made on purpose, then the right way, each with its verdict', async () => {
     const browser = await launchChromium();
     try {
@@ -493,6 +458,22 @@ describe('docker compose up on a real engine', () => {
         .emails,
     ).not.toEqual([]);
   }, 900_000);
+
+  describe("README's see-it steps and concepts.md's exercises, as written, under compose", () => {
+    let browser: Browser;
+    let classroom: Classroom;
+    beforeAll(async () => {
+      browser = await launchChromium();
+      const { page, console_ } = await studentAtTheConsole(browser);
+      classroom = { page, console: console_, runs: 'compose' };
+    });
+    // README step 5: "switch all off" when you are done.
+    afterEach(async () => {
+      for (const process of SERVICES) await switchAllOff(classroom, process);
+    });
+    afterAll(() => browser?.close());
+    for (const exercise of EXERCISES) it(exercise.title, () => exercise.run(classroom), EXERCISE_TIMEOUT_MS);
+  });
 
   it('passes the exactly-once checker: nothing lost, doubled, mischarged or stuck', async () => {
     const report = await check();
