@@ -74,6 +74,9 @@ export function createFaults(rules: readonly FaultRule[], random: () => number =
       if (!fires(name, target)) return;
       process.stderr.write(`fault ${name} fired for ${target}: SIGKILL\n`);
       process.kill(process.pid, 'SIGKILL');
+      // Still running: this is PID 1 of a container, whose SIGKILL to itself the kernel ignores
+      // (compose runs the services under an init for that). Exit at once instead, no cleanup.
+      process.exit(137);
     },
   };
 }
