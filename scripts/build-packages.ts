@@ -8,7 +8,7 @@
  * an import of another @idem package resolves to that package's built declarations — exactly
  * what an installer of the tarballs gets.
  */
-import { copyFileSync, readdirSync, rmSync } from 'node:fs';
+import { copyFileSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
@@ -16,9 +16,24 @@ import ts from 'typescript';
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
 /** The installable packages, each after the ones it depends on. */
-export const PUBLISHED_PACKAGES = ['contracts', 'faults', 'database', 'inbox', 'outbox', 'messaging'] as const;
+export const PUBLISHED_PACKAGES = [
+  'contracts',
+  'faults',
+  'database',
+  'inbox',
+  'outbox',
+  'messaging',
+  'testing',
+] as const;
 
 type PublishedPackage = (typeof PUBLISHED_PACKAGES)[number];
+
+/** A package's version, as its package.json (and the first heading of its CHANGELOG) says. */
+export const versionOf = (name: PublishedPackage): string =>
+  (JSON.parse(readFileSync(join(root, 'packages', name, 'package.json'), 'utf8')) as { version: string }).version;
+
+/** The file `pnpm pack` makes of a package. */
+export const tarballOf = (name: PublishedPackage) => `idem-${name}-${versionOf(name)}.tgz`;
 
 /** Where a package is built: its dist/, or `<into>/<name>` when a build goes elsewhere. */
 const outOf = (name: PublishedPackage, into?: string) =>

@@ -19,7 +19,7 @@ import { dropDatabase } from '@idem/database';
 import { deleteQueues, pnpm, postgresServerUrl, uniqueName } from '@idem/testkit';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildPackage, PUBLISHED_PACKAGES } from '../../scripts/build-packages.js';
+import { buildPackage, PUBLISHED_PACKAGES, tarballOf } from '../../scripts/build-packages.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const work = mkdtempSync(join(tmpdir(), 'idem-outside-'));
@@ -36,8 +36,11 @@ const databases = {
 const prefix = uniqueName('idem_test_outside');
 
 /** The manifest as published: `workspace:` ranges replaced, exports pointing at dist/ only. */
-function packedManifest(name: string): { exports: unknown; dependencies?: Record<string, string> } {
-  const tarball = join(tarballs, `idem-${name}-0.1.0.tgz`);
+function packedManifest(name: (typeof PUBLISHED_PACKAGES)[number]): {
+  exports: unknown;
+  dependencies?: Record<string, string>;
+} {
+  const tarball = join(tarballs, tarballOf(name));
   return JSON.parse(execFileSync('tar', ['-xzOf', tarball, 'package/package.json'], { encoding: 'utf8' }));
 }
 
@@ -66,7 +69,7 @@ function installExample(name: 'producer' | 'consumer') {
   const manifestPath = join(project, 'package.json');
   const manifest = JSON.parse(readFileSync(manifestPath, 'utf8')) as { dependencies: Record<string, string> };
   const local = Object.fromEntries(
-    PUBLISHED_PACKAGES.map((name) => [`@idem/${name}`, `file:${tarballs}/idem-${name}-0.1.0.tgz`]),
+    PUBLISHED_PACKAGES.map((name) => [`@idem/${name}`, `file:${join(tarballs, tarballOf(name))}`]),
   );
   for (const dependency of Object.keys(manifest.dependencies)) {
     if (dependency in local) manifest.dependencies[dependency] = local[dependency]!;
@@ -121,12 +124,12 @@ afterAll(async () => {
 
 describe('the packages, installed outside the workspace', () => {
   it('publish their built ES modules and declarations only, with versions for their own dependencies', () => {
-    expect(readdirSync(tarballs).sort()).toEqual(PUBLISHED_PACKAGES.map((name) => `idem-${name}-0.1.0.tgz`).sort());
+    expect(readdirSync(tarballs).sort()).toEqual(PUBLISHED_PACKAGES.map(tarballOf).sort());
     for (const name of PUBLISHED_PACKAGES) {
       const manifest = packedManifest(name);
       expect(manifest.exports).toEqual({ '.': { types: './dist/index.d.ts', default: './dist/index.js' } });
       for (const range of Object.values(manifest.dependencies ?? {})) expect(range).not.toMatch(/^workspace:/);
-      const files = execFileSync('tar', ['-tzf', join(tarballs, `idem-${name}-0.1.0.tgz`)], { encoding: 'utf8' });
+      const files = execFileSync('tar', ['-tzf', join(tarballs, tarballOf(name))], { encoding: 'utf8' });
       expect(files).toContain('package/LICENSE');
       expect(files).toContain('package/README.md');
       expect(files).toContain('package/dist/index.d.ts');
@@ -144,6 +147,9 @@ describe('the packages, installed outside the workspace', () => {
     );
     expect(readFileSync(join(root, 'packages/contracts/README.md'), 'utf8')).toContain(
       example('outside-producer/src/catalogue.ts'),
+    );
+    expect(readFileSync(join(root, 'packages/testing/README.md'), 'utf8')).toContain(
+      example('outside-consumer/src/check.ts'),
     );
   });
 
@@ -184,12 +190,19 @@ describe('the packages, installed outside the workspace', () => {
     }
   });
 
-  it('carry its consumers, on Prisma and on plain node-postgres: once, then a duplicate and a conflicting copy, one effect each', async () => {
+  it('carry its consumers, on Prisma and on plain node-postgres: once, then a duplicate and a conflicting copy, one effect each; @idem/testing checks one', async () => {
     const outcomes = ['processed', 'duplicate', 'conflicting_duplicate'];
-    const printed = [run('consumer', 'start', databases.consumer), run('consumer', 'start:pg', databases.consumer)];
+    const printed = [
+      run('consumer', 'start', databases.consumer),
+      run('consumer', 'start:pg', databases.consumer),
+      run('consumer', 'check', databases.consumer), // @idem/testing on the same handler, no broker
+    ];
     expect(printed).toEqual([
       { outcomes, fees: 1 },
       { outcomes, reminders: 1 },
+      {
+        checked: ['transient_failure:0', 'duplicate:1', 'processed:1', 'duplicate:1', 'conflicting_duplicate:1'],
+      },
     ]);
     // What the example's README says it prints, line by line, is what it printed.
     const readme = readFileSync(join(root, 'examples/outside-consumer/README.md'), 'utf8');
@@ -199,11 +212,13 @@ describe('the packages, installed outside the workspace', () => {
     await client.connect();
     try {
       const { rows } = await client.query<{ consumer: string; id: string }>(
-        'SELECT consumer, message_id::text AS id FROM processed_messages ORDER BY consumer',
+        'SELECT consumer, message_id::text AS id FROM processed_messages ORDER BY consumer, processed_at',
       );
+      // The published message once per consumer, then the check's own test message.
       expect(rows).toEqual([
         { consumer: 'billing.book-lent.v1', id: published.messageId },
         { consumer: 'reminders.book-lent.v1', id: published.messageId },
+        { consumer: 'reminders.book-lent.v1', id: expect.not.stringMatching(published.messageId) },
       ]);
     } finally {
       await client.end();

@@ -1,0 +1,7 @@
+export { testEnvelope, type TestEnvelopeOptions } from './envelope.js';
+export {
+  checkIdempotentConsumer,
+  IdempotencyViolation,
+  type CheckedDelivery,
+  type ConsumerCheck,
+} from './consumer-check.js';
