@@ -1,0 +1,6 @@
+import type { Model } from '../model.js';
+import { inventory } from './inventory.js';
+import { payments } from './payments.js';
+
+/** The services the explorer knows, by name. */
+export const MODELS: Readonly<Record<string, Model>> = { payments, inventory };

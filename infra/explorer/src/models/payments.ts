@@ -1,0 +1,182 @@
+import type { Server } from 'node:http';
+import { fileURLToPath } from 'node:url';
+import {
+  connectDatabase,
+  createPaymentWorker,
+  createStripeClient,
+  handleOrderCancelled,
+  handleStockReserved,
+  newChargeKey,
+  PACKAGE_TABLES,
+  type Tx,
+} from '@idem/payments';
+import { processed, stale, type MessageHandler } from '@idem/inbox';
+import { createInbox } from '@idem/inbox';
+import { createLogger } from '@idem/runtime';
+import type { MessageOf } from '@idem/shop';
+import { createStripeSimulator, SIMULATOR_API_KEY } from '@idem/stripe-sim';
+import { createMigratedDatabase, testMessage } from '@idem/testkit';
+import { Clock, CrashSwitches, deliver, type Model, type Service, type Story } from '../model.js';
+import { gated } from '../scheduler.js';
+import { emptyTables } from './tables.js';
+
+const ORDER = '5a0c1d2e-0000-4000-8000-000000000001';
+const AMOUNT = 4999;
+
+/**
+ * Payments, for one order: its stock reserved (the payment falls due), the order cancelled, and
+ * the payment worker's turn (a charge or a refund at the Stripe simulator, through the real SDK).
+ */
+export const payments: Model = {
+  name: 'payments',
+  wrongWays: ['unlocked-order-row'],
+  async open({ wrongWay }) {
+    const migrations = fileURLToPath(new URL('../../../../services/payments/prisma/migrations', import.meta.url));
+    const { url, drop } = await createMigratedDatabase('explore_payments', migrations, PACKAGE_TABLES);
+    const db = connectDatabase(url, 4);
+    const explored = gated(db);
+    const clock = new Clock();
+    const switches = new CrashSwitches();
+    const inbox = createInbox({ db: explored, faults: switches, now: clock.now });
+    const simulator = createStripeSimulator();
+    const server = await new Promise<Server>((resolve) => {
+      const listening = simulator.app.listen(0, '127.0.0.1', () => resolve(listening));
+    });
+    const worker = createPaymentWorker({
+      db: explored,
+      stripe: createStripeClient({
+        apiKey: SIMULATOR_API_KEY,
+        apiBase: `http://127.0.0.1:${(server.address() as { port: number }).port}`,
+        timeoutMs: 5_000,
+      }),
+      log: createLogger('payments', 'silent'),
+      now: clock.now,
+      faults: switches,
+      leaseMs: 30_000,
+    });
+    const reserved = testMessage('inventory.stock-reserved.v1', {
+      aggregateId: ORDER,
+      body: { orderId: ORDER, payment: { amountCents: AMOUNT, currency: 'eur', method: 'pm_card_visa' } },
+    });
+    const cancelled = testMessage('orders.order-cancelled.v1', {
+      aggregateId: ORDER,
+      aggregateVersion: 2,
+      body: { orderId: ORDER },
+    });
+    const reserving = wrongWay === 'unlocked-order-row' ? stockReservedUnlocked(clock.now) : handleStockReserved(clock);
+    const steps: Record<string, () => Promise<unknown>> = {
+      reserved: () => deliver(inbox, 'payments.stock-reserved.v1', reserved, reserving),
+      cancelled: () => deliver(inbox, 'payments.order-cancelled.v1', cancelled, handleOrderCancelled(clock)),
+      worker: () => worker.runOnce(),
+    };
+    const service: Service = {
+      databaseUrl: url,
+      stories: [
+        { name: 'reserved, then paid', steps: ['reserved', 'worker'] },
+        { name: 'reserved, cancelled, paid or not', steps: ['reserved', 'cancelled', 'worker'] },
+      ],
+      causes: { worker: 'reserved' },
+      async reset() {
+        await emptyTables(db);
+        simulator.reset();
+        clock.reset();
+      },
+      async step(name, { crash = false } = {}) {
+        clock.advance();
+        const run = steps[name]!;
+        return crash ? switches.during(['rollback-after-handler', 'crash-after-provider-call'], run) : run();
+      },
+      async settle() {
+        // The worker's turns until nothing is due: a lookup waits out the provider's search lag.
+        for (let turn = 0; turn < 10; turn++) {
+          clock.advance(10 * 60_000);
+          await worker.runOnce();
+          const [open] = await db.$queryRaw<{ n: number }[]>`
+            SELECT count(*)::int AS n FROM payment_attempts WHERE status IN ('pending', 'refund_pending')`;
+          if (open!.n === 0) return;
+        }
+      },
+      check: (story) => check(db, simulator, story),
+      async state() {
+        const rows = await db.$queryRaw<unknown[]>`
+          SELECT (SELECT cancelled_at IS NOT NULL FROM payment_orders) AS cancelled,
+                 (SELECT array_agg(status) FROM payment_attempts) AS attempts,
+                 (SELECT array_agg(type ORDER BY type) FROM outbox_messages) AS events`;
+        const provider = simulator.paymentIntents().map((intent) => intent.status);
+        return JSON.stringify({ rows, provider, refunds: simulator.refunds().length });
+      },
+      async close() {
+        await db.$disconnect();
+        await new Promise((resolve) => server.close(resolve));
+        await drop();
+      },
+    };
+    return service;
+  },
+};
+
+/** The invariants of one order's money, read from the service and the provider after it settled. */
+async function check(
+  db: ReturnType<typeof connectDatabase>,
+  simulator: ReturnType<typeof createStripeSimulator>,
+  story: Story,
+): Promise<string[]> {
+  const [row] = await db.$queryRaw<{ cancelled: boolean | null; attempts: number; open: number }[]>`
+    SELECT (SELECT cancelled_at IS NOT NULL FROM payment_orders WHERE order_id = ${ORDER}::uuid) AS cancelled,
+           (SELECT count(*)::int FROM payment_attempts WHERE order_id = ${ORDER}::uuid) AS attempts,
+           (SELECT count(*)::int FROM payment_attempts
+             WHERE order_id = ${ORDER}::uuid AND status NOT IN ('captured', 'cancelled', 'refunded', 'failed')) AS open`;
+  const events = await db.$queryRaw<{ type: string; n: number }[]>`
+    SELECT type, count(*)::int AS n FROM outbox_messages GROUP BY type`;
+  const published = (type: string) => events.find((e) => e.type === type)?.n ?? 0;
+  const charges = simulator
+    .paymentIntents()
+    .filter((intent) => intent.metadata.order_id === ORDER && intent.status === 'succeeded');
+  const refunds = simulator.refunds().filter((refund) => charges.some((charge) => charge.id === refund.payment_intent));
+  const kept = charges.reduce((sum, c) => sum + c.amount_received, 0) - refunds.reduce((sum, r) => sum + r.amount, 0);
+  const cancelled = story.steps.includes('cancelled');
+  const broken: string[] = [];
+  if (row!.attempts > 1) broken.push(`the order has ${row!.attempts} payment attempts, not one`);
+  if (row!.open > 0) broken.push('the payment never reached a final status');
+  if (cancelled && kept !== 0) broken.push(`the cancelled order keeps ${kept} cents at the provider`);
+  if (!cancelled && (charges.length !== 1 || kept !== AMOUNT))
+    broken.push(`the paid order was charged ${charges.length} times, keeping ${kept} cents, not ${AMOUNT} once`);
+  if (published('payments.payment-captured.v1') !== charges.length)
+    broken.push(`${published('payments.payment-captured.v1')} payment-captured events for ${charges.length} charges`);
+  if (published('payments.payment-refunded.v1') !== refunds.length)
+    broken.push(`${published('payments.payment-refunded.v1')} payment-refunded events for ${refunds.length} refunds`);
+  return broken;
+}
+
+type StockReserved = MessageOf<'payments.stock-reserved.v1'>;
+
+/**
+ * The mistake the cancel-versus-charge race was: the cancellation's tombstone read with a plain
+ * read, and the attempt opened without writing (so without locking) the order's row. In either
+ * order alone it is right; a cancellation committed between this read and this commit is missed.
+ */
+function stockReservedUnlocked(now: () => Date): MessageHandler<Tx, StockReserved> {
+  return async ({ body: { orderId, payment }, correlationId, messageId }, tx) => {
+    const [order] = await tx.$queryRaw<{ cancelled: boolean }[]>`
+      SELECT cancelled_at IS NOT NULL AS cancelled FROM payment_orders WHERE order_id = ${orderId}::uuid`;
+    if (order?.cancelled) return stale(`order ${orderId} was cancelled`);
+    await tx.paymentAttempt.create({
+      data: {
+        id: crypto.randomUUID(),
+        orderId,
+        amountCents: payment.amountCents,
+        currency: payment.currency,
+        paymentMethod: payment.method,
+        status: 'pending',
+        idempotencyKey: newChargeKey(),
+        idempotencyKeyCreatedAt: now(),
+        nextAttemptAt: now(),
+        correlationId,
+        causationId: messageId,
+        createdAt: now(),
+        updatedAt: now(),
+      },
+    });
+    return processed;
+  };
+}
