@@ -64,10 +64,10 @@ export async function explore(model: Model, options: { wrongWay?: string; pairsO
         return outcome;
       };
       if (!options.pairsOnly) {
-        await untilBroken(orders(story, service.causes), found('sequential'));
-        await untilBroken(crashedOrders(story, service.causes), found('crashes'));
+        await untilBroken(orders(story), found('sequential'));
+        await untilBroken(crashedOrders(story), found('crashes'));
       }
-      for (const pair of pairs(story, service.causes)) {
+      for (const pair of pairs(story)) {
         const run = found('concurrent');
         for await (const outcome of interleavings((choices) => run([...pair.before, together(pair, choices)]))) {
           if (outcome.broken.length > 0) break;
@@ -159,18 +159,21 @@ async function untilBroken(schedules: Iterable<Action[]>, run: (actions: Action[
   for (const actions of schedules) if ((await run(actions)).broken.length > 0) return;
 }
 
-/** Every distinct order of the story's steps, each twice, in which no step comes before its cause was processed. */
-export function* orders(story: Story, causes: Readonly<Record<string, string>>): Generator<Action[]> {
-  for (const order of permutations(story.steps.flatMap((step) => [step, step])))
-    if (causal(order, causes)) yield order.map((step) => ({ step }));
+/** Every distinct order of the story's deliveries in which no step comes before its cause was processed. */
+export function* orders(story: Story): Generator<Action[]> {
+  for (const order of permutations(deliveries(story)))
+    if (causal(order, story.causes ?? {})) yield order.map((step) => ({ step }));
 }
 
+/** Each step of the story as many times as it is delivered. */
+const deliveries = (story: Story) => story.steps.flatMap((step) => Array<string>(story.copies ?? 2).fill(step));
+
 /** {@link orders}, with one step's first delivery crashing at its switch (its second then processes it). */
-export function* crashedOrders(story: Story, causes: Readonly<Record<string, string>>): Generator<Action[]> {
+export function* crashedOrders(story: Story): Generator<Action[]> {
   for (const crashed of story.steps) {
-    for (const order of permutations(story.steps.flatMap((step) => [step, step]))) {
+    for (const order of permutations(deliveries(story))) {
       const first = order.indexOf(crashed);
-      if (!causal(order, causes, first)) continue;
+      if (!causal(order, story.causes ?? {}, first)) continue;
       yield order.map((step, i) => (i === first ? { step, crash: true } : { step }));
     }
   }
@@ -212,8 +215,8 @@ const together = (pair: Pair, choices: readonly string[]): Action => ({ together
  * Every pair of the story's steps that can meet (neither causes the other), a step with its own
  * duplicate too, each set up by the steps the story sends before them.
  */
-export function* pairs(story: Story, causes: Readonly<Record<string, string>>): Generator<Pair> {
-  const { steps } = story;
+export function* pairs(story: Story): Generator<Pair> {
+  const { steps, causes = {} } = story;
   for (const [i, a] of steps.entries()) {
     for (const b of steps.slice(i)) {
       if (causes[a] === b || causes[b] === a) continue;

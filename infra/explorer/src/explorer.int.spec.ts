@@ -7,13 +7,14 @@ import { MODELS } from './models/index.js';
 import { replay, writeCounterexample } from './replay.js';
 
 const minutes = 60_000;
-const { payments, inventory } = MODELS as Required<typeof MODELS>;
+const { orders, payments, inventory } = MODELS as Required<typeof MODELS>;
 
 const together = (report: Report) =>
   report.counterexamples.filter(({ schedule }) => schedule.actions.some((action) => 'together' in action));
 
 describe('the explorer', () => {
   it.each([
+    ['orders', orders!],
     ['payments', payments!],
     ['inventory', inventory!],
   ])(

@@ -15,18 +15,23 @@ export interface Model {
   open(options: { wrongWay?: string | undefined }): Promise<Service>;
 }
 
-/** One order's messages at a service, as they can happen together; each is delivered twice. */
+/** One order's messages at a service, as they can happen together. */
 export interface Story {
   readonly name: string;
   /** In the order they are usually sent (the pairs' set-up order). */
   readonly steps: readonly string[];
+  /** Steps that can only come once another was processed here (what they answer caused them). */
+  readonly causes?: Readonly<Record<string, string>>;
+  /**
+   * How many times each step is delivered in the orders of delivery: twice (the message and its
+   * duplicate) by default; once for a long story, whose duplicates the shorter ones cover.
+   */
+  readonly copies?: 1 | 2;
 }
 
 export interface Service {
   readonly databaseUrl: string;
   readonly stories: readonly Story[];
-  /** Steps that can only be delivered once another was processed (its consumer's event caused them). */
-  readonly causes: Readonly<Record<string, string>>;
   /** A fresh start: every table emptied, the provider forgotten, the clock back. */
   reset(): Promise<void>;
   /** Runs one step; `crash`: the process dies at the step's fault switch. */

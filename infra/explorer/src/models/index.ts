@@ -1,6 +1,7 @@
 import type { Model } from '../model.js';
 import { inventory } from './inventory.js';
+import { orders } from './orders.js';
 import { payments } from './payments.js';
 
 /** The services the explorer knows, by name. */
-export const MODELS: Readonly<Record<string, Model>> = { payments, inventory };
+export const MODELS: Readonly<Record<string, Model>> = { orders, inventory, payments };

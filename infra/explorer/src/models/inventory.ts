@@ -20,6 +20,8 @@ const ORDER = '5a0c1d2e-0000-4000-8000-000000000002';
 const SKU = 'keyboard';
 const STOCK = 5;
 const QUANTITY = 2;
+/** Payments answers the reservation that placing the order made: never before it. */
+const causes = { captured: 'placed', failed: 'placed' };
 
 /**
  * Inventory, for one order of two keyboards out of five: the order placed (its stock reserved),
@@ -65,13 +67,11 @@ export const inventory: Model = {
     const service: Service = {
       databaseUrl: url,
       stories: [
-        { name: 'placed, then paid', steps: ['placed', 'captured'] },
-        { name: 'placed, not paid', steps: ['placed', 'failed'] },
-        { name: 'placed, paid, cancelled', steps: ['placed', 'captured', 'cancelled'] },
-        { name: 'placed, not paid, cancelled', steps: ['placed', 'failed', 'cancelled'] },
+        { name: 'placed, then paid', steps: ['placed', 'captured'], causes },
+        { name: 'placed, not paid', steps: ['placed', 'failed'], causes },
+        { name: 'placed, paid, cancelled', steps: ['placed', 'captured', 'cancelled'], causes },
+        { name: 'placed, not paid, cancelled', steps: ['placed', 'failed', 'cancelled'], causes },
       ],
-      // Payments answers the reservation that placing the order made: never before it.
-      causes: { captured: 'placed', failed: 'placed' },
       async reset() {
         await emptyTables(db);
         await db.$executeRaw`INSERT INTO stock_items (sku, available, reserved, updated_at)

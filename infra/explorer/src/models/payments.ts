@@ -21,6 +21,8 @@ import { gated } from '../scheduler.js';
 import { emptyTables } from './tables.js';
 
 const ORDER = '5a0c1d2e-0000-4000-8000-000000000001';
+/** The worker has nothing to do for the order before its reservation. */
+const causes = { worker: 'reserved' };
 const AMOUNT = 4999;
 
 /**
@@ -72,10 +74,9 @@ export const payments: Model = {
     const service: Service = {
       databaseUrl: url,
       stories: [
-        { name: 'reserved, then paid', steps: ['reserved', 'worker'] },
-        { name: 'reserved, cancelled, paid or not', steps: ['reserved', 'cancelled', 'worker'] },
+        { name: 'reserved, then paid', steps: ['reserved', 'worker'], causes },
+        { name: 'reserved, cancelled, paid or not', steps: ['reserved', 'cancelled', 'worker'], causes },
       ],
-      causes: { worker: 'reserved' },
       async reset() {
         await emptyTables(db);
         simulator.reset();
