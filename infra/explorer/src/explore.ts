@@ -29,6 +29,8 @@ export interface Report {
   readonly model: string;
   readonly schedules: { readonly sequential: number; readonly crashes: number; readonly concurrent: number };
   readonly states: number;
+  /** The schedules that passed through each documented window (see {@link Service.windows}). */
+  readonly windows: Readonly<Record<string, number>>;
   readonly ms: number;
   readonly counterexamples: readonly Counterexample[];
 }
@@ -47,6 +49,7 @@ export async function explore(model: Model, options: { wrongWay?: string; pairsO
   const states = new Set<string>();
   const counterexamples: Counterexample[] = [];
   const counts = { sequential: 0, crashes: 0, concurrent: 0 };
+  const windows: Record<string, number> = {};
   const at = (story: Story, actions: Action[]): Schedule => ({
     model: model.name,
     ...(options.wrongWay ? { wrongWay: options.wrongWay } : {}),
@@ -59,6 +62,7 @@ export async function explore(model: Model, options: { wrongWay?: string; pairsO
         counts[kind]++;
         const outcome = await perform(service, scheduler, story, actions);
         states.add(outcome.state);
+        for (const window of new Set(outcome.windows)) windows[window] = (windows[window] ?? 0) + 1;
         if (outcome.broken.length > 0)
           counterexamples.push({ schedule: at(story, outcome.actions), trace: outcome.trace, broken: outcome.broken });
         return outcome;
@@ -82,6 +86,7 @@ export async function explore(model: Model, options: { wrongWay?: string; pairsO
     model: model.name,
     schedules: counts,
     states: states.size,
+    windows,
     ms: Math.round(performance.now() - started),
     counterexamples,
   };
@@ -93,7 +98,14 @@ export async function perform(
   scheduler: Scheduler,
   story: Story,
   actions: readonly Action[],
-): Promise<{ actions: Action[]; choices: Choice[]; trace: string[]; broken: string[]; state: string }> {
+): Promise<{
+  actions: Action[];
+  choices: Choice[];
+  trace: string[];
+  broken: string[];
+  windows: string[];
+  state: string;
+}> {
   await service.reset();
   const done: Action[] = [];
   let choices: Choice[] = [];
@@ -128,10 +140,11 @@ export async function perform(
   }
   await service.settle();
   const broken = await service.check(story);
+  const windows = (await service.windows?.(story)) ?? [];
   const state = createHash('sha256')
     .update(await service.state())
     .digest('hex');
-  return { actions: done, choices, trace, broken, state };
+  return { actions: done, choices, trace, broken, windows, state };
 }
 
 /** The two sides' names: the steps', told apart when a step races its own duplicate. */

@@ -7,7 +7,7 @@ import { MODELS } from './models/index.js';
 import { replay, writeCounterexample } from './replay.js';
 
 const minutes = 60_000;
-const { orders, payments, inventory } = MODELS as Required<typeof MODELS>;
+const { orders, payments, inventory, notifications } = MODELS as Required<typeof MODELS>;
 
 const together = (report: Report) =>
   report.counterexamples.filter(({ schedule }) => schedule.actions.some((action) => 'together' in action));
@@ -17,6 +17,7 @@ describe('the explorer', () => {
     ['orders', orders!],
     ['payments', payments!],
     ['inventory', inventory!],
+    ['notifications', notifications!],
   ])(
     'finds every invariant kept at %s, in every order, crash and interleaving of one order’s messages',
     async (_, model) => {
@@ -26,6 +27,8 @@ describe('the explorer', () => {
       expect(report.schedules.crashes).toBeGreaterThan(10);
       expect(report.schedules.concurrent).toBeGreaterThan(10);
       expect(report.states).toBeGreaterThan(1);
+      // A second copy of an e-mail only where the dispatcher died between the server's yes and its record.
+      if (model === notifications) expect(report.windows.crash_window_send).toBeGreaterThan(0);
     },
     10 * minutes,
   );

@@ -40,6 +40,8 @@ export interface Service {
   settle(): Promise<void>;
   /** The invariants broken by the state after `story`, each as a sentence. */
   check(story: Story): Promise<string[]>;
+  /** The documented windows the state shows were passed through (`crash_window_send`): not broken, counted apart. */
+  windows?(story: Story): Promise<string[]>;
   /** The final state, without ids or times: schedules that reach the same one count once. */
   state(): Promise<string>;
   close(): Promise<void>;

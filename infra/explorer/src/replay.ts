@@ -39,6 +39,8 @@ export function describeReport(report: Report): string {
       `${crashes} with a crash, ${concurrent} interleavings of two at once), ` +
       `${report.states} distinct final states, ${(report.ms / 1000).toFixed(1)} s`,
   ];
+  for (const [window, n] of Object.entries(report.windows))
+    lines.push(`  ${window}: ${n} schedules passed through this documented window (not a violation)`);
   for (const { schedule, trace, broken } of report.counterexamples) {
     lines.push(`  COUNTEREXAMPLE (${schedule.story}):`);
     for (const step of trace) lines.push(`    ${step}`);

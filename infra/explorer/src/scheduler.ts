@@ -26,6 +26,8 @@ interface Side {
 export async function gate(what: string): Promise<void> {
   const current = side.getStore();
   if (!current) return;
+  // A side is one flow of statements: two of its own at once would wait for each other's turn.
+  if (current.state === 'gate') throw new Error(`${current.name} ran two statements at once: ${current.at}, ${what}`);
   current.state = 'gate';
   current.at = what;
   await new Promise<void>((open) => (current.open = open));

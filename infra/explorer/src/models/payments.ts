@@ -55,6 +55,8 @@ export const payments: Model = {
       now: clock.now,
       faults: switches,
       leaseMs: 30_000,
+      // One attempt a turn: a scheduled side is one flow of statements.
+      batchSize: 1,
     });
     const reserved = testMessage('inventory.stock-reserved.v1', {
       aggregateId: ORDER,
