@@ -1,5 +1,4 @@
-import { fileURLToPath } from 'node:url';
-import { createInbox, processed, type MessageHandler } from '@idem/inbox';
+import { processed, type MessageHandler } from '@idem/inbox';
 import {
   connectDatabase,
   handleOrderCancelled,
@@ -9,12 +8,12 @@ import {
   PACKAGE_TABLES,
   releaseReservation,
   type Tx,
+  type PrismaClient,
 } from '@idem/inventory';
 import type { MessageOf } from '@idem/shop';
-import { createMigratedDatabase, testMessage } from '@idem/testkit';
-import { Clock, CrashSwitches, deliver, type Model, type Service, type Story } from '../model.js';
-import { gated } from '../scheduler.js';
-import { emptyTables } from './tables.js';
+import { testMessage } from '@idem/testkit';
+import { deliver, type Model, type Service, type Story } from '../model.js';
+import { worldOf } from './world.js';
 
 const ORDER = '5a0c1d2e-0000-4000-8000-000000000002';
 const SKU = 'keyboard';
@@ -31,12 +30,8 @@ export const inventory: Model = {
   name: 'inventory',
   wrongWays: ['no-tombstone'],
   async open({ wrongWay }) {
-    const migrations = fileURLToPath(new URL('../../../../services/inventory/prisma/migrations', import.meta.url));
-    const { url, drop } = await createMigratedDatabase('explore_inventory', migrations, PACKAGE_TABLES);
-    const db = connectDatabase(url, 4);
-    const clock = new Clock();
-    const switches = new CrashSwitches();
-    const inbox = createInbox({ db: gated(db), faults: switches, now: clock.now });
+    const world = await worldOf<Tx, PrismaClient>('inventory', PACKAGE_TABLES, connectDatabase);
+    const { db, clock, inbox } = world;
     const order = { aggregateId: ORDER, correlationId: ORDER };
     const placed = testMessage('orders.order-placed.v1', {
       ...order,
@@ -65,7 +60,7 @@ export const inventory: Model = {
       failed: () => deliver(inbox, 'inventory.payment-failed.v1', failed, handlePaymentFailed(clock)),
     };
     const service: Service = {
-      databaseUrl: url,
+      databaseUrl: world.databaseUrl,
       stories: [
         { name: 'placed, then paid', steps: ['placed', 'captured'], causes },
         { name: 'placed, not paid', steps: ['placed', 'failed'], causes },
@@ -73,16 +68,11 @@ export const inventory: Model = {
         { name: 'placed, not paid, cancelled', steps: ['placed', 'failed', 'cancelled'], causes },
       ],
       async reset() {
-        await emptyTables(db);
+        await world.reset();
         await db.$executeRaw`INSERT INTO stock_items (sku, available, reserved, updated_at)
                              VALUES (${SKU}, ${STOCK}, 0, ${clock.now()})`;
-        clock.reset();
       },
-      async step(name, { crash = false } = {}) {
-        clock.advance();
-        const run = steps[name]!;
-        return crash ? switches.during(['rollback-after-handler'], run) : run();
-      },
+      step: (name, { crash = false } = {}) => world.step(steps[name]!, crash ? ['rollback-after-handler'] : undefined),
       settle: async () => undefined,
       check: (story) => check(db, story),
       async state() {
@@ -92,10 +82,7 @@ export const inventory: Model = {
                  (SELECT array_agg(type ORDER BY type) FROM outbox_messages) AS events`;
         return JSON.stringify(rows);
       },
-      async close() {
-        await db.$disconnect();
-        await drop();
-      },
+      close: () => world.close(),
     };
     return service;
   },

@@ -1,5 +1,3 @@
-import { fileURLToPath } from 'node:url';
-import { createInbox } from '@idem/inbox';
 import {
   connectDatabase,
   createDispatcher,
@@ -7,13 +5,14 @@ import {
   handlePaymentCaptured,
   handlePaymentRefunded,
   PACKAGE_TABLES,
+  type PrismaClient,
+  type Tx,
 } from '@idem/notifications';
 import { createLogger } from '@idem/runtime';
 import { startSmtpSink } from '@idem/smtp-sink';
-import { createMigratedDatabase, testMessage } from '@idem/testkit';
-import { Clock, CrashSwitches, deliver, type Model, type Service, type Story } from '../model.js';
-import { gated } from '../scheduler.js';
-import { emptyTables } from './tables.js';
+import { testMessage } from '@idem/testkit';
+import { deliver, type Model, type Service, type Story } from '../model.js';
+import { worldOf } from './world.js';
 
 const ORDER = '5a0c1d2e-0000-4000-8000-000000000004';
 const CUSTOMER = 'ada@example.com';
@@ -28,13 +27,8 @@ export const notifications: Model = {
   name: 'notifications',
   wrongWays: [],
   async open() {
-    const migrations = fileURLToPath(new URL('../../../../services/notifications/prisma/migrations', import.meta.url));
-    const { url, drop } = await createMigratedDatabase('explore_notifications', migrations, PACKAGE_TABLES);
-    const db = connectDatabase(url, 4);
-    const explored = gated(db);
-    const clock = new Clock();
-    const switches = new CrashSwitches();
-    const inbox = createInbox({ db: explored, faults: switches, now: clock.now });
+    const world = await worldOf<Tx, PrismaClient>('notifications', PACKAGE_TABLES, connectDatabase);
+    const { db, explored, clock, switches, inbox } = world;
     const sink = await startSmtpSink({ smtpPort: 0, httpPort: 0, host: '127.0.0.1' });
     const dispatcher = createDispatcher({
       db: explored,
@@ -64,7 +58,7 @@ export const notifications: Model = {
     };
     let crashes = 0;
     const service: Service = {
-      databaseUrl: url,
+      databaseUrl: world.databaseUrl,
       stories: [
         { name: 'placed, paid, e-mailed', steps: ['placed', 'captured', 'dispatcher'] },
         {
@@ -74,17 +68,13 @@ export const notifications: Model = {
         },
       ],
       async reset() {
-        await emptyTables(db);
+        await world.reset();
         sink.clear();
-        clock.reset();
         crashes = 0;
       },
-      async step(name, { crash = false } = {}) {
-        clock.advance();
-        const run = steps[name]!;
-        if (!crash) return run();
-        if (name === 'dispatcher') crashes++;
-        return switches.during(['rollback-after-handler', 'crash-after-send'], run);
+      step(name, { crash = false } = {}) {
+        if (crash && name === 'dispatcher') crashes++;
+        return world.step(steps[name]!, crash ? ['rollback-after-handler', 'crash-after-send'] : undefined);
       },
       async settle() {
         // The dispatcher's turns until nothing is left to send (an e-mail waiting for its order looks again later).
@@ -106,9 +96,8 @@ export const notifications: Model = {
       },
       async close() {
         await dispatcher.stop();
-        await db.$disconnect();
         await sink.close();
-        await drop();
+        await world.close();
       },
     };
     return service;

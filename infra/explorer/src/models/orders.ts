@@ -1,5 +1,3 @@
-import { fileURLToPath } from 'node:url';
-import { createInbox } from '@idem/inbox';
 import {
   cancelOrder,
   connectDatabase,
@@ -12,12 +10,12 @@ import {
   handleStockReserved,
   PACKAGE_TABLES,
   type Tx,
+  type PrismaClient,
 } from '@idem/orders';
 import type { Envelope, EventType } from '@idem/shop';
-import { createMigratedDatabase, testMessage } from '@idem/testkit';
-import { Clock, CrashSwitches, deliver, type Model, type Service, type Story } from '../model.js';
-import { gated } from '../scheduler.js';
-import { emptyTables } from './tables.js';
+import { testMessage } from '@idem/testkit';
+import { deliver, type Model, type Service, type Story } from '../model.js';
+import { worldOf } from './world.js';
 
 const CUSTOMER = 'ada';
 const TOTAL = 9998;
@@ -54,13 +52,8 @@ export const orders: Model = {
   name: 'orders',
   wrongWays: [],
   async open() {
-    const migrations = fileURLToPath(new URL('../../../../services/orders/prisma/migrations', import.meta.url));
-    const { url, drop } = await createMigratedDatabase('explore_orders', migrations, PACKAGE_TABLES);
-    const db = connectDatabase(url, 4);
-    const explored = gated(db);
-    const clock = new Clock();
-    const switches = new CrashSwitches();
-    const inbox = createInbox({ db: explored, faults: switches, now: clock.now });
+    const world = await worldOf<Tx, PrismaClient>('orders', PACKAGE_TABLES, connectDatabase);
+    const { db, explored, clock, inbox } = world;
     let orderId = '';
     let messages: Record<string, Envelope<EventType>> = {};
     const message = <T extends EventType>(type: T, body: Partial<Envelope<T>['body']> = {}) =>
@@ -86,11 +79,10 @@ export const orders: Model = {
         }),
     };
     const service: Service = {
-      databaseUrl: url,
+      databaseUrl: world.databaseUrl,
       stories: STORIES,
       async reset() {
-        await emptyTables(db);
-        clock.reset();
+        await world.reset();
         const placed = await createOrder(
           db as unknown as Tx,
           {
@@ -113,13 +105,12 @@ export const orders: Model = {
           expired: message('inventory.reservation-expired.v1'),
         };
       },
-      async step(name, { crash = false } = {}) {
-        clock.advance();
+      step(name, { crash = false } = {}) {
         const run = steps[name]!;
-        if (!crash) return run();
-        if (name !== 'cancel') return switches.during(['rollback-after-handler'], run);
-        await run(); // the cancel committed, its answer was lost: the customer asks again
-        return run();
+        if (!crash) return world.step(run);
+        if (name !== 'cancel') return world.step(run, ['rollback-after-handler']);
+        // The cancel committed and its answer was lost: the customer asks again.
+        return world.step(async () => (await run(), run()));
       },
       settle: async () => undefined,
       check: (story) => check(db, story, orderId),
@@ -131,10 +122,7 @@ export const orders: Model = {
             FROM orders o`;
         return JSON.stringify(rows);
       },
-      async close() {
-        await db.$disconnect();
-        await drop();
-      },
+      close: () => world.close(),
     };
     return service;
   },

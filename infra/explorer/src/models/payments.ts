@@ -1,5 +1,4 @@
 import type { Server } from 'node:http';
-import { fileURLToPath } from 'node:url';
 import {
   connectDatabase,
   createPaymentWorker,
@@ -9,16 +8,15 @@ import {
   newChargeKey,
   PACKAGE_TABLES,
   type Tx,
+  type PrismaClient,
 } from '@idem/payments';
 import { processed, stale, type MessageHandler } from '@idem/inbox';
-import { createInbox } from '@idem/inbox';
 import { createLogger } from '@idem/runtime';
 import type { MessageOf } from '@idem/shop';
 import { createStripeSimulator, SIMULATOR_API_KEY } from '@idem/stripe-sim';
-import { createMigratedDatabase, testMessage } from '@idem/testkit';
-import { Clock, CrashSwitches, deliver, type Model, type Service, type Story } from '../model.js';
-import { gated } from '../scheduler.js';
-import { emptyTables } from './tables.js';
+import { testMessage } from '@idem/testkit';
+import { deliver, type Model, type Service, type Story } from '../model.js';
+import { worldOf } from './world.js';
 
 const ORDER = '5a0c1d2e-0000-4000-8000-000000000001';
 /** The worker has nothing to do for the order before its reservation. */
@@ -33,13 +31,8 @@ export const payments: Model = {
   name: 'payments',
   wrongWays: ['unlocked-order-row'],
   async open({ wrongWay }) {
-    const migrations = fileURLToPath(new URL('../../../../services/payments/prisma/migrations', import.meta.url));
-    const { url, drop } = await createMigratedDatabase('explore_payments', migrations, PACKAGE_TABLES);
-    const db = connectDatabase(url, 4);
-    const explored = gated(db);
-    const clock = new Clock();
-    const switches = new CrashSwitches();
-    const inbox = createInbox({ db: explored, faults: switches, now: clock.now });
+    const world = await worldOf<Tx, PrismaClient>('payments', PACKAGE_TABLES, connectDatabase);
+    const { db, explored, clock, switches, inbox } = world;
     const simulator = createStripeSimulator();
     const server = await new Promise<Server>((resolve) => {
       const listening = simulator.app.listen(0, '127.0.0.1', () => resolve(listening));
@@ -74,21 +67,17 @@ export const payments: Model = {
       worker: () => worker.runOnce(),
     };
     const service: Service = {
-      databaseUrl: url,
+      databaseUrl: world.databaseUrl,
       stories: [
         { name: 'reserved, then paid', steps: ['reserved', 'worker'], causes },
         { name: 'reserved, cancelled, paid or not', steps: ['reserved', 'cancelled', 'worker'], causes },
       ],
       async reset() {
-        await emptyTables(db);
+        await world.reset();
         simulator.reset();
-        clock.reset();
       },
-      async step(name, { crash = false } = {}) {
-        clock.advance();
-        const run = steps[name]!;
-        return crash ? switches.during(['rollback-after-handler', 'crash-after-provider-call'], run) : run();
-      },
+      step: (name, { crash = false } = {}) =>
+        world.step(steps[name]!, crash ? ['rollback-after-handler', 'crash-after-provider-call'] : undefined),
       async settle() {
         // The worker's turns until nothing is due: a lookup waits out the provider's search lag.
         for (let turn = 0; turn < 10; turn++) {
@@ -109,9 +98,8 @@ export const payments: Model = {
         return JSON.stringify({ rows, provider, refunds: simulator.refunds().length });
       },
       async close() {
-        await db.$disconnect();
         await new Promise((resolve) => server.close(resolve));
-        await drop();
+        await world.close();
       },
     };
     return service;
