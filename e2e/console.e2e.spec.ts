@@ -58,6 +58,23 @@ describe('the console', () => {
     await page.screenshot({ path: await screenshotPath('lesson'), fullPage: true });
   }, 60_000);
 
+  it('explores every interleaving of a cancel and a reservation: none breaks the right way, some break with the row left unlocked', async () => {
+    await page.goto(`${system.urls.console}/explorer`);
+    await page.getByRole('button', { name: 'explore it the right way' }).click();
+    expect(Number(await page.locator('#schedules').textContent())).toBeGreaterThan(1);
+    expect(await page.locator('#broken').textContent()).toBe('0');
+    expect(await page.locator('[data-state]').allTextContents()).not.toContainEqual(
+      expect.stringContaining('1 charged, 0 refunded'),
+    );
+    await page.getByRole('button', { name: "explore it with the order's row left unlocked" }).click();
+    expect(Number(await page.locator('#broken').textContent())).toBeGreaterThan(0);
+    const broken = page.locator('[data-broken]').first();
+    await broken.locator('summary').click();
+    expect(await broken.textContent()).toContain('the cancelled order keeps 4999 cents at the provider');
+    expect(await broken.locator('pre').textContent()).toMatch(/reserved: .*\n[\s\S]*cancelled: COMMIT/);
+    await page.screenshot({ path: await screenshotPath('explorer'), fullPage: true });
+  }, 120_000);
+
   it("pnpm demo's story with a duplicate counts, per consumer, one processed and one suppressed delivery", async () => {
     const story = await duplicateStory(system.urls, {
       adminToken: ADMIN_TOKEN,
@@ -90,6 +107,7 @@ describe('the console', () => {
         'all switches off': { action: '/faults/orders/clear', fields: {} },
         order: { action: '/orders', fields: { scenario: 'paid' } },
         lesson: { action: '/lessons/no-inbox', fields: {} },
+        explorer: { action: '/explorer/wrong', fields: {} },
       };
       // A page served from another local origin that submits a form to the console as soon as it loads.
       attacker = createServer((req, res) => {

@@ -5,6 +5,7 @@ import { subscriptions } from '@idem/shop';
 import { FAULT_NAMES, type FaultRule } from '@idem/faults';
 import { localToolGuard, localToolHeaders, operatorOnlyBeyondLoopback } from '@idem/http';
 import { connectRedis } from '@idem/messaging';
+import type * as Explorer from '@idem/explorer';
 import express, { type Request, type RequestHandler, type Response } from 'express';
 import { connectDatabases, latestOrders, orderTimeline, withNewEntries, type Sources } from './reads.js';
 import {
@@ -12,6 +13,7 @@ import {
   checkerPage,
   escape,
   lessonsPage,
+  explorerPage,
   faultsPage,
   ordersPage,
   page,
@@ -69,6 +71,12 @@ export interface ConsoleOptions {
    * start a consumer process with tsx, so only in a checkout, as the native run is). @defaultValue false
    */
   readonly lessons?: boolean;
+  /**
+   * Explore every interleaving of a cancellation and a reservation at payments here (the explorer
+   * of `pnpm explore`, in-process: it makes a database of its own and runs the services' handlers
+   * from their sources, so only in a checkout, as the native run is). @defaultValue false
+   */
+  readonly explorer?: boolean;
 }
 
 /**
@@ -233,6 +241,18 @@ export function createConsole(options: ConsoleOptions) {
     if (!(name in LESSONS)) return html(res, page('not found', '<p>No such lesson.</p>'), 404);
     const runs = [await runLesson(name, 'wrong'), await runLesson(name, 'right')];
     html(res, lessonsPage(LESSONS, { name, runs }));
+  });
+
+  app.get('/explorer', (_req, res) => html(res, explorerPage(options.explorer ?? false)));
+
+  app.post('/explorer/:way', async (req, res) => {
+    const way = req.params.way;
+    if (!options.explorer) return html(res, explorerPage(false), 404);
+    if (way !== 'right' && way !== 'wrong') return html(res, page('not found', '<p>No such way.</p>'), 404);
+    // A checkout's package, never bundled into the console's image (which does not run it).
+    const explorer = '@idem/explorer';
+    const { cancelVersusReservation } = (await import(explorer)) as typeof Explorer;
+    html(res, explorerPage(true, { way, ...(await cancelVersusReservation(way)) }));
   });
 
   app.get('/checker', async (_req, res) => {

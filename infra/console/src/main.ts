@@ -50,6 +50,7 @@ const console_ = createConsole({
     : {}),
   processes,
   lessons: env.CONSOLE_LESSONS === '1',
+  explorer: env.CONSOLE_EXPLORER === '1',
   allowedHosts: hostList(env.CONSOLE_ALLOWED_HOSTS),
   host: env.HOST ?? '127.0.0.1',
   ...(env.CONSUMER_LOCK_MS ? { consumerLockMs: Number(env.CONSUMER_LOCK_MS) } : {}),

@@ -2,6 +2,7 @@ import { SERVICE_NAMES } from '@idem/shop';
 import type { Report } from '@idem/checker';
 import type { FaultRule } from '@idem/faults';
 import type { Lesson, LessonRun } from '@idem/lessons';
+import type { SmallSpace } from '@idem/explorer';
 import type { MessageView, OrderRow, Timeline } from './reads.js';
 
 /** Server-rendered pages: plain HTML, one small script for the live view. */
@@ -58,7 +59,7 @@ export function page(title: string, body: string, { live = false }: { live?: boo
 <html lang="en"><head><meta charset="utf-8"><title>${escape(title)} · idem console</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <link rel="stylesheet" href="/assets/console.css"></head>
-<body><header><strong>idem console</strong><a href="/">orders</a><a href="/faults">fault switches</a><a href="/lessons">lessons</a><a href="/checker">checker</a></header>
+<body><header><strong>idem console</strong><a href="/">orders</a><a href="/faults">fault switches</a><a href="/lessons">lessons</a><a href="/explorer">explorer</a><a href="/checker">checker</a></header>
 <main>${body}</main>${live ? '<script src="/assets/live.js"></script>' : ''}</body></html>`;
 }
 
@@ -271,5 +272,48 @@ the same fault. It runs in a database and queue prefix of its own, never in this
 the payments tests (a new provider key per try charges twice): <code>pnpm test services/payments -t lesson</code>.</p>
 ${output}
 <table><thead><tr><th>mistake</th><th>expect</th><th>where in the code</th><th></th></tr></thead><tbody>${rows}</tbody></table>`,
+  );
+}
+
+/**
+ * The explorer's small space: every interleaving of a cancellation and a reservation of one order
+ * at payments, each schedule's statements in the order they ran and how it ended, the right way
+ * and with the order's row left unlocked.
+ */
+export function explorerPage(enabled: boolean, result?: SmallSpace & { way: 'right' | 'wrong' }): string {
+  const intro = `<h1>Explorer: every way two messages about one order can meet</h1>
+<p class="note">A cancellation and a reservation of the same order reach payments on two queues, so two consumers
+may run them at once. The explorer runs both on two connections of a database of its own, one statement at a time,
+in every order PostgreSQL allows (a statement waiting on a lock lets the other go), then lets the payment worker charge
+what is due at the Stripe simulator, and checks that a cancelled order keeps no money. <code>pnpm explore</code>
+does this for every pair of one order's messages at every service (docs/verification.md).</p>`;
+  if (!enabled)
+    return page(
+      'explorer',
+      `${intro}<p class="warn">The explorer runs from a checkout of idem: <code>pnpm explore payments</code>
+(the console of <code>pnpm start</code> runs it too).</p>`,
+    );
+  const forms = `<form method="post" action="/explorer/right"><button>explore it the right way</button></form>
+<form method="post" action="/explorer/wrong"><button>explore it with the order's row left unlocked</button></form>`;
+  if (!result) return page('explorer', intro + forms);
+  const { report, schedules, way } = result;
+  const reached = new Map<string, number>();
+  for (const schedule of schedules) reached.set(schedule.state, (reached.get(schedule.state) ?? 0) + 1);
+  const states = [...reached]
+    .map(([state, n]) => `<li data-state>${escape(state)} — <b>${n}</b> schedule${n === 1 ? '' : 's'}</li>`)
+    .join('');
+  const listed = schedules
+    .map(
+      (schedule, i) => `<details${schedule.broken.length > 0 ? ' class="broken" data-broken' : ''} data-schedule>
+<summary>schedule ${i + 1}: ${escape(schedule.state)}${schedule.broken.map((b) => ` <b class="dead">✗ ${escape(b)}</b>`).join('')}</summary>
+<pre>${escape(schedule.trace.join('\n'))}</pre></details>`,
+    )
+    .join('\n');
+  return page(
+    'explorer',
+    `${intro}${forms}<h2 data-way="${way}">${way === 'right' ? 'The right way' : "The order's row left unlocked"}:
+<span id="schedules">${schedules.length}</span> schedules, <span id="states">${report.states}</span> final states,
+<span id="broken">${report.counterexamples.length}</span> breaking an invariant (${(report.ms / 1000).toFixed(1)} s)</h2>
+<ul>${states}</ul>${listed}`,
   );
 }

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { Crash, type Model, type Service, type Story } from './model.js';
 import { interleavings, Scheduler, type Choice } from './scheduler.js';
 
@@ -25,6 +24,26 @@ export interface Counterexample {
   readonly broken: readonly string[];
 }
 
+export interface ExploreOptions {
+  readonly wrongWay?: string;
+  /**
+   * Only the interleavings of one pair of one story, every one of them even past a counterexample:
+   * a small space to look at whole (the console's).
+   */
+  readonly only?: { readonly story: string; readonly pair: readonly [string, string] };
+  /** Called after each schedule with what it did and how it ended. */
+  readonly onSchedule?: (schedule: Explored) => void;
+}
+
+/** One schedule run: its steps, the statements in the order they ran, what broke, and its final state. */
+export interface Explored {
+  readonly actions: readonly Action[];
+  readonly trace: readonly string[];
+  readonly broken: readonly string[];
+  /** The final state as the service describes it (its hash is what {@link Report.states} counts). */
+  readonly state: string;
+}
+
 export interface Report {
   readonly model: string;
   readonly schedules: { readonly sequential: number; readonly crashes: number; readonly concurrent: number };
@@ -42,8 +61,9 @@ export interface Report {
  * statements. After each schedule: the rest of the story, the service settled, the invariants.
  * Stops a kind of schedule at its first counterexample.
  */
-export async function explore(model: Model, options: { wrongWay?: string; pairsOnly?: boolean } = {}): Promise<Report> {
+export async function explore(model: Model, options: ExploreOptions = {}): Promise<Report> {
   const started = performance.now();
+  const { only } = options;
   const service = await model.open({ wrongWay: options.wrongWay });
   const scheduler = await Scheduler.on(service.databaseUrl);
   const states = new Set<string>();
@@ -57,7 +77,7 @@ export async function explore(model: Model, options: { wrongWay?: string; pairsO
     actions,
   });
   try {
-    for (const story of service.stories) {
+    for (const story of service.stories.filter((s) => !only || s.name === only.story)) {
       const found = (kind: keyof typeof counts) => async (actions: Action[]) => {
         counts[kind]++;
         const outcome = await perform(service, scheduler, story, actions);
@@ -65,16 +85,20 @@ export async function explore(model: Model, options: { wrongWay?: string; pairsO
         for (const window of new Set(outcome.windows)) windows[window] = (windows[window] ?? 0) + 1;
         if (outcome.broken.length > 0)
           counterexamples.push({ schedule: at(story, outcome.actions), trace: outcome.trace, broken: outcome.broken });
+        options.onSchedule?.(outcome);
         return outcome;
       };
-      if (!options.pairsOnly) {
+      if (!only) {
         await untilBroken(orders(story), found('sequential'));
         await untilBroken(crashedOrders(story), found('crashes'));
       }
-      for (const pair of pairs(story)) {
+      const chosen = [...pairs(story)].filter(
+        ({ steps: [a, b] }) => !only || (a === only.pair[0] && b === only.pair[1]),
+      );
+      for (const pair of chosen) {
         const run = found('concurrent');
         for await (const outcome of interleavings((choices) => run([...pair.before, together(pair, choices)]))) {
-          if (outcome.broken.length > 0) break;
+          if (outcome.broken.length > 0 && !only) break;
         }
       }
     }
@@ -141,9 +165,7 @@ export async function perform(
   await service.settle();
   const broken = await service.check(story);
   const windows = (await service.windows?.(story)) ?? [];
-  const state = createHash('sha256')
-    .update(await service.state())
-    .digest('hex');
+  const state = await service.state();
   return { actions: done, choices, trace, broken, windows, state };
 }
 

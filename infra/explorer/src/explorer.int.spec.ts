@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { explore, type Report } from './explore.js';
 import { MODELS } from './models/index.js';
 import { replay, writeCounterexample } from './replay.js';
+import { cancelVersusReservation } from './small-space.js';
 
 const minutes = 60_000;
 const { orders, payments, inventory, notifications } = MODELS as Required<typeof MODELS>;
@@ -58,4 +59,16 @@ describe('the explorer', () => {
     },
     10 * minutes,
   );
+
+  it('shows the console every interleaving of a cancel and a reservation at payments, each with its final state', async () => {
+    const right = await cancelVersusReservation('right');
+    expect(right.schedules.length).toBe(right.report.schedules.concurrent);
+    expect(right.schedules.length).toBeGreaterThan(1);
+    expect(right.report.counterexamples).toEqual([]);
+    const wrong = await cancelVersusReservation('wrong');
+    // Every interleaving, even past the first that breaks: the whole small space.
+    expect(wrong.report.counterexamples.length).toBeGreaterThan(1);
+    expect(wrong.schedules.filter((s) => s.broken.length > 0)).toHaveLength(wrong.report.counterexamples.length);
+    expect(new Set(wrong.schedules.map((s) => s.state)).size).toBe(wrong.report.states);
+  }, 120_000);
 });

@@ -299,6 +299,8 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
         CONSOLE_PROCESSES: SERVICES.map((s) => `${s}=${urls[s]}`).join(','),
         // The lessons make databases and queues of their own on the same servers.
         CONSOLE_LESSONS: '1',
+        // So does the explorer's cancel-versus-reservation space (from the sources).
+        CONSOLE_EXPLORER: '1',
         TEST_POSTGRES_URL: postgresUrl,
         ...operator,
         ...Object.fromEntries(SERVICES.map((s) => [`${s.toUpperCase()}_FAULTS_TOKEN`, faultsTokens[s]])),

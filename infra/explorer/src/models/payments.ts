@@ -90,12 +90,19 @@ export const payments: Model = {
       },
       check: (story) => check(db, simulator, story),
       async state() {
-        const rows = await db.$queryRaw<unknown[]>`
+        const [row] = await db.$queryRaw<
+          { cancelled: boolean | null; attempt: string | null; events: string[] | null }[]
+        >`
           SELECT (SELECT cancelled_at IS NOT NULL FROM payment_orders) AS cancelled,
-                 (SELECT array_agg(status) FROM payment_attempts) AS attempts,
+                 (SELECT string_agg(status, ', ') FROM payment_attempts) AS attempt,
                  (SELECT array_agg(type ORDER BY type) FROM outbox_messages) AS events`;
-        const provider = simulator.paymentIntents().map((intent) => intent.status);
-        return JSON.stringify({ rows, provider, refunds: simulator.refunds().length });
+        const charged = simulator.paymentIntents().filter((intent) => intent.status === 'succeeded').length;
+        return [
+          row!.cancelled ? 'order cancelled' : 'order not cancelled',
+          `attempt ${row!.attempt ?? 'none'}`,
+          `provider: ${charged} charged, ${simulator.refunds().length} refunded`,
+          `events: ${(row!.events ?? []).map((type) => type.replace(/^payments\.|\.v1$/g, '')).join(', ') || 'none'}`,
+        ].join(' · ');
       },
       async close() {
         await new Promise((resolve) => server.close(resolve));
