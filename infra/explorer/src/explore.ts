@@ -19,7 +19,7 @@ export type Action =
 
 export interface Counterexample {
   readonly schedule: Schedule;
-  /** The statements in the order they ran (the `together` step's), and the invariants broken. */
+  /** Its steps, the pair's statements in the order they ran, and the invariants broken. */
   readonly trace: readonly string[];
   readonly broken: readonly string[];
 }
@@ -40,7 +40,7 @@ export interface Explored {
   readonly actions: readonly Action[];
   readonly trace: readonly string[];
   readonly broken: readonly string[];
-  /** The final state as the service describes it (its hash is what {@link Report.states} counts). */
+  /** The final state as the service describes it, without ids or times ({@link Report.states} counts distinct ones). */
   readonly state: string;
 }
 
@@ -55,8 +55,8 @@ export interface Report {
 }
 
 /**
- * Explores one service: for each story, every order of delivery of its steps (each twice: the
- * message and its duplicate) that causality allows, the same with each step's first delivery
+ * Explores one service: for each story, every order of delivery of its steps (each twice, the
+ * message and its duplicate, unless the story says once) that causality allows, the same with each step's first delivery
  * crashing at its switch, and every pair of its steps run at once in every interleaving of their
  * statements. After each schedule: the rest of the story, the service settled, the invariants.
  * Stops a kind of schedule at its first counterexample.

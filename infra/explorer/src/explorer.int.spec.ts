@@ -56,6 +56,8 @@ describe('the explorer', () => {
       const [late] = report.counterexamples;
       expect(late?.schedule.actions[0]).toEqual({ step: 'cancelled' });
       expect(late?.broken.join('\n')).toMatch(/an order that will never be paid holds/);
+      const file = writeCounterexample(mkdtempSync(join(tmpdir(), 'idem-explorer-')), late!, 1);
+      expect((await replay(file)).broken).toEqual(late!.broken);
     },
     10 * minutes,
   );
