@@ -1,4 +1,5 @@
 import type { AnyEnvelope } from '@idem/contracts';
+import { testMessage } from '@idem/testkit';
 import type { SqlClient } from '@idem/database';
 import type { Faults, FaultName } from '@idem/faults';
 import { hasOneStatement, type DeliveryOutcome, type Inbox, type MessageHandler } from '@idem/inbox';
@@ -102,4 +103,20 @@ export class Clock {
   reset(): void {
     this.#at = Clock.START;
   }
+}
+
+/**
+ * One order's cancellation as its consumers receive it: in v1 (the order's version 2), and the same
+ * cancellation announced again after the producer moved to v2 (version 3: a capture refused by orders).
+ */
+export function cancellationsOf(orderId: string) {
+  const order = { aggregateId: orderId, correlationId: orderId };
+  return {
+    cancelled: testMessage('orders.order-cancelled.v1', { ...order, aggregateVersion: 2, body: { orderId } }),
+    cancelledV2: testMessage('orders.order-cancelled.v2', {
+      ...order,
+      aggregateVersion: 3,
+      body: { orderId, reason: { by: 'customer', text: 'changed my mind' } },
+    }),
+  };
 }

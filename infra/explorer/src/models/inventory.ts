@@ -12,7 +12,7 @@ import {
 } from '@idem/inventory';
 import type { MessageOf } from '@idem/shop';
 import { testMessage } from '@idem/testkit';
-import { deliver, type Model, type Service, type Story } from '../model.js';
+import { cancellationsOf, deliver, type Model, type Service, type Story } from '../model.js';
 import { worldOf } from './world.js';
 
 const ORDER = '5a0c1d2e-0000-4000-8000-000000000002';
@@ -37,11 +37,7 @@ export const inventory: Model = {
       ...order,
       body: { orderId: ORDER, lines: [{ sku: SKU, quantity: QUANTITY, unitPriceCents: 4999 }], totalCents: 9998 },
     });
-    const cancelled = testMessage('orders.order-cancelled.v1', {
-      ...order,
-      aggregateVersion: 2,
-      body: { orderId: ORDER },
-    });
+    const { cancelled, cancelledV2 } = cancellationsOf(ORDER);
     const captured = testMessage('payments.payment-captured.v1', {
       ...order,
       aggregateVersion: 2,
@@ -51,11 +47,6 @@ export const inventory: Model = {
       ...order,
       aggregateVersion: 2,
       body: { orderId: ORDER },
-    });
-    const cancelledV2 = testMessage('orders.order-cancelled.v2', {
-      ...order,
-      aggregateVersion: 3,
-      body: { orderId: ORDER, reason: { by: 'customer', text: 'changed my mind' } },
     });
     const cancelling = wrongWay === 'no-tombstone' ? cancelWithoutTombstone(clock.now) : handleOrderCancelled(clock);
     const steps: Record<string, () => Promise<unknown>> = {

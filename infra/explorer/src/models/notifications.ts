@@ -57,6 +57,7 @@ export const notifications: Model = {
       dispatcher: () => dispatcher.runOnce(),
     };
     let crashes = 0;
+    let windows: string[] = [];
     const service: Service = {
       databaseUrl: world.databaseUrl,
       stories: [
@@ -86,8 +87,13 @@ export const notifications: Model = {
           if (open!.n === 0) return;
         }
       },
-      check: async (story) => (await mail(db, sink, story, crashes)).broken,
-      windows: async (story) => (await mail(db, sink, story, crashes)).windows,
+      // One read of the e-mails per schedule: what check finds, windows says.
+      async check(story) {
+        const read = await mail(db, sink, story, crashes);
+        windows = read.windows;
+        return read.broken;
+      },
+      windows: async () => windows,
       async state() {
         const rows = await db.$queryRaw<unknown[]>`
           SELECT array_agg(kind || ':' || status ORDER BY kind) AS items FROM email_work_items`;

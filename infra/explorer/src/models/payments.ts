@@ -15,7 +15,7 @@ import { createLogger } from '@idem/runtime';
 import type { MessageOf } from '@idem/shop';
 import { createStripeSimulator, SIMULATOR_API_KEY } from '@idem/stripe-sim';
 import { testMessage } from '@idem/testkit';
-import { deliver, type Model, type Service, type Story } from '../model.js';
+import { cancellationsOf, deliver, type Model, type Service, type Story } from '../model.js';
 import { worldOf } from './world.js';
 
 const ORDER = '5a0c1d2e-0000-4000-8000-000000000001';
@@ -55,17 +55,7 @@ export const payments: Model = {
       aggregateId: ORDER,
       body: { orderId: ORDER, payment: { amountCents: AMOUNT, currency: 'eur', method: 'pm_card_visa' } },
     });
-    const cancelled = testMessage('orders.order-cancelled.v1', {
-      aggregateId: ORDER,
-      aggregateVersion: 2,
-      body: { orderId: ORDER },
-    });
-    // The same cancellation announced again after the producer moved to v2 (a capture refused by orders).
-    const cancelledV2 = testMessage('orders.order-cancelled.v2', {
-      aggregateId: ORDER,
-      aggregateVersion: 3,
-      body: { orderId: ORDER, reason: { by: 'customer', text: 'changed my mind' } },
-    });
+    const { cancelled, cancelledV2 } = cancellationsOf(ORDER);
     const reserving = wrongWay === 'unlocked-order-row' ? stockReservedUnlocked(clock.now) : handleStockReserved(clock);
     const steps: Record<string, () => Promise<unknown>> = {
       reserved: () => deliver(inbox, 'payments.stock-reserved.v1', reserved, reserving),
