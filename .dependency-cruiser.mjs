@@ -15,7 +15,7 @@ export default {
         "The inbox, outbox, messaging, database and runtime packages carry whatever catalogue a user declares: they never import the shop's (their tests may use it).",
       severity: 'error',
       from: {
-        path: '^packages/(inbox|outbox|messaging|database|runtime|contracts)/src/',
+        path: '^packages/(inbox|outbox|transport|messaging|rabbitmq|database|runtime|contracts)/src/',
         pathNot: '\\.spec\\.ts$',
       },
       to: { path: '^packages/shop/' },
@@ -26,6 +26,30 @@ export default {
       severity: 'error',
       from: { path: '^packages/inbox/src' },
       to: { path: ['(^|/node_modules/)(bullmq|ioredis)(/|$)', '^packages/messaging/'] },
+    },
+    {
+      name: 'transport-knows-no-broker',
+      comment:
+        'The transport seam and the consumer runner hold for any broker: no BullMQ, Redis or RabbitMQ in them; an adapter (messaging, rabbitmq) depends on them, never the reverse.',
+      severity: 'error',
+      from: { path: '^packages/transport/src' },
+      to: {
+        path: ['(^|/node_modules/)(bullmq|ioredis|amqplib)(/|$)', '^packages/(messaging|rabbitmq)/'],
+      },
+    },
+    {
+      name: 'rabbitmq-needs-no-bullmq',
+      comment: 'Each broker adapter stands on the transport seam alone: RabbitMQ needs no BullMQ or Redis.',
+      severity: 'error',
+      from: { path: '^packages/rabbitmq/src' },
+      to: { path: ['(^|/node_modules/)(bullmq|ioredis)(/|$)', '^packages/messaging/'] },
+    },
+    {
+      name: 'bullmq-needs-no-rabbitmq',
+      comment: 'Each broker adapter stands on the transport seam alone: BullMQ needs no RabbitMQ.',
+      severity: 'error',
+      from: { path: '^packages/messaging/src' },
+      to: { path: ['(^|/node_modules/)amqplib(/|$)', '^packages/rabbitmq/'] },
     },
     {
       name: 'packages-never-import-services',

@@ -21,8 +21,10 @@ export const PUBLISHED_PACKAGES = [
   'faults',
   'database',
   'inbox',
+  'transport',
   'outbox',
   'messaging',
+  'rabbitmq',
   'testing',
 ] as const;
 

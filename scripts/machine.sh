@@ -8,6 +8,8 @@
 #                         without a password (the distribution's package, the two loopback lines
 #                         of pg_hba.conf set to trust)
 #   prepare_redis         Redis answering on 127.0.0.1:6379 (the distribution's package)
+#   prepare_rabbitmq      RabbitMQ answering on 127.0.0.1:5672, guest/guest from this machine
+#                         (the distribution's rabbitmq-server package): the second transport
 #   prepare_chromium      Chromium for the browser tests (CHROMIUM_PATH, or the distribution's)
 #   prepare_dependencies  node_modules as pnpm-lock.yaml says (pnpm install --frozen-lockfile)
 #
@@ -156,6 +158,18 @@ prepare_redis() {
     redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no >/dev/null || return 1
   machine_wait Redis redis_answers
 }
+
+rabbitmq_answers() { (echo >/dev/tcp/127.0.0.1/5672) 2>/dev/null; }
+
+prepare_rabbitmq() {
+  if rabbitmq_answers; then machine_there "RabbitMQ on 127.0.0.1:5672"; return 0; fi
+  if ! machine_has rabbitmq-server; then machine_install rabbitmq-server || return 1; fi
+  machine_as_root tell "start RabbitMQ on port 5672 (its own user, its default guest account for this machine only)" \
+    "rabbitmq-server -detached" start_rabbitmq || return 1
+  machine_wait RabbitMQ rabbitmq_answers || machine_wait RabbitMQ rabbitmq_answers # an Erlang node starts slowly
+}
+
+start_rabbitmq() { rabbitmq-server -detached >/dev/null 2>&1; }
 
 prepare_chromium() {
   if [ -x "${CHROMIUM_PATH:-/usr/bin/chromium}" ]; then machine_there "Chromium at ${CHROMIUM_PATH:-/usr/bin/chromium}"; return 0; fi

@@ -166,7 +166,7 @@ export function walkFrom(start: { file: string; name: string }, goal: RegExp, ma
 // Prints the routes when run (`pnpm walk`).
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const [
-    file = 'packages/messaging/src/consumer-runner.ts',
+    file = 'packages/transport/src/consumer-runner.ts',
     name = 'ConsumerRunner.process',
     pattern = 'INSERT INTO processed_messages',
   ] = process.argv.slice(2);

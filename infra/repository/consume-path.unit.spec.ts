@@ -8,7 +8,7 @@
 import { describe, expect, it } from 'vitest';
 import { walkFrom, type Step } from '../../scripts/walk.js';
 
-const JOB_HANDLER = { file: 'packages/messaging/src/consumer-runner.ts', name: 'ConsumerRunner.process' };
+const JOB_HANDLER = { file: 'packages/transport/src/consumer-runner.ts', name: 'ConsumerRunner.process' };
 const INSERT = /INSERT INTO processed_messages/;
 
 describe('the consume path', () => {

@@ -17,6 +17,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { dropDatabase } from '@idem/database';
 import { deleteQueues, pnpm, postgresServerUrl, uniqueName } from '@idem/testkit';
+import { deadQueueOf, exchangeOf, queueOf } from '@idem/rabbitmq';
+import { connect } from 'amqplib';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildPackage, PUBLISHED_PACKAGES, tarballOf } from '../../scripts/build-packages.js';
@@ -29,10 +31,18 @@ const projects = {
   consumer: join(work, 'outside-consumer'),
   liftedOut: join(work, 'inventory-service'),
 };
-const databases = {
-  producer: `${postgresServerUrl}/${uniqueName('idem_test_library')}`,
-  consumer: `${postgresServerUrl}/${uniqueName('idem_test_billing')}`,
-};
+const TRANSPORTS = ['bullmq', 'rabbitmq'] as const;
+type TransportName = (typeof TRANSPORTS)[number];
+/** Each transport's run has databases of its own. */
+const databases = Object.fromEntries(
+  TRANSPORTS.map((transport) => [
+    transport,
+    {
+      producer: `${postgresServerUrl}/${uniqueName(`idem_test_library_${transport}`)}`,
+      consumer: `${postgresServerUrl}/${uniqueName(`idem_test_billing_${transport}`)}`,
+    },
+  ]),
+) as Record<TransportName, { producer: string; consumer: string }>;
 const prefix = uniqueName('idem_test_outside');
 
 /** The manifest as published: `workspace:` ranges replaced, exports pointing at dist/ only. */
@@ -78,14 +88,26 @@ function installExample(name: 'producer' | 'consumer') {
   pnpm(project, ['install', '--prefer-offline']);
 }
 
-/** Runs an example's script; its last line of output, as JSON. */
-function run<T>(name: 'producer' | 'consumer', script: string, database: string): T {
+/** Runs an example's script on a transport; its last line of output, as JSON. */
+function run<T>(name: 'producer' | 'consumer', script: string, database: string, transport: TransportName): T {
   const output = pnpm(projects[name], ['--silent', script], {
     ...process.env,
     DATABASE_URL: database,
     QUEUE_PREFIX: prefix,
+    TRANSPORT: transport,
   });
   return JSON.parse(output.trim().split('\n').at(-1)!) as T;
+}
+
+/** Deletes the example's exchange and its consumers' queues on RabbitMQ. */
+async function deleteRabbitTopology(prefix: string) {
+  const model = await connect(process.env.RABBITMQ_URL ?? 'amqp://guest:guest@127.0.0.1:5672');
+  const channel = await model.createChannel();
+  for (const consumer of ['billing.book-lent.v1', 'reminders.book-lent.v1'])
+    for (const queue of [queueOf({ prefix }, consumer), deadQueueOf({ prefix }, consumer)])
+      await channel.deleteQueue(queue);
+  await channel.deleteExchange(exchangeOf({ prefix }, 'library.book-lent.v1'));
+  await model.close();
 }
 
 /**
@@ -117,8 +139,13 @@ beforeAll(() => {
 }, 300_000); // builds, packs and installs: over a minute on 2 cores beside other test files
 
 afterAll(async () => {
-  await Promise.all(Object.values(databases).map((url) => dropDatabase(url)));
+  await Promise.all(
+    Object.values(databases)
+      .flatMap(Object.values)
+      .map((url: string) => dropDatabase(url)),
+  );
   await deleteQueues(prefix);
+  await deleteRabbitTopology(prefix);
   rmSync(work, { recursive: true, force: true });
 });
 
@@ -166,63 +193,74 @@ describe('the packages, installed outside the workspace', () => {
     pnpm(projects.consumer, ['run', 'typecheck']);
   });
 
-  let published: { loanId: string; messageId: string; published: number };
+  describe.each(TRANSPORTS)('on %s, the same code but for its transport line', (transport) => {
+    let published: { loanId: string; messageId: string; published: number };
 
-  it('carry a producer of its own event on Node.js 22: the loan and its event commit together, and the relay publishes it', async () => {
-    const node = node22();
-    expect(execFileSync(node, ['--version'], { encoding: 'utf8' })).toMatch(/^v22\./);
-    const output = execFileSync(node, ['--import', 'tsx', 'src/main.ts'], {
-      cwd: projects.producer,
-      encoding: 'utf8',
-      env: { ...process.env, DATABASE_URL: databases.producer, QUEUE_PREFIX: prefix },
+    it('carry a producer of its own event on Node.js 22 to consumers that subscribed: the loan and its event commit together, and the relay publishes it', async () => {
+      expect(run('consumer', 'subscribe', databases[transport].consumer, transport)).toEqual({
+        subscribed: ['billing.book-lent.v1', 'reminders.book-lent.v1'],
+      });
+      const node = node22();
+      expect(execFileSync(node, ['--version'], { encoding: 'utf8' })).toMatch(/^v22\./);
+      const output = execFileSync(node, ['--import', 'tsx', 'src/main.ts'], {
+        cwd: projects.producer,
+        encoding: 'utf8',
+        env: {
+          ...process.env,
+          DATABASE_URL: databases[transport].producer,
+          QUEUE_PREFIX: prefix,
+          TRANSPORT: transport,
+        },
+      });
+      published = JSON.parse(output.trim().split('\n').at(-1)!) as typeof published;
+      expect(published).toMatchObject({ published: 1 });
+      const client = new pg.Client({ connectionString: databases[transport].producer });
+      await client.connect();
+      try {
+        const { rows } = await client.query<{ type: string; producer: string }>(
+          `SELECT type, envelope->>'producer' AS producer FROM outbox_messages`,
+        );
+        expect(rows).toEqual([{ type: 'library.book-lent.v1', producer: 'library' }]);
+      } finally {
+        await client.end();
+      }
     });
-    published = JSON.parse(output.trim().split('\n').at(-1)!) as typeof published;
-    expect(published).toMatchObject({ published: 1 });
-    const client = new pg.Client({ connectionString: databases.producer });
-    await client.connect();
-    try {
-      const { rows } = await client.query<{ type: string; producer: string }>(
-        `SELECT type, envelope->>'producer' AS producer FROM outbox_messages`,
-      );
-      expect(rows).toEqual([{ type: 'library.book-lent.v1', producer: 'library' }]);
-    } finally {
-      await client.end();
-    }
-  });
 
-  it('carry its consumers, on Prisma and on plain node-postgres: once, then a duplicate and a conflicting copy, one effect each; @idem/testing checks one', async () => {
-    const outcomes = ['processed', 'duplicate', 'conflicting_duplicate'];
-    const printed = [
-      run('consumer', 'start', databases.consumer),
-      run('consumer', 'start:pg', databases.consumer),
-      run('consumer', 'check', databases.consumer), // @idem/testing on the same handler, no broker
-    ];
-    expect(printed).toEqual([
-      { outcomes, fees: 1 },
-      { outcomes, reminders: 1 },
-      {
-        checked: ['transient_failure:0', 'duplicate:1', 'processed:1', 'duplicate:1', 'conflicting_duplicate:1'],
-      },
-    ]);
-    // What the example's README says it prints, line by line, is what it printed.
-    const readme = readFileSync(join(root, 'examples/outside-consumer/README.md'), 'utf8');
-    const stated = [...readme.matchAll(/^# (\{.*\})$/gm)].map((m) => JSON.parse(m[1]!) as unknown);
-    expect(stated).toEqual(printed);
-    const client = new pg.Client({ connectionString: databases.consumer });
-    await client.connect();
-    try {
-      const { rows } = await client.query<{ consumer: string; id: string }>(
-        'SELECT consumer, message_id::text AS id FROM processed_messages ORDER BY consumer, processed_at',
-      );
-      // The published message once per consumer, then the check's own test message.
-      expect(rows).toEqual([
-        { consumer: 'billing.book-lent.v1', id: published.messageId },
-        { consumer: 'reminders.book-lent.v1', id: published.messageId },
-        { consumer: 'reminders.book-lent.v1', id: expect.not.stringMatching(published.messageId) },
+    it('carry its consumers, on Prisma and on plain node-postgres: once, then a duplicate and a conflicting copy, one effect each; @idem/testing checks one', async () => {
+      const database = databases[transport].consumer;
+      const outcomes = ['processed', 'duplicate', 'conflicting_duplicate'];
+      const printed = [
+        run('consumer', 'start', database, transport),
+        run('consumer', 'start:pg', database, transport),
+        run('consumer', 'check', database, transport), // @idem/testing on the same handler, no broker
+      ];
+      expect(printed).toEqual([
+        { outcomes, fees: 1 },
+        { outcomes, reminders: 1 },
+        {
+          checked: ['transient_failure:0', 'duplicate:1', 'processed:1', 'duplicate:1', 'conflicting_duplicate:1'],
+        },
       ]);
-    } finally {
-      await client.end();
-    }
+      // What the example's README says it prints, line by line, is what it printed.
+      const readme = readFileSync(join(root, 'examples/outside-consumer/README.md'), 'utf8');
+      const stated = [...readme.matchAll(/^# (\{.*\})$/gm)].map((m) => JSON.parse(m[1]!) as unknown);
+      expect(stated).toEqual([{ subscribed: ['billing.book-lent.v1', 'reminders.book-lent.v1'] }, ...printed]);
+      const client = new pg.Client({ connectionString: database });
+      await client.connect();
+      try {
+        const { rows } = await client.query<{ consumer: string; id: string }>(
+          'SELECT consumer, message_id::text AS id FROM processed_messages ORDER BY consumer, processed_at',
+        );
+        // The published message once per consumer, then the check's own test message.
+        expect(rows).toEqual([
+          { consumer: 'billing.book-lent.v1', id: published.messageId },
+          { consumer: 'reminders.book-lent.v1', id: published.messageId },
+          { consumer: 'reminders.book-lent.v1', id: expect.not.stringMatching(published.messageId) },
+        ]);
+      } finally {
+        await client.end();
+      }
+    });
   });
 
   it(

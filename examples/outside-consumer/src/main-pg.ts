@@ -3,26 +3,22 @@
 // the same transaction (`tx.$executeRaw`, or `tx.client` for any pg query).
 import { fromNodePostgres, migrate } from '@idem/database';
 import { createInbox, inboxTables, processed } from '@idem/inbox';
-import { createPublisher, startConsumer, type DeliveryReport } from '@idem/messaging';
+import type { DeliveryReport } from '@idem/messaging';
 import type { MessageOf } from '@idem/contracts';
 import pg from 'pg';
 import { library, type Library } from './catalogue.js';
+import { transport } from './transport.js';
 
 const CONSUMER = 'reminders.book-lent.v1';
 const databaseUrl = process.env.DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/billing';
-const broker = {
-  redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
-  prefix: process.env.QUEUE_PREFIX ?? 'library',
-};
 
 await migrate({ databaseUrl, migrationsDir: 'prisma/migrations', include: [inboxTables] });
 const db = fromNodePostgres(new pg.Pool({ connectionString: databaseUrl }));
 
 const settled: DeliveryReport[] = [];
 let first: MessageOf<Library, typeof CONSUMER> | undefined;
-const consumer = startConsumer({
+const consumer = transport.startConsumer({
   catalogue: library,
-  ...broker,
   consumer: CONSUMER,
   inbox: createInbox({ db }),
   handler: async (message, tx) => {
@@ -36,7 +32,7 @@ const consumer = startConsumer({
 });
 
 await until(() => settled.length === 1);
-const publisher = createPublisher({ catalogue: library, ...broker });
+const publisher = transport.createPublisher({ catalogue: library });
 const delivered = first!;
 await publisher.redeliver(CONSUMER, delivered.messageId, delivered);
 await until(() => settled.length === 2);

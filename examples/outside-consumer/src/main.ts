@@ -1,23 +1,20 @@
 // A service outside the idem repository that consumes an event of another service with the
 // published packages and Prisma: billing charges a loan's fee. The inbox records each message in
-// the transaction that charges it, and the consumer runner settles a BullMQ delivery only after
+// the transaction that charges it, and the consumer runner settles a delivery (BullMQ's or RabbitMQ's) only after
 // that commit. The demo then delivers the same message again, as a broker does after a crash or
 // a replay (`duplicate`), and a copy with the same id and another body, as a buggy producer
 // would send (`conflicting_duplicate`): one fee either way.
 import { migrate } from '@idem/database';
 import { createInbox, inboxTables, processed } from '@idem/inbox';
-import { createPublisher, startConsumer, type DeliveryReport } from '@idem/messaging';
+import type { DeliveryReport } from '@idem/messaging';
 import type { MessageOf } from '@idem/contracts';
 import { PrismaPg } from '@prisma/adapter-pg';
 import { library, type Library } from './catalogue.js';
+import { transport } from './transport.js';
 import { PrismaClient } from './generated/prisma/client.js';
 
 const CONSUMER = 'billing.book-lent.v1';
 const databaseUrl = process.env.DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/billing';
-const broker = {
-  redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
-  prefix: process.env.QUEUE_PREFIX ?? 'library',
-};
 
 // This project's migrations, and the inbox's tables applied before them.
 await migrate({ databaseUrl, migrationsDir: 'prisma/migrations', include: [inboxTables] });
@@ -25,9 +22,8 @@ const db = new PrismaClient({ adapter: new PrismaPg({ connectionString: database
 
 const settled: DeliveryReport[] = [];
 let first: MessageOf<Library, typeof CONSUMER> | undefined;
-const consumer = startConsumer({
+const consumer = transport.startConsumer({
   catalogue: library,
-  ...broker,
   consumer: CONSUMER,
   inbox: createInbox({ db }),
   // Runs inside the inbox's transaction: the fee and the processed record commit together.
@@ -43,7 +39,7 @@ const consumer = startConsumer({
 // The producer published the loan's event (examples/outside-producer); it arrives here once...
 await until(() => settled.length === 1);
 // ... then again, under the same message id; then a copy with the same id and another body.
-const publisher = createPublisher({ catalogue: library, ...broker });
+const publisher = transport.createPublisher({ catalogue: library });
 const delivered = first!;
 await publisher.redeliver(CONSUMER, delivered.messageId, delivered);
 await until(() => settled.length === 2);

@@ -1,20 +1,16 @@
 // A service outside the idem repository that produces an event of its own with the published
 // packages and plain node-postgres (no Prisma): the loan and its `library.book-lent.v1` event
 // commit together (the transactional outbox), and the relay then publishes the event to every
-// consumer's queue. A crash between the commit and the publication publishes it later; one
+// consumer that subscribed, on BullMQ or RabbitMQ (transport.ts). A crash between the commit and the publication publishes it later; one
 // after the publication publishes it again, which the consumers' inboxes absorb.
 import { randomUUID } from 'node:crypto';
 import { fromNodePostgres, migrate } from '@idem/database';
-import { createPublisher } from '@idem/messaging';
 import { createRelay, enqueue, outboxTables } from '@idem/outbox';
 import pg from 'pg';
 import { library } from './catalogue.js';
+import { transport } from './transport.js';
 
 const databaseUrl = process.env.DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/library';
-const broker = {
-  redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
-  prefix: process.env.QUEUE_PREFIX ?? 'library',
-};
 
 // This project's migrations, and the outbox's table applied before them.
 await migrate({ databaseUrl, migrationsDir: 'migrations', include: [outboxTables] });
@@ -42,8 +38,8 @@ await db.$transaction(async (tx) => {
   );
 });
 
-// The relay: claims what the outbox holds, publishes it to every subscriber's queue, marks it.
-const publisher = createPublisher({ catalogue: library, ...broker });
+// The relay: claims what the outbox holds, publishes it to every subscriber, marks it.
+const publisher = transport.createPublisher({ catalogue: library });
 const relay = createRelay({ db, publish: (envelopes) => publisher.publish(envelopes) });
 let published = 0;
 for (let batch = await relay.publishBatch(); batch.published > 0; batch = await relay.publishBatch()) {

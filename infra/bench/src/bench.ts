@@ -55,7 +55,7 @@ function settingsFor(quick: boolean) {
         growthSizes: [1_000, 5_000],
         growthInserts: 200,
         profile: { offered: 5, seconds: 5 },
-        broker: { offered: 5, stepSeconds: 5, relayRows: 200 },
+        broker: { offered: 5, stepSeconds: 5, relayRows: 200, transportDeliveries: 1_000 },
       }
     : {
         concurrencies: [1, 8, 32],
@@ -69,7 +69,7 @@ function settingsFor(quick: boolean) {
         growthSizes: [10_000, 100_000, 1_000_000],
         growthInserts: 2_000,
         profile: { offered: 20, seconds: 30 },
-        broker: { offered: 20, stepSeconds: 20, relayRows: 2_000 },
+        broker: { offered: 20, stepSeconds: 20, relayRows: 2_000, transportDeliveries: 20_000 },
       };
 }
 

@@ -11,6 +11,7 @@ import { cpuOfProcess } from './cpu.js';
 import { runStep, startLoadedSystem, stopLoadedSystem, type EndToEndOptions } from './end-to-end.js';
 import { relayRowsPerSecond } from './relay.js';
 import { atRate, countdown, median } from './stats.js';
+import { transportDeliveries, type TransportDelivery } from './transports.js';
 
 /**
  * Section 6: the broker. What an order costs Redis on one node and on a Redis Cluster of three
@@ -72,6 +73,8 @@ export interface BrokerResult {
   readonly loads: readonly BrokerLoad[];
   readonly durability: readonly BrokerDurability[];
   readonly bareDelivery?: BareDelivery;
+  /** A bare delivery on each transport, side by side (transports.ts). */
+  readonly transports?: readonly TransportDelivery[];
 }
 
 export interface BrokerOptions extends Pick<EndToEndOptions, 'stepSeconds' | 'drainSeconds' | 'log'> {
@@ -79,6 +82,8 @@ export interface BrokerOptions extends Pick<EndToEndOptions, 'stepSeconds' | 'dr
   readonly offered: number;
   readonly relayRows: number;
   readonly repetitions: number;
+  /** Deliveries measured on each transport (transports.ts). */
+  readonly transportDeliveries: number;
 }
 
 export async function runBroker(options: BrokerOptions): Promise<BrokerResult> {
@@ -87,12 +92,20 @@ export async function runBroker(options: BrokerOptions): Promise<BrokerResult> {
   const loads: BrokerLoad[] = [];
   const one = await startOneNode(firstPort + 10);
   let bareDelivery: BareDelivery;
+  let transports: TransportDelivery[];
   try {
     bareDelivery = await bareDeliveries(one, DELIVERIES_PER_ORDER * options.offered, options.stepSeconds);
     log(
       `a bare BullMQ delivery at ${bareDelivery.perSecond}/s: ${bareDelivery.clientUs} µs of the client's CPU, ` +
         `${bareDelivery.redisUs} µs of Redis's, ${bareDelivery.scripts} scripts and ${bareDelivery.waits} waits`,
     );
+    const rabbitmqUrl = process.env.RABBITMQ_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
+    transports = await transportDeliveries(one, rabbitmqUrl, options.transportDeliveries);
+    for (const t of transports)
+      log(
+        `a bare delivery on ${t.transport}: ${t.perSecond}/s, ${t.clientUs} µs of the client's CPU and ` +
+          `${t.brokerUs} µs of the broker's`,
+      );
     loads.push(await underLoad('one node', one.url, [{ port: one.port, role: 'master', pid: one.pid }], options));
   } finally {
     await one.stop();
@@ -116,7 +129,7 @@ export async function runBroker(options: BrokerOptions): Promise<BrokerResult> {
       }
       durability.push({ durability: level, rowsPerSecond: median(rates), repetitions: rates.length });
     }
-    return { loads, durability, bareDelivery };
+    return { loads, durability, bareDelivery, transports };
   } finally {
     await cluster.stop();
   }

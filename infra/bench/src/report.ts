@@ -550,7 +550,7 @@ export function formatMarkdown(
   return parts.join('\n') + '\n';
 }
 
-function brokerTables({ loads, durability, bareDelivery }: BrokerResult): string {
+function brokerTables({ loads, durability, bareDelivery, transports }: BrokerResult): string {
   const rows = loads.map((load) => {
     const masters = load.nodes.filter((n) => n.role === 'master').map((n) => n.cpuMsPerOrder);
     const replicas = load.nodes.filter((n) => n.role === 'replica').map((n) => n.cpuMsPerOrder);
@@ -580,6 +580,17 @@ function brokerTables({ loads, durability, bareDelivery }: BrokerResult): string
     '',
     table(['relay durability', 'rows/s (median)', 'repetitions'], levels),
     ...(bareDelivery ? ['', bareDeliveryLine(bareDelivery)] : []),
+    ...(transports?.length
+      ? [
+          '',
+          "**A bare delivery on each transport**, side by side (infra/bench/src/transports.ts): published in batches of 100 (BullMQ `addBulk` on the one node; RabbitMQ on a confirm channel to a quorum queue, the machine's server), taken at concurrency 8 by a handler that does nothing, and settled — as fast as it goes, nothing of idem's.",
+          '',
+          table(
+            ['transport', 'deliveries', 'deliveries/s', "client's CPU µs a delivery", "broker's CPU µs a delivery"],
+            transports.map((t) => [t.transport, int(t.deliveries), int(t.perSecond), int(t.clientUs), int(t.brokerUs)]),
+          ),
+        ]
+      : []),
   ].join('\n');
 }
 

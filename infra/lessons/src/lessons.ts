@@ -98,7 +98,7 @@ export const LESSONS = {
     fault: 'crash-after-commit count=1',
     expect: 'lost',
     why: 'the broker forgot the message when it was acknowledged; the process died before the transaction committed, so nothing will ever deliver it again',
-    code: 'infra/lessons/src/wrong-ways.ts (acknowledgeBeforeCommit; the right way: packages/messaging/src/consumer-runner.ts, ConsumerRunner.process settles after inbox.consume returned)',
+    code: 'infra/lessons/src/wrong-ways.ts (acknowledgeBeforeCommit; the right way: packages/transport/src/consumer-runner.ts, ConsumerRunner.process settles after inbox.consume returned)',
     run: crashLesson('ack-before-commit'),
   },
   'separate-dedupe-transaction': {

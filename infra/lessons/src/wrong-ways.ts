@@ -10,7 +10,7 @@ import type { DeliveryReport } from '@idem/messaging';
  * `startConsumer` in place of the right one). Nothing in the production packages exists to be
  * wrong: what is there are the one-line crash switches that mark the failure windows these
  * mistakes fall into. Read each next to the right way in `packages/inbox/src/inbox.ts` and
- * `packages/messaging/src/consumer-runner.ts`.
+ * `packages/transport/src/consumer-runner.ts`.
  */
 export const MISTAKES = ['ack-before-commit', 'separate-dedupe-transaction', 'read-then-insert', 'no-inbox'] as const;
 export type Mistake = (typeof MISTAKES)[number];

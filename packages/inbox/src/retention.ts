@@ -12,7 +12,7 @@ import {
  * copy of its message can be delivered again, or the copy would be processed a second time.
  */
 export interface ReplayHorizon {
-  /** How long the broker keeps completed and failed jobs (BullMQ removeOnComplete/removeOnFail age). */
+  /** How long the broker keeps a delivered or failed message, so may still hand out a copy of it. */
   readonly brokerRetentionMs: number;
   /** The longest span from first delivery to last retry (sum of every backoff delay). */
   readonly maxRetrySpanMs: number;

@@ -19,10 +19,10 @@ import pg from 'pg';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { HOLDING_SKU, reserveOneUnit, type Tx } from '../test/fixtures.js';
 import { startConsumer, type Consumer, type ConsumerOptions, type DeliveryReport } from './consumer.js';
-import { defaultDeliveryPolicy } from './delivery-policy.js';
+import { defaultDeliveryPolicy } from '@idem/transport';
 import { createPublisher, type Publisher } from './publisher.js';
 import { createDeliveryJournal, deliveryEntry, readJournal } from './journal.js';
-import { replayDeadLetters, ReplayWindowError } from './replay.js';
+import { replayDeadLetters, ReplayWindowError } from '@idem/transport';
 import { shop } from '@idem/shop';
 
 const CONSUMER = 'inventory.order-placed.v1';

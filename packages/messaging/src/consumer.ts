@@ -1,35 +1,23 @@
-import type { Catalogue, CatalogueSpec, ConsumerName, MessageOf, AnyEnvelope } from '@idem/contracts';
+import type { CatalogueSpec, ConsumerName } from '@idem/contracts';
 import type { SqlClient } from '@idem/database';
-import type { Faults } from '@idem/faults';
-import type { Inbox, MessageHandler } from '@idem/inbox';
-import { QueueKeys, Worker, type Job, type WorkerOptions } from 'bullmq';
-import { ConsumerRunner, messageIdOf, type DeliveryReport } from './consumer-runner.js';
+import {
+  consumerRunnerOf,
+  messageIdOf,
+  type ConsumerOptions as AnyConsumerOptions,
+  type ConsumerRunner,
+  type DeliveryReport,
+  type Received,
+  type Consumer as AnyConsumer,
+} from '@idem/transport';
+import { QueueKeys, UnrecoverableError, Worker, type Job, type WorkerOptions } from 'bullmq';
 import { watchLiveness } from './liveness.js';
 import { createRedis, queueName, resolveBroker, type BrokerOptions, type RedisClient } from './redis.js';
 
 export type { DeliveryReport };
 
-/** The catalogue, the consumer's name, its inbox and its handler, and how deliveries are retried. */
-export interface ConsumerOptions<
-  Tx extends SqlClient,
-  S extends CatalogueSpec,
-  C extends ConsumerName<S>,
-> extends BrokerOptions {
-  /** The system's catalogue: the contracts this consumer takes, and their schemas. */
-  readonly catalogue: Catalogue<S>;
-  /** Its stable name: its queue's, and half of the inbox's dedupe key. */
-  readonly consumer: C;
-  readonly inbox: Inbox<Tx>;
-  readonly handler: MessageHandler<Tx, MessageOf<S, NoInfer<C>>>;
-  /** Deliveries handled at once by this instance; keep it within the database pool. @defaultValue 8 */
-  readonly concurrency?: number;
-  /**
-   * Group commit: deliveries this instance handles at the same time share one inbox transaction
-   * and one commit (`inbox.consumeBatch`), at most this many; each stays all-or-nothing on its
-   * own (a refusal or error sends the batch back one at a time), and every one is settled only
-   * after the shared commit. 1 gives every delivery its own transaction. @defaultValue concurrency
-   */
-  readonly maxBatch?: number;
+/** A consumer's options on BullMQ: the transport's, its Redis, and how its deliveries are locked. */
+export interface ConsumerOptions<Tx extends SqlClient, S extends CatalogueSpec, C extends ConsumerName<S>>
+  extends AnyConsumerOptions<Tx, S, C>, BrokerOptions {
   /** How long a delivery stays locked to this instance before another may take it. @defaultValue 30000 */
   readonly lockDurationMs?: number;
   /**
@@ -39,22 +27,10 @@ export interface ConsumerOptions<
   readonly stalledIntervalMs?: number;
   /** Redeliveries after an owner died before the message is dead-lettered. @defaultValue 5 */
   readonly maxStalledCount?: number;
-  readonly faults?: Faults;
-  /** A delivery larger than this (as JSON) is dead-lettered unread. @defaultValue 262144 */
-  readonly maxPayloadBytes?: number;
-  readonly onDelivery?: (report: DeliveryReport) => void;
-  /**
-   * Called once the broker has recorded how a delivery ended (completed it, scheduled its retry,
-   * or failed it for good), with the same report; never for a delivery whose process died before.
-   * For records that must not slow or affect the delivery (the journal).
-   */
-  readonly onRecorded?: (report: DeliveryReport) => void;
-  /** Errors of the worker itself (Redis connection, dead-letter write). */
-  readonly onError?: (error: unknown) => void;
 }
 
 /** A running consumer: its BullMQ worker, and how to stop it. */
-export interface Consumer {
+export interface Consumer extends AnyConsumer {
   readonly worker: Worker;
   /** Stops taking deliveries; waits up to `timeoutMs` for in-flight ones, then abandons them to redelivery. */
   close(timeoutMs?: number): Promise<void>;
@@ -78,7 +54,7 @@ export function startConsumer<Tx extends SqlClient, S extends CatalogueSpec, C e
     onRecorded,
     onError = () => {},
   } = options;
-  const runner = runnerOf(options);
+  const runner = consumerRunnerOf(options, 'bullmq');
   const { redisUrl, prefix } = resolveBroker(options);
   const name = queueName(consumer, redisUrl);
   const settings = {
@@ -103,7 +79,10 @@ export function startConsumer<Tx extends SqlClient, S extends CatalogueSpec, C e
       void close(wedged, 1_000).catch(onError);
     },
   });
+  const ready = current.worker.waitUntilReady().then(() => undefined);
+  ready.catch(onError);
   return {
+    ready,
     get worker() {
       return current.worker;
     },
@@ -114,35 +93,18 @@ export function startConsumer<Tx extends SqlClient, S extends CatalogueSpec, C e
   };
 }
 
-/** The consumer runner of these options: their defaults, and the contracts the consumer takes. */
-function runnerOf<Tx extends SqlClient, S extends CatalogueSpec, C extends ConsumerName<S>>(
-  options: ConsumerOptions<Tx, S, C>,
-): ConsumerRunner<Tx> {
-  const { consumer, inbox, concurrency = 8, maxBatch = concurrency } = options;
-  // The handler takes the contract this consumer subscribes to; the runner hands it only
-  // envelopes parsed against that contract.
-  const handler = options.handler as unknown as MessageHandler<Tx, AnyEnvelope>;
-  const catalogue = options.catalogue as unknown as Catalogue;
-  const contracts = (catalogue.consumers as Record<string, readonly string[] | undefined>)[consumer];
-  if (!contracts) throw new Error(`${consumer} subscribes to nothing in the catalogue`);
-  return new ConsumerRunner({
-    catalogue,
-    consumer,
-    inbox,
-    handler,
-    contracts,
-    maxBatch,
-    maxPayloadBytes: options.maxPayloadBytes ?? 256 * 1024,
-    faults: options.faults,
-    onDelivery: options.onDelivery,
-    onError: options.onError,
-    keepReports: options.onRecorded !== undefined,
-  });
-}
+/** A job as the runner reads it: its data, its id, and which attempt of how many. */
+const receivedOf = (job: Job): Received => ({
+  data: job.data,
+  brokerId: job.id,
+  attempt: job.attemptsMade + 1,
+  lastAttempt: job.attemptsMade + 1 >= (job.opts.attempts ?? 1),
+});
 
 /**
- * A BullMQ worker on a connection of its own whose job handler is the runner's `process`, counting
- * what it started.
+ * A BullMQ worker on a connection of its own whose job handler is the runner's `process`: a settled
+ * delivery completes its job (return), a retry fails it for BullMQ to retry with backoff (throw),
+ * a dead letter fails it for good (`UnrecoverableError`). It counts what it started.
  */
 function workerOf<Tx extends SqlClient>(
   runner: ConsumerRunner<Tx>,
@@ -150,17 +112,28 @@ function workerOf<Tx extends SqlClient>(
 ): RunningWorker {
   const connection = createRedis(redisUrl, 'worker');
   const counts = { started: 0, inFlight: 0 };
-  const run = (job: Job) => {
+  // Each delivery's report, until BullMQ recorded how its job ended (only for onRecorded).
+  const reports = onRecorded ? new WeakMap<Job, DeliveryReport>() : undefined;
+  const run = async (job: Job) => {
     counts.started++;
     counts.inFlight++;
-    return runner.process(job).finally(() => counts.inFlight--);
+    try {
+      const settlement = await runner.process(receivedOf(job));
+      reports?.set(job, settlement.report);
+      if (settlement.settle === 'settle') return settlement.report.outcome.outcome;
+      throw settlement.settle === 'dead' ? new UnrecoverableError(settlement.reason) : new Error(settlement.reason);
+    } finally {
+      counts.inFlight--;
+    }
   };
   const worker = new Worker(name, run, { connection, ...settings });
   worker.on('error', onError);
-  if (onRecorded) {
+  if (onRecorded && reports) {
     const recorded = (job: Job | undefined) => {
-      const report = runner.takeReport(job);
-      if (report) onRecorded(report);
+      const report = job && reports.get(job);
+      if (!report) return;
+      reports.delete(job);
+      onRecorded(report);
     };
     worker.on('completed', recorded);
     worker.on('failed', recorded);
@@ -168,7 +141,8 @@ function workerOf<Tx extends SqlClient>(
   worker.on('failed', (job, error) => {
     // BullMQ fails a job on its own when its owners kept dying; keep it as a dead letter too.
     if (job && /stalled more than allowable limit|started more than allowable limit/.test(error.message)) {
-      runner.deadLetter(job, messageIdOf(job), 'stalled_too_often', error.message, job.attemptsStarted).catch(onError);
+      const stalled = { data: job.data, brokerId: job.id, attempt: job.attemptsStarted };
+      runner.deadLetter(stalled, messageIdOf(job.data, job.id), 'stalled_too_often', error.message).catch(onError);
     }
   });
   return { worker, connection, counts };

@@ -11,7 +11,7 @@ import { mastersOf, type RedisClient } from './redis.js';
  * is marked, and one that is not is published again (docs/failure-windows.md).
  */
 export type Durability = 'none' | 'replica' | 'disk';
-/** The values BROKER_DURABILITY accepts: a {@link Durability}, or `auto` (what the broker offers). */
+/** The values RELAY_DURABILITY accepts (the `durability` of a publisher): a {@link Durability}, or `auto` (what the broker offers). */
 export const DURABILITIES = ['auto', 'none', 'replica', 'disk'] as const;
 
 /** The publication reached Redis but not the durability asked for: the relay publishes it again. */

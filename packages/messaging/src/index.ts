@@ -1,22 +1,25 @@
 export { createPublisher, type Publisher, type PublisherOptions } from './publisher.js';
 export { DURABILITIES, NotDurableError, type Durability } from './durability.js';
 export { startConsumer, type Consumer, type ConsumerOptions } from './consumer.js';
+export { bullmq, type BullmqOptions } from './transport.js';
+export { jobOptions } from './delivery-policy.js';
+// The transport-neutral part, for code written against BullMQ before the seam.
 export {
   ConsumerRunner,
   deadLetterVerdict,
   DeadLetterWriteError,
-  type ConsumerRunnerOptions,
-  type Delivery,
-  type DeliveryReport,
-} from './consumer-runner.js';
-export {
+  defaultDeliveryPolicy,
+  maxRetrySpanMs,
   replayDeadLetters,
   ReplayWindowError,
   ReplayTruncatedError,
+  type ConsumerRunnerOptions,
+  type DeliveryPolicy,
+  type Delivery,
+  type DeliveryReport,
   type ReplayFilter,
   type ReplayWindow,
-} from './replay.js';
-export { defaultDeliveryPolicy, jobOptions, maxRetrySpanMs, type DeliveryPolicy } from './delivery-policy.js';
+} from '@idem/transport';
 export {
   asRedisUser,
   clusterReady,

@@ -18,7 +18,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { orderPlaced, reserveOneUnit, writeOrders as writeOrdersIn } from '../test/fixtures.js';
 import { startConsumer, type DeliveryReport } from './consumer.js';
-import { defaultDeliveryPolicy } from './delivery-policy.js';
+import { defaultDeliveryPolicy } from '@idem/transport';
 import { createPublisher } from './publisher.js';
 import { shop } from '@idem/shop';
 

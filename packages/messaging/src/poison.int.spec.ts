@@ -22,10 +22,9 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Tx } from '../test/fixtures.js';
 import { startConsumer, type Consumer, type DeliveryReport } from './consumer.js';
-import { DeadLetterWriteError } from './consumer-runner.js';
-import { replayDeadLetters, ReplayTruncatedError } from './replay.js';
+import { DeadLetterWriteError, replayDeadLetters, ReplayTruncatedError, defaultDeliveryPolicy } from '@idem/transport';
 import { createPublisher } from './publisher.js';
-import { defaultDeliveryPolicy, jobOptions } from './delivery-policy.js';
+import { jobOptions } from './delivery-policy.js';
 import { shop } from '@idem/shop';
 
 const CONSUMER = 'inventory.order-placed.v1';

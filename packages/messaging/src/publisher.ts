@@ -1,37 +1,33 @@
-import { contextOf, traceparentOf, type AnyEnvelope, type Catalogue } from '@idem/contracts';
+import { contextOf, traceparentOf, type AnyEnvelope } from '@idem/contracts';
 import { context, SpanKind, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
 import { noFaults, type Faults } from '@idem/faults';
+import {
+  defaultDeliveryPolicy,
+  type DeliveryPolicy,
+  type Publisher as AnyPublisher,
+  type PublisherOptions as AnyPublisherOptions,
+} from '@idem/transport';
 import { Queue, type JobsOptions } from 'bullmq';
-import { defaultDeliveryPolicy, jobOptions, type DeliveryPolicy } from './delivery-policy.js';
+import { jobOptions } from './delivery-policy.js';
 import { confirmDurable, resolveDurability, type DURABILITIES, type Durability } from './durability.js';
 import { clusterReady, createRedis, queueName, resolveBroker, type BrokerOptions } from './redis.js';
 
-/** The catalogue, the broker and the delivery policy of a publisher. */
-export interface PublisherOptions extends BrokerOptions {
-  /** The system's catalogue: which consumers subscribe to each event it publishes. */
-  readonly catalogue: Catalogue;
+/** A publisher's options on BullMQ: the transport's, its Redis, its delivery policy and durability. */
+export interface PublisherOptions extends AnyPublisherOptions, BrokerOptions {
+  /** How the jobs are retried and kept. @defaultValue defaultDeliveryPolicy */
   readonly policy?: DeliveryPolicy;
-  /** `publish-twice` (target `publisher`) sends a second copy of each message. @defaultValue none */
-  readonly faults?: Faults;
-  /** Told of every publication once the broker took it, with how many copies went out (the journal). */
-  readonly onPublished?: (envelopes: readonly AnyEnvelope[], copies: number) => void;
   /** What "published" waits for (durability.ts). @defaultValue 'auto' */
   readonly durability?: (typeof DURABILITIES)[number];
   /** How long a publication waits for it before it fails (and is published again). @defaultValue 1000 */
   readonly durabilityTimeoutMs?: number;
 }
 
-/** Puts envelopes on the consumers' queues, under their message id. */
-export interface Publisher {
-  /** Fans each envelope out to every subscriber's queue, `jobId = messageId`. */
-  publish(envelopes: readonly AnyEnvelope[]): Promise<void>;
-  /** Delivers a payload again to one consumer's queue under the same id (dead-letter replay). */
-  redeliver(consumer: string, messageId: string, payload: unknown): Promise<void>;
+/** Puts envelopes on the consumers' queues, under their message id (`jobId = messageId`). */
+export interface Publisher extends AnyPublisher {
   /** How many of a consumer's deliveries wait, run, wait for a retry, or have failed. */
   jobCounts(consumer: string): Promise<Record<'waiting' | 'active' | 'delayed' | 'failed', number>>;
   /** What "published" waits for, `auto` resolved. */
   durability(): Promise<Durability>;
-  close(): Promise<void>;
 }
 
 const tracer = trace.getTracer('@idem/messaging');

@@ -17,7 +17,7 @@ import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { reserveOneUnit } from '../test/fixtures.js';
 import { startConsumer, type Consumer } from './consumer.js';
-import { defaultDeliveryPolicy } from './delivery-policy.js';
+import { defaultDeliveryPolicy } from '@idem/transport';
 import { createPublisher, type Publisher } from './publisher.js';
 import { shop } from '@idem/shop';
 

@@ -1,5 +1,5 @@
 import { createInboxRetention } from '@idem/inbox';
-import { defaultDeliveryPolicy, maxRetrySpanMs } from '@idem/messaging';
+import { defaultDeliveryPolicy, replayHorizonOf } from '@idem/transport';
 import { periodic } from '../periodic.js';
 import type { ServicePart } from '../run-service.js';
 
@@ -17,11 +17,7 @@ export function inboxRetention(): ServicePart {
         db,
         retentionMs: config.INBOX_RETENTION_MS,
         partitionSpanMs: config.INBOX_PARTITION_SPAN_MS,
-        horizon: {
-          brokerRetentionMs: Math.max(defaultDeliveryPolicy.keepCompletedMs, defaultDeliveryPolicy.keepFailedMs),
-          maxRetrySpanMs: maxRetrySpanMs(defaultDeliveryPolicy),
-          replayWindowMs: config.REPLAY_WINDOW_MS,
-        },
+        horizon: replayHorizonOf(defaultDeliveryPolicy, config.REPLAY_WINDOW_MS),
       });
       if (!roles.has('workers')) return {};
       const worker = periodic(

@@ -1,16 +1,20 @@
 import { contextOf, type AnyEnvelope } from '@idem/contracts';
 import { isSettled, type DeliveryOutcome } from '@idem/inbox';
 import { context, SpanKind, SpanStatusCode, trace, type Link, type Span } from '@opentelemetry/api';
-import type { Job } from 'bullmq';
 
-const tracer = trace.getTracer('@idem/messaging');
+const tracer = trace.getTracer('@idem/transport');
 
 /**
- * The consumer span, started when handling starts (not when BullMQ fetched the job), linked to
- * the producer's `send` span, with OpenTelemetry's messaging attributes. The inbox
- * transaction's database spans nest under it.
+ * The consumer span, started when handling starts (not when the broker handed the message over),
+ * linked to the producer's `send` span, with OpenTelemetry's messaging attributes (`system` is the
+ * broker's name). The inbox transaction's database spans nest under it.
  */
-export function startProcess(consumer: string, job: Job, envelope: AnyEnvelope | undefined): Span {
+export function startProcess(
+  system: string,
+  consumer: string,
+  { messageId, attempt }: { messageId: string; attempt: number },
+  envelope: AnyEnvelope | undefined,
+): Span {
   const producer = contextOf(envelope?.traceparent);
   const producerSpan = producer ? trace.getSpanContext(producer) : undefined;
   const links: Link[] = producerSpan ? [{ context: producerSpan }] : [];
@@ -18,13 +22,13 @@ export function startProcess(consumer: string, job: Job, envelope: AnyEnvelope |
     kind: SpanKind.CONSUMER,
     links,
     attributes: {
-      'messaging.system': 'bullmq',
+      'messaging.system': system,
       'messaging.operation.type': 'process',
       'messaging.operation.name': 'process',
       'messaging.destination.name': consumer,
       'messaging.consumer.group.name': consumer,
-      'messaging.message.id': envelope?.messageId ?? job.id ?? 'unknown',
-      'messaging.message.delivery_attempt': job.attemptsMade + 1,
+      'messaging.message.id': messageId,
+      'messaging.message.delivery_attempt': attempt,
       ...(envelope
         ? {
             'idem.contract': envelope.type,

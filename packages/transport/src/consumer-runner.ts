@@ -3,15 +3,14 @@ import type { SqlClient } from '@idem/database';
 import { noFaults, type Faults } from '@idem/faults';
 import { hasOneStatement, isSettled, type DeliveryOutcome, type Inbox, type MessageHandler } from '@idem/inbox';
 import type { Span } from '@opentelemetry/api';
-import { UnrecoverableError, type Job } from 'bullmq';
 import { endProcess, startCommit, startProcess, under } from './consumer-spans.js';
 import { DeliveryBatches } from './delivery-batches.js';
 
 /**
  * The consume path, one method a step, so that an editor's "go to definition" follows a delivery
- * from the BullMQ job to the inbox's INSERT and back:
+ * from the broker to the inbox's INSERT and back:
  *
- *     process(job)                      the job handler BullMQ calls
+ *     process(received)                 what a transport's consumer calls for each delivery
  *       → consume(delivery)             hands the delivery to this instance's group commit
  *         → DeliveryBatches.add         waits while a batch commits (delivery-batches.ts)
  *           → commitBatch(deliveries)   one transaction: alone, or several together
@@ -19,8 +18,30 @@ import { DeliveryBatches } from './delivery-batches.js';
  *             → Inbox.consumeInOneStatement   the same in one statement, for a handler that has
  *                                       one (@idem/inbox one-statement.ts), else consume
  *             → Inbox.consumeBatch      the same for several (@idem/inbox group-commit.ts)
- *       ← the outcome: settle (return), retry (throw), or a dead letter (keepDeadLetter, then throw)
+ *       ← the settlement: settle, retry, or a dead letter (keepDeadLetter): the transport acts on it
  */
+
+/** One delivery as a transport received it: what it carried, and which attempt it is. */
+export interface Received {
+  /** The message as it came (parsed JSON): an envelope, unless it is malformed. */
+  readonly data: unknown;
+  /** The broker's own id of the delivery, where it has one (BullMQ's job id), kept beside a dead letter. */
+  readonly brokerId?: string;
+  /** 1 for the first delivery, 2 for the first retry, ... */
+  readonly attempt: number;
+  /** Whether a transient failure now makes it a dead letter. */
+  readonly lastAttempt: boolean;
+}
+
+/**
+ * What a transport does with a delivery once its inbox transaction ended: `settle` it (acknowledge:
+ * the broker forgets it), `retry` it later with backoff, or drop it as a `dead` letter (stored in
+ * the inbox's dead-letter table already). A dead letter that could not be stored comes back as a
+ * `retry` on its last attempt: the transport keeps it as its broker keeps failed deliveries.
+ */
+export type Settlement = { readonly report: DeliveryReport } & (
+  { readonly settle: 'settle' } | { readonly settle: 'retry' | 'dead'; readonly reason: string }
+);
 
 /** One delivery and how it ended: what logs, metrics and traces are made of. */
 export interface DeliveryReport {
@@ -60,8 +81,8 @@ export interface ConsumerRunnerOptions<Tx extends SqlClient> {
   readonly faults?: Faults;
   readonly onDelivery?: (report: DeliveryReport) => void;
   readonly onError?: (error: unknown) => void;
-  /** Keep each delivery's report until BullMQ recorded how its job ended (`takeReport`). */
-  readonly keepReports?: boolean;
+  /** `messaging.system` of the consumer spans (OpenTelemetry's name of the broker). */
+  readonly system: string;
 }
 
 /**
@@ -83,16 +104,16 @@ export function deadLetterVerdict(
 }
 
 /**
- * The delivery identity of a job: its envelope's message id — read from its data when the rest of
- * the envelope is refused, as long as it is one — or, for a job too malformed to carry one, the
- * job's id (another thing: a republished copy's job has an id of its own).
+ * The delivery identity of a message: its envelope's message id — read from its data when the rest
+ * of the envelope is refused, as long as it is one — or, for a message too malformed to carry one,
+ * the broker's id of the delivery (another thing: a republished copy has an id of its own).
  */
-export function messageIdOf(job: Job): string {
-  const id = (job.data as { messageId?: unknown } | null | undefined)?.messageId;
-  return envelopeSchema.shape.messageId.safeParse(id).success ? (id as string) : (job.id ?? 'unknown');
+export function messageIdOf(data: unknown, brokerId: string | undefined): string {
+  const id = (data as { messageId?: unknown } | null | undefined)?.messageId;
+  return envelopeSchema.shape.messageId.safeParse(id).success ? (id as string) : (brokerId ?? 'unknown');
 }
 
-/** A dead letter that could not be stored: its delivery stays a failed job in BullMQ. */
+/** A dead letter that could not be stored: its delivery stays at the broker, failed. */
 export class DeadLetterWriteError extends Error {
   readonly code = 'dead_letter_write_failed';
   constructor(
@@ -108,45 +129,42 @@ export class DeadLetterWriteError extends Error {
 }
 
 /**
- * Runs one consumer's deliveries: each is read, handed to the inbox, and settled only after the
- * inbox transaction has committed. processed, duplicate, stale and conflicting_duplicate complete
- * the job; a transient failure is retried with backoff; a permanent failure, or a transient one on
- * its last attempt, becomes a dead letter and never a processed record.
+ * Runs one consumer's deliveries, on any transport: each is read, handed to the inbox, and settled
+ * only after the inbox transaction has committed. processed, duplicate, stale and
+ * conflicting_duplicate settle it; a transient failure is retried with backoff; a permanent
+ * failure, or a transient one on its last attempt, becomes a dead letter and never a processed
+ * record.
  */
 export class ConsumerRunner<Tx extends SqlClient> {
   readonly consumer: string;
   readonly #options: ConsumerRunnerOptions<Tx>;
   readonly #batches: DeliveryBatches;
   readonly #faults: Faults;
-  /** Reports waiting for BullMQ to record how their job ended (only with `keepReports`). */
-  readonly #reports: WeakMap<Job, DeliveryReport> | undefined;
 
   constructor(options: ConsumerRunnerOptions<Tx>) {
     this.consumer = options.consumer;
     this.#options = options;
     this.#faults = options.faults ?? noFaults;
     this.#batches = new DeliveryBatches(this, options.maxBatch);
-    this.#reports = options.keepReports ? new WeakMap() : undefined;
   }
 
   /**
-   * One delivery, BullMQ's job handler: read it, hand it to the inbox (a malformed one is refused
-   * without it), and settle it only after the inbox transaction ended — complete it (return),
-   * retry it (throw), or fail it for good as a dead letter.
+   * One delivery, as its transport received it: read it, hand it to the inbox (a malformed one is
+   * refused without it), and say how to settle it only after the inbox transaction ended.
    */
-  async process(job: Job): Promise<string> {
+  async process(received: Received): Promise<Settlement> {
     const { consumer } = this;
+    const { data, brokerId, attempt } = received;
     const started = performance.now();
-    const attempt = job.attemptsMade + 1;
-    const parsed = await this.#read(job.data);
+    const parsed = await this.#read(data);
     const envelope = parsed.ok ? parsed.envelope : undefined;
-    const span = startProcess(consumer, job, envelope);
+    // A parsed envelope has its id; only a refused one is read again for it.
+    const messageId = envelope?.messageId ?? messageIdOf(data, brokerId);
+    const span = startProcess(this.#options.system, consumer, { messageId, attempt }, envelope);
     const outcome: DeliveryOutcome = parsed.ok
       ? await this.consume({ envelope: parsed.envelope, span })
       : { outcome: 'permanent_failure', code: parsed.error.code, reason: parsed.error.reason };
-    // A parsed envelope has its id; only a refused one is read again for it.
-    const messageId = envelope?.messageId ?? messageIdOf(job);
-    const deadLettered = await this.keepDeadLetter(job, messageId, outcome, attempt);
+    const deadLettered = await this.keepDeadLetter(received, messageId, outcome);
     endProcess(span, outcome, deadLettered !== undefined);
     const report: DeliveryReport = {
       consumer,
@@ -163,27 +181,17 @@ export class ConsumerRunner<Tx extends SqlClient> {
     };
     // Told in the delivery's span, so that its log line carries the span's trace id.
     under(span, () => this.#options.onDelivery?.(report));
-    this.#reports?.set(job, report);
 
     if (isSettled(outcome)) {
-      // Settlement comes after the commit. A crash here leaves the job to be redelivered
-      // once its lock expires, and the redelivery stops at the processed-message record.
-      // (The switch fires only where that window is: after a commit that processed something.)
+      // Settlement comes after the commit. A crash here leaves the delivery to be redelivered
+      // (once its lock expires, or its channel closed), and the redelivery stops at the
+      // processed-message record. (The switch fires only where that window is: after a commit
+      // that processed something.)
       if (outcome.outcome === 'processed') this.#faults.crashIf('crash-after-commit', consumer);
-      return outcome.outcome;
+      return { settle: 'settle', report };
     }
-    if (deadLettered) throw new UnrecoverableError(`${deadLettered.code}: ${deadLettered.reason}`);
-    throw new Error(`${outcome.code}: ${outcome.reason}`); // BullMQ retries with backoff (or keeps it failed)
-  }
-
-  /**
-   * The report of a delivery this runner processed, once BullMQ recorded how it ended (kept only
-   * when `keepReports` is set), taken once.
-   */
-  takeReport(job: Job | undefined): DeliveryReport | undefined {
-    const report = job && this.#reports?.get(job);
-    if (report) this.#reports?.delete(job);
-    return report;
+    if (deadLettered) return { settle: 'dead', reason: `${deadLettered.code}: ${deadLettered.reason}`, report };
+    return { settle: 'retry', reason: `${outcome.code}: ${outcome.reason}`, report };
   }
 
   /**
@@ -222,13 +230,13 @@ export class ConsumerRunner<Tx extends SqlClient> {
   /**
    * A dead letter this delivery must become (a permanent failure, or a transient one on its last
    * attempt), stored before it is counted or logged: one that could not be written is not one,
-   * and the job then fails as it is (BullMQ keeps failed jobs for days).
+   * and the delivery then fails as it is (its broker keeps it, failed).
    */
-  async keepDeadLetter(job: Job, messageId: string, outcome: DeliveryOutcome, attempt: number) {
-    const verdict = deadLetterVerdict(outcome, { attempt, lastAttempt: attempt >= (job.opts.attempts ?? 1) });
+  async keepDeadLetter(received: Received, messageId: string, outcome: DeliveryOutcome) {
+    const verdict = deadLetterVerdict(outcome, received);
     if (!verdict) return undefined;
     try {
-      await this.deadLetter(job, messageId, verdict.code, verdict.reason, attempt);
+      await this.deadLetter(received, messageId, verdict.code, verdict.reason);
       return verdict;
     } catch (error) {
       this.#options.onError?.(new DeadLetterWriteError(this.consumer, messageId, error));
@@ -237,19 +245,24 @@ export class ConsumerRunner<Tx extends SqlClient> {
   }
 
   /**
-   * Stores a dead letter under the envelope's message id, with the job's id beside it (another
-   * thing: a republished copy's job has an id of its own); a delivery too malformed to carry a
-   * message id is kept under its job id.
+   * Stores a dead letter under the envelope's message id, with the broker's id of the delivery
+   * beside it (another thing: a republished copy has an id of its own); a delivery too malformed to
+   * carry a message id is kept under the broker's id.
    */
-  async deadLetter(job: Job, messageId: string, code: string, reason: string, attempts: number): Promise<void> {
+  async deadLetter(
+    { data, brokerId, attempt }: Pick<Received, 'data' | 'brokerId' | 'attempt'>,
+    messageId: string,
+    code: string,
+    reason: string,
+  ): Promise<void> {
     await this.#options.inbox.deadLetters.record({
       consumer: this.consumer,
       messageId,
-      jobId: job.id ?? null,
-      payload: job.data,
+      jobId: brokerId ?? null,
+      payload: data,
       code,
       reason,
-      attempts,
+      attempts: attempt,
     });
   }
 

@@ -1,7 +1,7 @@
-// Replay of dead letters, the broker's side: the store is the inbox's (`inbox.deadLetters`, with
+// Replay of dead letters, on any transport: the store is the inbox's (`inbox.deadLetters`, with
 // its table), the operator's routes are @idem/runtime's `deadLetters()` part (dead-letter-routes.ts).
 import type { DeadLetter, DeadLetters } from '@idem/inbox';
-import type { Publisher } from './publisher.js';
+import type { Publisher } from './transport.js';
 
 /** Which dead letters to deliver again. */
 export interface ReplayFilter {

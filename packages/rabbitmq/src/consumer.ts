@@ -1,0 +1,254 @@
+import type { CatalogueSpec, ConsumerName } from '@idem/contracts';
+import type { SqlClient } from '@idem/database';
+import {
+  backoffMs,
+  consumerRunnerOf,
+  messageIdOf,
+  subscriptionsOf,
+  type Consumer,
+  type ConsumerOptions,
+  type ConsumerRunner,
+  type DeliveryPolicy,
+  type DeliveryReport,
+  type Received,
+} from '@idem/transport';
+import { connect, type Channel, type ChannelModel, type ConfirmChannel, type ConsumeMessage } from 'amqplib';
+import {
+  deadQueueOf,
+  declareConsumer,
+  declareRetryQueue,
+  exchangeOf,
+  queueOf,
+  retryQueueOf,
+  type Names,
+} from './topology.js';
+
+/** The header that counts a message's attempts (1 for the first delivery); the retry copy carries the next. */
+export const ATTEMPT_HEADER = 'x-idem-attempt';
+
+/** A subscription no producer serves yet: the consumer runs, and receives from the first publication on. */
+export class UnservedSubscriptionError extends Error {
+  readonly code = 'unserved_subscription';
+  constructor(
+    readonly consumer: string,
+    readonly contract: string,
+  ) {
+    super(
+      `${consumer} subscribes to ${contract}, which no producer has declared yet: ` +
+        `it receives what is published from now on, nothing from before`,
+    );
+  }
+}
+
+/** What a consumer on RabbitMQ adds to any transport's: how often a dying consumer may be handed a message. */
+export interface RabbitConsumerSettings {
+  readonly url: string;
+  readonly names: Names;
+  readonly policy: DeliveryPolicy;
+  /** Redeliveries after a consumer died holding a message before it is a dead letter. */
+  readonly deliveryLimit: number;
+}
+
+/** An open connection: the channel deliveries come on, the one retries are written on, and the consumer tags. */
+interface Session {
+  readonly model: ChannelModel;
+  readonly channel: Channel;
+  /** Where retries are written, confirmed before the delivery they replace is acknowledged. */
+  readonly retries: ConfirmChannel;
+  readonly tags: string[];
+}
+
+/**
+ * Runs one consumer on RabbitMQ: it declares its quorum queue and binds it to the exchange of each
+ * contract it subscribes to, takes `concurrency` deliveries at a time, and acknowledges each only
+ * after its inbox transaction ended. A retry is a copy written (confirmed) to a queue where it waits
+ * its backoff, before the delivery is acknowledged; a consumer that dies leaves its deliveries to be
+ * handed out again; one handed out more than `deliveryLimit` times, and every dead letter, ends in
+ * the inbox's dead-letter table.
+ */
+export function startRabbitConsumer<Tx extends SqlClient, S extends CatalogueSpec, C extends ConsumerName<S>>(
+  settings: RabbitConsumerSettings,
+  options: ConsumerOptions<Tx, S, C>,
+): Consumer {
+  const consumer = new RabbitConsumer(settings, consumerRunnerOf(options, 'rabbitmq'), {
+    contracts: subscriptionsOf(options.catalogue as never, options.consumer),
+    concurrency: options.concurrency ?? 8,
+    onRecorded: options.onRecorded,
+    onError: options.onError ?? (() => {}),
+  });
+  const ready = consumer.start();
+  ready.catch((error: unknown) => consumer.failedToStart(error));
+  return { ready, close: (timeoutMs = 10_000) => consumer.close(ready, timeoutMs) };
+}
+
+class RabbitConsumer<Tx extends SqlClient> {
+  readonly #settings: RabbitConsumerSettings;
+  readonly #consumer: string;
+  readonly #concurrency: number;
+  readonly #runner: ConsumerRunner<Tx>;
+  readonly #contracts: readonly string[];
+  readonly #onRecorded: ((report: DeliveryReport) => void) | undefined;
+  readonly #onError: (error: unknown) => void;
+  readonly #retryQueues = new Set<number>();
+  #inFlight = 0;
+  #closing = false;
+  #session: Session | undefined;
+
+  constructor(
+    settings: RabbitConsumerSettings,
+    runner: ConsumerRunner<Tx>,
+    options: {
+      contracts: readonly string[];
+      concurrency: number;
+      onRecorded: ((report: DeliveryReport) => void) | undefined;
+      onError: (error: unknown) => void;
+    },
+  ) {
+    this.#settings = settings;
+    this.#consumer = runner.consumer;
+    this.#runner = runner;
+    this.#concurrency = options.concurrency;
+    this.#contracts = options.contracts;
+    this.#onRecorded = options.onRecorded;
+    this.#onError = options.onError;
+  }
+
+  /** Connects, declares the queue and its bindings, and starts taking deliveries. */
+  async start(): Promise<void> {
+    const { url, names, deliveryLimit } = this.#settings;
+    const model = await connect(url);
+    await sayWhatIsUnserved(model, names, this.#consumer, this.#contracts, this.#onError);
+    const channel = await model.createChannel();
+    const retries = await model.createConfirmChannel();
+    await declareConsumer(channel, names, this.#consumer, this.#contracts, deliveryLimit);
+    await channel.prefetch(this.#concurrency);
+    const tags = [
+      (await channel.consume(queueOf(names, this.#consumer), (m) => this.#deliver(channel, retries, m))).consumerTag,
+      (await channel.consume(deadQueueOf(names, this.#consumer), (m) => this.#bury(channel, m))).consumerTag,
+    ];
+    model.on('error', this.#onError);
+    model.on('close', () => {
+      if (this.#session?.model === model) this.#session = undefined;
+      if (this.#closing) return;
+      this.failedToStart(new Error(`${this.#consumer}: the connection to RabbitMQ closed; connecting again`));
+    });
+    this.#session = { model, channel, retries, tags };
+    if (this.#closing) await model.close();
+  }
+
+  /** Says why it is not running, and starts again in a second (until it is closed). */
+  failedToStart(error: unknown): void {
+    this.#onError(error);
+    setTimeout(() => {
+      if (!this.#closing) this.start().catch((again: unknown) => this.failedToStart(again));
+    }, 1000).unref();
+  }
+
+  /** Stops taking deliveries; in-flight ones finish, up to the timeout; the rest are handed out again. */
+  async close(ready: Promise<void>, timeoutMs: number): Promise<void> {
+    this.#closing = true;
+    await ready.catch(() => {});
+    const current = this.#session;
+    if (!current) return;
+    await Promise.all(current.tags.map((tag) => current.channel.cancel(tag))).catch(() => {});
+    const until = Date.now() + timeoutMs;
+    while (this.#inFlight > 0 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 10));
+    await current.model.close().catch(() => {});
+  }
+
+  #deliver(channel: Channel, retries: ConfirmChannel, message: ConsumeMessage | null): void {
+    if (!message) return; // cancelled by RabbitMQ (the queue was deleted)
+    this.#inFlight++;
+    this.#settle(channel, retries, message)
+      .catch((error: unknown) => {
+        this.#onError(error);
+        channel.nack(message, false, true);
+      })
+      .catch(() => {}) // the channel closed: RabbitMQ hands the message out again
+      .finally(() => this.#inFlight--);
+  }
+
+  /** One delivery through the runner; acknowledged only after its commit, and after its retry was written. */
+  async #settle(channel: Channel, retries: ConfirmChannel, message: ConsumeMessage): Promise<void> {
+    const attempt = Number(message.properties.headers?.[ATTEMPT_HEADER] ?? 1);
+    const received: Received = {
+      data: parse(message.content),
+      brokerId: message.properties.messageId as string | undefined,
+      attempt,
+      lastAttempt: attempt >= this.#settings.policy.attempts,
+    };
+    const settlement = await this.#runner.process(received);
+    // A dead letter that could not be stored (its last attempt) waits and comes back as it is.
+    if (settlement.settle === 'retry') await this.#retry(retries, message, attempt, received.lastAttempt ? 0 : 1);
+    channel.ack(message);
+    this.#onRecorded?.(settlement.report);
+  }
+
+  /** Writes the message, its attempt counted on, to the queue where it waits its backoff. */
+  async #retry(retries: ConfirmChannel, message: ConsumeMessage, attempt: number, counted: number): Promise<void> {
+    const { names, policy } = this.#settings;
+    const delayMs = backoffMs(policy, attempt);
+    if (!this.#retryQueues.has(delayMs)) {
+      await declareRetryQueue(retries, names, this.#consumer, delayMs);
+      this.#retryQueues.add(delayMs);
+    }
+    const headers = { ...message.properties.headers, [ATTEMPT_HEADER]: attempt + counted };
+    retries.sendToQueue(retryQueueOf(names, this.#consumer, delayMs), message.content, {
+      ...message.properties,
+      headers,
+    });
+    await retries.waitForConfirms();
+  }
+
+  /** What RabbitMQ stopped redelivering (its consumers kept dying), kept as a dead letter. */
+  #bury(channel: Channel, message: ConsumeMessage | null): void {
+    if (!message) return;
+    const data = parse(message.content);
+    const brokerId = message.properties.messageId as string | undefined;
+    const attempt = Number(message.properties.headers?.['x-delivery-count'] ?? this.#settings.deliveryLimit) + 1;
+    const reason = `handed out ${attempt} times and never settled: its consumers kept dying`;
+    this.#runner
+      .deadLetter({ data, brokerId, attempt }, messageIdOf(data, brokerId), 'stalled_too_often', reason)
+      .then(
+        () => channel.ack(message),
+        (error: unknown) => {
+          this.#onError(error);
+          setTimeout(() => channel.nack(message, false, true), 1000).unref();
+        },
+      )
+      .catch(() => {});
+  }
+}
+
+/** A message's body as the runner reads it: its JSON, or the text itself when it is none. */
+function parse(content: Buffer): unknown {
+  const text = content.toString('utf8');
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return text;
+  }
+}
+
+/**
+ * Says (through `onError`) which of a consumer's subscriptions no producer serves yet: an exchange
+ * no one declared. Each check on a channel of its own, since a failed check closes its channel.
+ */
+async function sayWhatIsUnserved(
+  model: ChannelModel,
+  names: Names,
+  consumer: string,
+  contracts: readonly string[],
+  onError: (error: unknown) => void,
+) {
+  for (const contract of contracts) {
+    const channel = await model.createChannel();
+    channel.on('error', () => {}); // the 404 of a missing exchange closes this channel only
+    const served = await channel.checkExchange(exchangeOf(names, contract)).then(
+      () => true,
+      () => false,
+    );
+    if (served) await channel.close();
+    else onError(new UnservedSubscriptionError(consumer, contract));
+  }
+}

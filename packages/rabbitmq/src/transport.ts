@@ -1,0 +1,49 @@
+import { defaultDeliveryPolicy, subscriptionsOf, type DeliveryPolicy, type Transport } from '@idem/transport';
+import { connect } from 'amqplib';
+import { declareConsumer } from './topology.js';
+import { startRabbitConsumer } from './consumer.js';
+import { createRabbitPublisher } from './publisher.js';
+
+/** RabbitMQ as a transport: where it is, and how every publisher and consumer of it retries. */
+export interface RabbitmqOptions {
+  /** @defaultValue the RABBITMQ_URL variable, else amqp://guest:guest@127.0.0.1:5672 */
+  readonly url?: string;
+  /** The first part of every exchange and queue name, so systems can share a virtual host. @defaultValue 'idem' */
+  readonly prefix?: string;
+  /** @defaultValue defaultDeliveryPolicy; RabbitMQ keeps no delivered message, so its keepCompletedMs is moot */
+  readonly policy?: DeliveryPolicy;
+  /** Redeliveries after a consumer died holding a message before it is a dead letter. @defaultValue 5 */
+  readonly deliveryLimit?: number;
+}
+
+/**
+ * The RabbitMQ transport: an exchange per contract, a quorum queue per consumer bound to the
+ * contracts it subscribes to (subscriptions belong to consumers: topology.ts), publisher confirms,
+ * retries through delay queues, dead letters into the inbox's table.
+ */
+export function rabbitmq(options: RabbitmqOptions = {}): Transport {
+  const url = options.url ?? process.env.RABBITMQ_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
+  const names = { prefix: options.prefix ?? 'idem' };
+  const policy = options.policy ?? defaultDeliveryPolicy;
+  const deliveryLimit = options.deliveryLimit ?? 5;
+  return {
+    system: 'rabbitmq',
+    policy,
+    createPublisher: (publishing) => createRabbitPublisher(url, names, publishing),
+    async subscribe({ catalogue, consumer }) {
+      const model = await connect(url);
+      try {
+        await declareConsumer(
+          await model.createChannel(),
+          names,
+          consumer,
+          subscriptionsOf(catalogue, consumer),
+          deliveryLimit,
+        );
+      } finally {
+        await model.close();
+      }
+    },
+    startConsumer: (consuming) => startRabbitConsumer({ url, names, policy, deliveryLimit }, consuming),
+  };
+}
