@@ -117,22 +117,33 @@ class RabbitConsumer<Tx extends SqlClient> {
   async start(): Promise<void> {
     const { url, names, deliveryLimit } = this.#settings;
     const model = await connect(url);
-    await sayWhatIsUnserved(model, names, this.#consumer, this.#contracts, this.#onError);
-    const channel = await model.createChannel();
-    const retries = await model.createConfirmChannel();
-    await declareConsumer(channel, names, this.#consumer, this.#contracts, deliveryLimit);
-    await channel.prefetch(this.#concurrency);
-    const tags = [
-      (await channel.consume(queueOf(names, this.#consumer), (m) => this.#deliver(channel, retries, m))).consumerTag,
-      (await channel.consume(deadQueueOf(names, this.#consumer), (m) => this.#bury(channel, m))).consumerTag,
-    ];
     model.on('error', this.#onError);
+    try {
+      await sayWhatIsUnserved(model, names, this.#consumer, this.#contracts, this.#onError);
+      const channel = await model.createChannel();
+      const retries = await model.createConfirmChannel();
+      // A channel RabbitMQ closes (a refused declaration, a failed confirm) ends the session: the
+      // whole connection is closed and opened again, never left half working.
+      for (const opened of [channel, retries]) {
+        opened.on('error', this.#onError);
+        opened.on('close', () => void model.close().catch(() => {}));
+      }
+      await declareConsumer(channel, names, this.#consumer, this.#contracts, deliveryLimit);
+      await channel.prefetch(this.#concurrency);
+      const tags = [
+        (await channel.consume(queueOf(names, this.#consumer), (m) => this.#deliver(channel, retries, m))).consumerTag,
+        (await channel.consume(deadQueueOf(names, this.#consumer), (m) => this.#bury(channel, m))).consumerTag,
+      ];
+      this.#session = { model, channel, retries, tags };
+    } catch (error) {
+      await model.close().catch(() => {}); // not left open beside the next attempt's
+      throw error;
+    }
     model.on('close', () => {
       if (this.#session?.model === model) this.#session = undefined;
       if (this.#closing) return;
       this.failedToStart(new Error(`${this.#consumer}: the connection to RabbitMQ closed; connecting again`));
     });
-    this.#session = { model, channel, retries, tags };
     if (this.#closing) await model.close();
   }
 

@@ -20,26 +20,11 @@ export const propertiesOf = (messageId: string, type: string, headers: Record<st
  */
 export function createRabbitPublisher(url: string, names: Names, options: PublisherOptions): Publisher {
   const faults = options.faults ?? noFaults;
-  let opened: Promise<{ model: ChannelModel; channel: ConfirmChannel }> | undefined;
   const declared = new Set<string>();
-  const open = () =>
-    (opened ??= (async () => {
-      const model = await connect(url);
-      const channel = await model.createConfirmChannel();
-      // A lost connection is opened again by the next publication; what was not confirmed
-      // was not published, and the outbox relay publishes it again.
-      const forget = () => {
-        opened = undefined;
-        declared.clear();
-      };
-      model.on('close', forget);
-      model.on('error', forget);
-      channel.on('error', forget);
-      return { model, channel };
-    })().catch((error: unknown) => {
-      opened = undefined;
-      throw error;
-    }));
+  // A lost connection is opened again by the next publication; what was not confirmed was not
+  // published, and the relay publishes it again.
+  const connection = reopening(url, () => declared.clear());
+  const open = () => connection.open();
 
   return {
     async publish(envelopes: readonly AnyEnvelope[]) {
@@ -74,7 +59,53 @@ export function createRabbitPublisher(url: string, names: Names, options: Publis
       );
       await channel.waitForConfirms();
     },
-    async close() {
+    close: () => connection.close(),
+  };
+}
+
+interface Opened {
+  readonly model: ChannelModel;
+  readonly channel: ConfirmChannel;
+}
+
+/**
+ * A connection and its confirm channel, opened on first use and again after either was closed or
+ * failed (a channel RabbitMQ closes ends the whole connection: never left half working; `lost` is
+ * told).
+ */
+function reopening(url: string, lost: () => void) {
+  let opened: Promise<Opened> | undefined;
+  const connectOnce = async (end: () => void): Promise<Opened> => {
+    const model = await connect(url);
+    const ending = () => {
+      end();
+      void model.close().catch(() => {});
+    };
+    model.on('error', ending);
+    model.on('close', ending);
+    const channel = await model.createConfirmChannel().catch((error: unknown) => {
+      ending();
+      throw error;
+    });
+    channel.on('error', ending);
+    channel.on('close', ending);
+    return { model, channel };
+  };
+  return {
+    open(): Promise<Opened> {
+      if (opened) return opened;
+      const current: Promise<Opened> = connectOnce(() => {
+        if (opened !== current) return;
+        opened = undefined;
+        lost();
+      });
+      opened = current;
+      current.catch(() => {
+        if (opened === current) opened = undefined;
+      });
+      return current;
+    },
+    async close(): Promise<void> {
       const current = opened;
       opened = undefined;
       if (current) await (await current).model.close().catch(() => {});
