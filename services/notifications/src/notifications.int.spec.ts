@@ -248,12 +248,20 @@ describe('email dispatcher', () => {
       from: 'shop@idem.local',
       log: createLogger('notifications', 'silent'),
       pollIntervalMs: 3_600_000, // no LISTEN, and a poll an hour away: only the handover sends
+      // A loaded machine must not fail the one send (nothing here would retry it): SMTP may stall 20 s.
+      smtpTimeoutMs: 20_000,
+      leaseMs: 90_000,
     });
     local.start();
     try {
       const order = await placeAndCapture();
       const sent = async () => db.emailWorkItem.findMany({ where: { orderId: order.body.orderId, status: 'sent' } });
-      await waitFor(async () => (await sent()).length === 2, { what: 'both emails sent' });
+      await waitFor(async () => (await sent()).length === 2, { what: 'both emails sent', timeoutMs: 45_000 }).catch(
+        async (error: Error) => {
+          const items = await db.emailWorkItem.findMany({ select: { kind: true, status: true, lastError: true } });
+          throw new Error(`${error.message}; the items: ${JSON.stringify(items)}`);
+        },
+      );
       // As a claim leaves it: one attempt, the lease released by the mark.
       expect((await sent()).map((item) => [item.attempts, item.leaseOwner])).toEqual([
         [1, null],
