@@ -17,8 +17,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { dropDatabase } from '@idem/database';
 import { deleteQueues, pnpm, postgresServerUrl, uniqueName } from '@idem/testkit';
-import { deadQueueOf, exchangeOf, queueOf } from '@idem/rabbitmq';
-import { connect } from 'amqplib';
+import { deleteTopology } from '@idem/rabbitmq';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildPackage, PUBLISHED_PACKAGES, tarballOf } from '../../scripts/build-packages.js';
@@ -99,17 +98,6 @@ function run<T>(name: 'producer' | 'consumer', script: string, database: string,
   return JSON.parse(output.trim().split('\n').at(-1)!) as T;
 }
 
-/** Deletes the example's exchange and its consumers' queues on RabbitMQ. */
-async function deleteRabbitTopology(prefix: string) {
-  const model = await connect(process.env.RABBITMQ_URL ?? 'amqp://guest:guest@127.0.0.1:5672');
-  const channel = await model.createChannel();
-  for (const consumer of ['billing.book-lent.v1', 'reminders.book-lent.v1'])
-    for (const queue of [queueOf({ prefix }, consumer), deadQueueOf({ prefix }, consumer)])
-      await channel.deleteQueue(queue);
-  await channel.deleteExchange(exchangeOf({ prefix }, 'library.book-lent.v1'));
-  await model.close();
-}
-
 /**
  * Node.js 22, the older LTS the packages admit (`engines`), from the npm registry as .ci/run gets
  * the project's own: an example runs on it too, so the packages' claim is tested, not assumed.
@@ -145,7 +133,10 @@ afterAll(async () => {
       .map((url: string) => dropDatabase(url)),
   );
   await deleteQueues(prefix);
-  await deleteRabbitTopology(prefix);
+  await deleteTopology(
+    { prefix },
+    { consumers: ['billing.book-lent.v1', 'reminders.book-lent.v1'], contracts: ['library.book-lent.v1'] },
+  );
   rmSync(work, { recursive: true, force: true });
 });
 
@@ -171,6 +162,9 @@ describe('the packages, installed outside the workspace', () => {
     );
     expect(readFileSync(join(root, 'packages/outbox/README.md'), 'utf8')).toContain(
       example('outside-producer/src/main.ts'),
+    );
+    expect(readFileSync(join(root, 'packages/service/README.md'), 'utf8')).toContain(
+      example('outside-consumer/src/main-pg.ts'),
     );
     expect(readFileSync(join(root, 'packages/contracts/README.md'), 'utf8')).toContain(
       example('outside-producer/src/catalogue.ts'),

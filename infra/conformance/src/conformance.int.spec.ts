@@ -5,9 +5,10 @@
  * retries, poison messages, replay, and a consumer killed between its commit and its
  * acknowledgement in the middle of a batch. Real servers: PostgreSQL, Redis, RabbitMQ.
  */
+import { execFileSync } from 'node:child_process';
 import { fromNodePostgres, type SqlClient } from '@idem/database';
 import { defineCatalogue } from '@idem/contracts';
-import { deadQueueOf, exchangeOf, queueOf, rabbitmq, retryQueueOf, UnservedSubscriptionError } from '@idem/rabbitmq';
+import { deleteTopology, rabbitmq, UnservedSubscriptionError } from '@idem/rabbitmq';
 import { createInbox, type Inbox } from '@idem/inbox';
 import {
   createTestDatabase,
@@ -19,15 +20,7 @@ import {
   waitFor,
   type TestDatabase,
 } from '@idem/testkit';
-import {
-  backoffMs,
-  replayDeadLetters,
-  type Consumer,
-  type DeliveryReport,
-  type Publisher,
-  type Transport,
-} from '@idem/transport';
-import { connect } from 'amqplib';
+import { replayDeadLetters, type Consumer, type DeliveryReport, type Publisher, type Transport } from '@idem/transport';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { bookLent, catalogue, chargeFee, CONSUMER, policy, TABLES, transportOf, TRANSPORTS } from './system.js';
@@ -48,20 +41,6 @@ afterAll(async () => {
 
 const fees = async () => (await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM fees')).rows[0]!.n;
 
-/** Deletes what a RabbitMQ transport declared under `prefix` for these consumers. */
-async function deleteRabbitTopology(prefix: string, consumers = [CONSUMER]) {
-  const model = await connect(process.env.RABBITMQ_URL ?? 'amqp://guest:guest@127.0.0.1:5672');
-  const channel = await model.createChannel();
-  const names = { prefix };
-  const delays = Array.from({ length: policy.attempts }, (_, i) => backoffMs(policy, i + 1));
-  for (const consumer of consumers) {
-    for (const queue of [queueOf(names, consumer), deadQueueOf(names, consumer)]) await channel.deleteQueue(queue);
-    for (const delay of delays) await channel.deleteQueue(retryQueueOf(names, consumer, delay));
-  }
-  for (const contract of Object.keys(catalogue.contracts)) await channel.deleteExchange(exchangeOf(names, contract));
-  await model.close();
-}
-
 describe.each(TRANSPORTS)('the transport %s', (name) => {
   const prefix = uniqueName(`idem_conformance_${name}`);
   let transport: Transport;
@@ -78,7 +57,8 @@ describe.each(TRANSPORTS)('the transport %s', (name) => {
   afterAll(async () => {
     await publisher.close();
     if (name === 'bullmq') await deleteQueues(prefix);
-    else await deleteRabbitTopology(prefix);
+    else
+      await deleteTopology({ prefix, policy }, { consumers: [CONSUMER], contracts: Object.keys(catalogue.contracts) });
   });
   beforeEach(async () => {
     reports = [];
@@ -219,7 +199,8 @@ describe('RabbitMQ: subscriptions belong to consumers', () => {
   const later = defineCatalogue({
     'library.book-lent.v1': { ...catalogue.contracts['library.book-lent.v1'], consumers: [CONSUMER, AUDIT] },
   });
-  afterAll(() => deleteRabbitTopology(prefix, [CONSUMER, AUDIT]));
+  const contracts = Object.keys(catalogue.contracts);
+  afterAll(() => deleteTopology({ prefix, policy }, { consumers: [CONSUMER, AUDIT], contracts }));
 
   const startAudit = (transport: Transport, audited: string[], errors: unknown[]) =>
     transport.startConsumer({
@@ -259,6 +240,57 @@ describe('RabbitMQ: subscriptions belong to consumers', () => {
       /audit\.book-lent\.v1 subscribes to library\.book-lent\.v1, which no producer has declared yet/,
     );
     await audit.close();
-    await deleteRabbitTopology(`${prefix}_unserved`, [AUDIT]);
+    await deleteTopology({ prefix: `${prefix}_unserved`, policy }, { consumers: [AUDIT], contracts });
+  });
+});
+
+describe('RabbitMQ: a retry copy RabbitMQ refuses', () => {
+  const prefix = uniqueName('idem_refused_retry');
+  const refusing = `${prefix}_refuse_retries`;
+  const rabbitmqctl = (...args: string[]) => execFileSync('rabbitmqctl', ['--quiet', ...args], { stdio: 'pipe' });
+  afterAll(async () => {
+    await deleteTopology({ prefix, policy }, { consumers: [CONSUMER], contracts: Object.keys(catalogue.contracts) });
+  });
+
+  it('holds the delivery and tries again after a wait, never counted as a consumer that died', async () => {
+    await pool.query('TRUNCATE fees, failing_books, processed_messages, dead_letters');
+    // The consumer's retry queues take nothing: every retry copy is refused (a nack of its confirm).
+    const retryQueues = `^${prefix}\\..*\\.retry\\.`;
+    rabbitmqctl(
+      'set_policy',
+      refusing,
+      retryQueues,
+      '{"max-length":0,"overflow":"reject-publish"}',
+      '--apply-to',
+      'queues',
+    );
+    const transport = rabbitmq({ prefix, policy, deliveryLimit: 1 }); // one message handed back ends it
+    const errors: unknown[] = [];
+    const consumer = transport.startConsumer({
+      catalogue,
+      consumer: CONSUMER,
+      inbox: createInbox({ db }),
+      handler: chargeFee,
+      onError: (error) => errors.push(error),
+    });
+    const publisher = transport.createPublisher({ catalogue });
+    try {
+      await consumer.ready;
+      const message = await bookLent('9780000000001');
+      await pool.query("INSERT INTO failing_books VALUES ('9780000000001')");
+      await publisher.publish([message]);
+      const refused = () => errors.filter((error) => String(error).includes('nacked')).length;
+      await waitFor(() => refused() >= 2, { what: 'two retry copies refused, a second apart' });
+      expect(await createInbox({ db }).deadLetters.list()).toEqual([]); // not `stalled_too_often`: it was never handed back
+
+      rabbitmqctl('clear_policy', refusing);
+      await pool.query('TRUNCATE failing_books');
+      await waitFor(async () => (await fees()) === 1, { what: 'the fee, once the retry copy was taken' });
+      expect(await createInbox({ db }).deadLetters.list()).toEqual([]);
+    } finally {
+      if (rabbitmqctl('list_policies').toString().includes(refusing)) rabbitmqctl('clear_policy', refusing);
+      await consumer.close(1000);
+      await publisher.close();
+    }
   });
 });

@@ -170,13 +170,26 @@ class RabbitConsumer<Tx extends SqlClient> {
   #deliver(channel: Channel, retries: ConfirmChannel, message: ConsumeMessage | null): void {
     if (!message) return; // cancelled by RabbitMQ (the queue was deleted)
     this.#inFlight++;
-    this.#settle(channel, retries, message)
-      .catch((error: unknown) => {
+    void this.#settleHolding(channel, retries, message).finally(() => this.#inFlight--);
+  }
+
+  /**
+   * Settles a delivery. What fails outside the runner (a retry copy RabbitMQ did not confirm) is
+   * tried again here after a wait, doubling up to 30 s, the message held all along: handing it back
+   * would count toward the delivery limit as if its consumer had died, and end it, falsely, as
+   * `stalled_too_often`. The inbox answers `duplicate` to what the failed try had committed. Once
+   * the consumer closes, or its channel did, the message is left to RabbitMQ to hand out again.
+   */
+  async #settleHolding(channel: Channel, retries: ConfirmChannel, message: ConsumeMessage): Promise<void> {
+    for (let waitMs = 1000; ; waitMs = Math.min(2 * waitMs, 30_000)) {
+      try {
+        return await this.#settle(channel, retries, message);
+      } catch (error) {
         this.#onError(error);
-        channel.nack(message, false, true);
-      })
-      .catch(() => {}) // the channel closed: RabbitMQ hands the message out again
-      .finally(() => this.#inFlight--);
+      }
+      await new Promise((resolve) => setTimeout(resolve, waitMs));
+      if (this.#closing || this.#session?.channel !== channel) return;
+    }
   }
 
   /** One delivery through the runner; acknowledged only after its commit, and after its retry was written. */

@@ -1,6 +1,12 @@
-import { defaultDeliveryPolicy, subscriptionsOf, type DeliveryPolicy, type Transport } from '@idem/transport';
+import {
+  backoffMs,
+  defaultDeliveryPolicy,
+  subscriptionsOf,
+  type DeliveryPolicy,
+  type Transport,
+} from '@idem/transport';
 import { connect } from 'amqplib';
-import { declareConsumer } from './topology.js';
+import { deadQueueOf, declareConsumer, exchangeOf, queueOf, retryQueueOf } from './topology.js';
 import { startRabbitConsumer } from './consumer.js';
 import { createRabbitPublisher } from './publisher.js';
 
@@ -22,10 +28,7 @@ export interface RabbitmqOptions {
  * retries through delay queues, dead letters into the inbox's table.
  */
 export function rabbitmq(options: RabbitmqOptions = {}): Transport {
-  const url = options.url ?? process.env.RABBITMQ_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
-  const names = { prefix: options.prefix ?? 'idem' };
-  const policy = options.policy ?? defaultDeliveryPolicy;
-  const deliveryLimit = options.deliveryLimit ?? 5;
+  const { url, names, policy, deliveryLimit } = settingsOf(options);
   return {
     system: 'rabbitmq',
     policy,
@@ -46,4 +49,37 @@ export function rabbitmq(options: RabbitmqOptions = {}): Transport {
     },
     startConsumer: (consuming) => startRabbitConsumer({ url, names, policy, deliveryLimit }, consuming),
   };
+}
+
+/** The options with their defaults. */
+const settingsOf = (options: RabbitmqOptions) => ({
+  url: options.url ?? process.env.RABBITMQ_URL ?? 'amqp://guest:guest@127.0.0.1:5672',
+  names: { prefix: options.prefix ?? 'idem' },
+  policy: options.policy ?? defaultDeliveryPolicy,
+  deliveryLimit: options.deliveryLimit ?? 5,
+});
+
+/**
+ * Deletes what the transport with these options declared for `consumers` — each one's queue, retry
+ * queues and dead queue, with the messages in them — and the exchanges of `contracts`: for a
+ * consumer retired for good, or a system torn down (tests). Never for a consumer still deployed.
+ */
+export async function deleteTopology(
+  options: RabbitmqOptions,
+  { consumers, contracts = [] }: { readonly consumers: readonly string[]; readonly contracts?: readonly string[] },
+): Promise<void> {
+  const { url, names, policy } = settingsOf(options);
+  const delays = Array.from({ length: policy.attempts }, (_, i) => backoffMs(policy, i + 1));
+  const model = await connect(url);
+  try {
+    const channel = await model.createChannel();
+    for (const consumer of consumers) {
+      const retryQueues = delays.map((delay) => retryQueueOf(names, consumer, delay));
+      for (const queue of [queueOf(names, consumer), deadQueueOf(names, consumer), ...retryQueues])
+        await channel.deleteQueue(queue);
+    }
+    for (const contract of contracts) await channel.deleteExchange(exchangeOf(names, contract));
+  } finally {
+    await model.close();
+  }
 }
