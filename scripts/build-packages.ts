@@ -25,6 +25,7 @@ export const PUBLISHED_PACKAGES = [
   'outbox',
   'messaging',
   'rabbitmq',
+  'service',
   'testing',
 ] as const;
 

@@ -5,7 +5,8 @@
 // after the publication publishes it again, which the consumers' inboxes absorb.
 import { randomUUID } from 'node:crypto';
 import { fromNodePostgres, migrate } from '@idem/database';
-import { createRelay, enqueue, outboxTables } from '@idem/outbox';
+import { enqueue, outboxTables } from '@idem/outbox';
+import { startIdem } from '@idem/service';
 import pg from 'pg';
 import { library } from './catalogue.js';
 import { transport } from './transport.js';
@@ -38,16 +39,23 @@ await db.$transaction(async (tx) => {
   );
 });
 
-// The relay: claims what the outbox holds, publishes it to every subscriber, marks it.
-const publisher = transport.createPublisher({ catalogue: library });
-const relay = createRelay({ db, publish: (envelopes) => publisher.publish(envelopes) });
-let published = 0;
-for (let batch = await relay.publishBatch(); batch.published > 0; batch = await relay.publishBatch()) {
-  published += batch.published;
-}
-const [{ messageId }] = await db.$queryRaw<{ messageId: string }[]>`
-  SELECT message_id::text AS "messageId" FROM outbox_messages WHERE published_at IS NOT NULL`;
-console.log(JSON.stringify({ loanId, messageId, published }));
+// The published composition runs the relay (claims what the outbox holds, publishes it to every
+// subscriber, marks it), the purge of published rows, and the shutdown in order.
+const idem = startIdem({ db, catalogue: library, transport, relay: true });
+const messageId = await publishedMessage();
+const { outboxDeleted } = await idem.maintain(); // published rows are kept 7 days: none yet
+console.log(JSON.stringify({ loanId, messageId, published: 1, outboxDeleted }));
 
-await publisher.close();
+await idem.stop();
 await db.pool.end();
+
+async function publishedMessage(): Promise<string> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const [row] = await db.$queryRaw<{ messageId: string }[]>`
+      SELECT message_id::text AS "messageId" FROM outbox_messages WHERE published_at IS NOT NULL`;
+    if (row) return row.messageId;
+    if (Date.now() > deadline) throw new Error('nothing published within 30 s: is the broker up?');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}

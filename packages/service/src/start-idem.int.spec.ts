@@ -1,0 +1,206 @@
+/**
+ * The published composition on both transports, with real PostgreSQL, Redis and RabbitMQ: the
+ * relay publishes what the outbox holds, each consumer runs through the inbox, retention derives
+ * its horizon from the transport's policy, and the operator's actions and the shutdown work as
+ * a service's own code would call them.
+ */
+import { randomUUID } from 'node:crypto';
+import { defineCatalogue, type MessageOf } from '@idem/contracts';
+import { fromNodePostgres, type SqlClient } from '@idem/database';
+import { permanentFailure, processed, type MessageHandler } from '@idem/inbox';
+import { bullmq } from '@idem/messaging';
+import { enqueue } from '@idem/outbox';
+import { deleteTopology, rabbitmq } from '@idem/rabbitmq';
+import { createTestDatabase, deleteQueues, uniqueName, waitFor, type TestDatabase } from '@idem/testkit';
+import { defaultDeliveryPolicy, type Transport } from '@idem/transport';
+import pg from 'pg';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { RetentionError, startIdem, type Idem, type Retention } from './index.js';
+
+const catalogue = defineCatalogue({
+  'library.book-lent.v1': {
+    producer: 'library',
+    body: z.object({ loanId: z.uuid(), memberId: z.string() }),
+    consumers: ['billing.book-lent.v1'],
+  },
+});
+const CONSUMER = 'billing.book-lent.v1';
+type BookLent = MessageOf<typeof catalogue.contracts, typeof CONSUMER>;
+
+/** Fast retries; the broker keeps failed deliveries a second: a replay horizon of about 1.2 s. */
+const policy = { ...defaultDeliveryPolicy, attempts: 3, backoffDelayMs: 50, keepCompletedMs: 0, keepFailedMs: 1000 };
+const TRANSPORTS = {
+  bullmq: (prefix: string): Transport => bullmq({ prefix, policy, lockDurationMs: 1000, stalledIntervalMs: 300 }),
+  rabbitmq: (prefix: string): Transport => rabbitmq({ prefix, policy }),
+};
+
+let database: TestDatabase;
+let pool: pg.Pool;
+let db: ReturnType<typeof fromNodePostgres>;
+beforeAll(async () => {
+  database = await createTestDatabase('service');
+  pool = new pg.Pool({ connectionString: database.url, max: 10 });
+  db = fromNodePostgres(pool);
+  await pool.query('CREATE TABLE fees (loan_id uuid PRIMARY KEY, member_id text NOT NULL)');
+  await pool.query('CREATE TABLE refused_members (member_id text PRIMARY KEY)');
+  // As in a database migrated today: today's records go to the DEFAULT partition, which retention
+  // deletes row by row (a range partition goes only whole, once its day is past the retention).
+  const { rows } = await pool.query<{ name: string }>(`
+    SELECT inhrelid::regclass::text AS name FROM pg_inherits
+     WHERE inhparent = 'processed_messages'::regclass AND inhrelid <> 'processed_messages_default'::regclass`);
+  for (const { name } of rows) await pool.query(`DROP TABLE ${name}`);
+});
+afterAll(async () => {
+  await pool?.end();
+  await database?.drop();
+});
+beforeEach(async () => {
+  await pool.query('TRUNCATE fees, refused_members, processed_messages, dead_letters, outbox_messages');
+});
+
+/** One fee per loan; a member in `refused_members` is refused for good (a dead letter). */
+const chargeFee: MessageHandler<SqlClient, BookLent> = async (message, tx) => {
+  const { loanId, memberId } = message.body;
+  const [refused] = await tx.$queryRaw<{ n: number }[]>`
+    SELECT count(*)::int AS n FROM refused_members WHERE member_id = ${memberId}`;
+  if (refused!.n > 0) return permanentFailure('member_refused', `${memberId} may not borrow`);
+  await tx.$executeRaw`INSERT INTO fees (loan_id, member_id) VALUES (${loanId}::uuid, ${memberId})`;
+  return processed;
+};
+
+/** A loan and its event, committed together; `parked` writes it as the relay parks a row. */
+async function lend(memberId = 'ada', { parked = false } = {}): Promise<{ loanId: string; event: BookLent }> {
+  const loanId = randomUUID();
+  const event = await db.$transaction(async (tx) => {
+    const written = await enqueue(
+      tx,
+      catalogue,
+      {
+        type: 'library.book-lent.v1',
+        body: { loanId, memberId },
+        aggregateId: loanId,
+        aggregateVersion: 1,
+        correlationId: randomUUID(),
+        causationId: null,
+      },
+      new Date(),
+    );
+    if (parked)
+      await tx.$executeRaw`
+        UPDATE outbox_messages SET next_attempt_at = 'infinity', attempts = 20, last_error = 'refused'
+         WHERE message_id = ${written.messageId}::uuid`;
+    return written;
+  });
+  return { loanId, event };
+}
+
+const feesOf = async (loanId: string) =>
+  (await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM fees WHERE loan_id = $1', [loanId])).rows[0]!.n;
+
+describe.each(Object.keys(TRANSPORTS) as (keyof typeof TRANSPORTS)[])('startIdem on %s', (name) => {
+  const prefix = uniqueName(`idem_service_${name}`);
+  const transport = TRANSPORTS[name](prefix);
+  const outcomes: string[] = [];
+  const start = ({
+    retention = {},
+    replayWindowMs = 60_000,
+  }: { retention?: Retention; replayWindowMs?: number } = {}) =>
+    startIdem({
+      db,
+      catalogue,
+      transport,
+      consumers: { [CONSUMER]: chargeFee },
+      relay: { pollIntervalMs: 100 },
+      replayWindowMs,
+      retention: { intervalMs: 0, ...retention },
+      onDelivery: (report) => outcomes.push(report.outcome.outcome),
+    });
+  let idem: Idem<SqlClient> | undefined;
+  afterAll(async () => {
+    await idem?.stop();
+    if (name === 'bullmq') await deleteQueues(prefix);
+    else
+      await deleteTopology({ prefix, policy }, { consumers: [CONSUMER], contracts: Object.keys(catalogue.contracts) });
+  });
+
+  it('publishes what the outbox holds to the consumer, which charges once however often it comes', async () => {
+    idem = start();
+    await idem.ready;
+    const { loanId, event } = await lend();
+    await waitFor(async () => (await feesOf(loanId)) === 1, { what: 'the fee of the loan' });
+    await idem.publisher.publish([event]); // a copy, as after a relay's crash
+    await waitFor(() => outcomes.includes('duplicate'), { what: 'the copy suppressed' });
+    expect(await feesOf(loanId)).toBe(1);
+  });
+
+  it('refuses at start an inbox retention shorter than the horizon of the policy in use', () => {
+    expect(() => start({ retention: { inboxMs: 61_000 } })).toThrow(RetentionError);
+    expect(() => start({ retention: { inboxMs: 61_000 } })).toThrow(/replay horizon 61150 ms/);
+  });
+
+  it('removes processed records and published rows once past their retention, and nothing sooner', async () => {
+    await idem?.stop();
+    idem = start({ retention: { inboxMs: 1500, outboxMs: 1000 }, replayWindowMs: 0 });
+    await idem.ready;
+    const { loanId } = await lend();
+    await waitFor(async () => (await feesOf(loanId)) === 1, { what: 'the fee of the loan' });
+    expect(await idem.maintain()).toMatchObject({ inbox: { deleted: 0 }, outboxDeleted: 0 });
+    await new Promise((resolve) => setTimeout(resolve, 1600));
+    expect(await idem.maintain()).toMatchObject({ inbox: { deleted: 1 }, outboxDeleted: 1 });
+  });
+
+  it('replays a dead letter once its cause is mended, and gives a parked row back to the relay', async () => {
+    await idem?.stop();
+    idem = start();
+    await idem.ready;
+    await pool.query("INSERT INTO refused_members VALUES ('mallory')");
+    const { loanId: refused } = await lend('mallory');
+    const [deadLetter] = await waitFor(
+      async () => {
+        const list = await idem!.deadLetters.list({ consumer: CONSUMER });
+        return list.length > 0 && list;
+      },
+      { what: 'the dead letter' },
+    );
+    expect(deadLetter).toMatchObject({ code: 'member_refused' });
+    await pool.query('TRUNCATE refused_members');
+    expect(await idem!.deadLetters.replay({ consumer: CONSUMER })).toHaveLength(1);
+    await waitFor(async () => (await feesOf(refused)) === 1, { what: 'the replayed loan charged' });
+
+    const { loanId: parked } = await lend('ada', { parked: true });
+    expect((await idem!.parked.list()).map((row) => row.lastError)).toEqual(['refused']);
+    expect(await idem!.parked.retry()).toBe(1);
+    await waitFor(async () => (await feesOf(parked)) === 1, { what: 'the parked loan published and charged' });
+  });
+
+  it('stops in order: the delivery it holds ends with its commit before anything closes', async () => {
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let started!: () => void;
+    const inHandler = new Promise<void>((resolve) => (started = resolve));
+    await idem!.stop();
+    idem = startIdem({
+      db,
+      catalogue,
+      transport,
+      consumers: {
+        [CONSUMER]: async (message, tx) => {
+          started();
+          await held;
+          return chargeFee(message, tx);
+        },
+      },
+      relay: true,
+      replayWindowMs: 0,
+    });
+    await idem.ready;
+    const { loanId } = await lend();
+    await inHandler;
+    const stopped = idem.stop(10_000);
+    setTimeout(release, 200);
+    await stopped;
+    idem = undefined;
+    expect(await feesOf(loanId)).toBe(1);
+  });
+});
