@@ -117,7 +117,38 @@ describe('parseEnvelope', () => {
       ok: false,
       error: { code: 'malformed_envelope', reason: expect.stringMatching(/^messageId: /) },
     });
-    expect(await parseEnvelope(library, 'garbage')).toMatchObject({ ok: false, error: { code: 'malformed_envelope' } });
+    expect(await parseEnvelope(library, 'garbage')).toEqual({
+      ok: false,
+      error: { code: 'malformed_envelope', reason: '(envelope): expected an object' },
+    });
+  });
+
+  it('checks every field of the envelope, names each that is wrong, and keeps only the known ones', async () => {
+    const wrong = {
+      ...valid(),
+      producer: '',
+      occurredAt: '2026-12-01 10:00',
+      causationId: 'abc',
+      aggregateVersion: -1,
+      traceparent: 'x'.repeat(257),
+    };
+    expect(await parseEnvelope(library, wrong)).toEqual({
+      ok: false,
+      error: {
+        code: 'malformed_envelope',
+        reason:
+          'producer: expected 1 to 100 characters; occurredAt: expected an ISO 8601 date and time with its offset; ' +
+          'causationId: expected a UUID; aggregateVersion: expected an integer from 0 to 2147483647; ' +
+          'traceparent: expected at most 256 characters',
+      },
+    });
+    const { type: _type, ...untyped } = valid();
+    expect(await parseEnvelope(library, untyped)).toMatchObject({ error: { reason: 'type: expected a string' } });
+    const result = await parseEnvelope(library, { ...valid(), causationId: null, extra: 'dropped' });
+    expect(result.ok && Object.keys(result.envelope)).not.toContain('extra');
+    expect(await parseEnvelope(library, { ...valid(), occurredAt: '2026-12-01T10:00:00+01:00' })).toMatchObject({
+      ok: true,
+    });
   });
 
   it('tells an unknown contract from an unsupported version of a known one', async () => {

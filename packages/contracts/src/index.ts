@@ -1,4 +1,4 @@
-export { envelopeSchema, type RawEnvelope, type AnyEnvelope } from './envelope.js';
+export { envelopeSchema, isMessageId, type RawEnvelope, type AnyEnvelope } from './envelope.js';
 export {
   defineCatalogue,
   isConsumerName,

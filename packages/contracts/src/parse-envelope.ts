@@ -1,4 +1,3 @@
-import type { z } from 'zod';
 import { isEventType, type Catalogue, type CatalogueSpec, type Envelope, type EventType } from './catalogue.js';
 import { envelopeSchema } from './envelope.js';
 import type { StandardSchemaV1 } from './standard-schema.js';
@@ -44,10 +43,10 @@ export async function parseEnvelope<S extends CatalogueSpec, T extends EventType
   input: unknown,
   expected?: T | readonly T[],
 ): Promise<ParseResult<Envelope<S, T>>> {
-  const envelope = envelopeSchema.safeParse(input);
-  if (!envelope.success) return failure('malformed_envelope', describeIssues(envelope.error.issues));
+  const envelope = await envelopeSchema['~standard'].validate(input);
+  if (envelope.issues) return failure('malformed_envelope', describeIssues(envelope.issues));
 
-  const { type } = envelope.data;
+  const { type } = envelope.value;
   if (!isEventType(catalogue, type)) {
     const name = VERSIONED_NAME.exec(type)?.groups?.name;
     const known = name !== undefined && Object.keys(catalogue.contracts).some((t) => t.startsWith(`${name}.v`));
@@ -60,18 +59,16 @@ export async function parseEnvelope<S extends CatalogueSpec, T extends EventType
     return failure('unexpected_type', `type: expected "${accepted.join('" or "')}", received "${type}"`);
   }
 
-  const body = await catalogue.contracts[type]!.body['~standard'].validate(envelope.data.body);
+  const body = await catalogue.contracts[type]!.body['~standard'].validate(envelope.value.body);
   if (body.issues) return failure('invalid_body', describeIssues(body.issues, ['body']));
-  return { ok: true, envelope: { ...envelope.data, type, body: body.value } as Envelope<S, T> };
+  return { ok: true, envelope: { ...envelope.value, type, body: body.value } as Envelope<S, T> };
 }
 
 function failure(code: ContractErrorCode, reason: string): { ok: false; error: ContractError } {
   return { ok: false, error: { code, reason: boundReason(reason) } };
 }
 
-type Issue = z.core.$ZodIssue | StandardSchemaV1.Issue;
-
-function describeIssues(issues: readonly Issue[], prefix: PropertyKey[] = []): string {
+function describeIssues(issues: readonly StandardSchemaV1.Issue[], prefix: PropertyKey[] = []): string {
   const keyOf = (segment: PropertyKey | StandardSchemaV1.PathSegment) =>
     typeof segment === 'object' ? segment.key : segment;
   return issues

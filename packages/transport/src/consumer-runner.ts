@@ -1,4 +1,4 @@
-import { envelopeSchema, parseEnvelope, type AnyEnvelope, type Catalogue, type ParseResult } from '@idem/contracts';
+import { isMessageId, parseEnvelope, type AnyEnvelope, type Catalogue, type ParseResult } from '@idem/contracts';
 import type { SqlClient } from '@idem/database';
 import { noFaults, type Faults } from '@idem/faults';
 import { hasOneStatement, isSettled, type DeliveryOutcome, type Inbox, type MessageHandler } from '@idem/inbox';
@@ -110,7 +110,7 @@ export function deadLetterVerdict(
  */
 export function messageIdOf(data: unknown, brokerId: string | undefined): string {
   const id = (data as { messageId?: unknown } | null | undefined)?.messageId;
-  return envelopeSchema.shape.messageId.safeParse(id).success ? (id as string) : (brokerId ?? 'unknown');
+  return isMessageId(id) ? id : (brokerId ?? 'unknown');
 }
 
 /** A dead letter that could not be stored: its delivery stays at the broker, failed. */
