@@ -1,4 +1,8 @@
 import { defineConfig } from 'vitest/config';
+import { installPublishedBullmq, publishedBullmq } from './vitest.bullmq-as-published.js';
+
+// Before any module is loaded: the tier `bullmq-as-published` imports it in place of the patched one.
+installPublishedBullmq();
 
 const shared = {
   resolve: { conditions: ['development'] },
@@ -25,7 +29,8 @@ const tier = (name: string, include: string[], options: Record<string, unknown> 
   test: { ...timeouts, name, include, sequence: { groupOrder: 0 }, ...options },
 });
 
-// The tiers: `pnpm test:unit` (no servers, seconds), `test:int`, `test:e2e`; `pnpm test` runs all three.
+// The tiers: `pnpm test:unit` (no servers, seconds), `test:int`, `bullmq-as-published`, `test:e2e`;
+// `pnpm test` runs them all.
 export default defineConfig({
   ...shared,
   test: {
@@ -40,6 +45,24 @@ export default defineConfig({
         specDirs.map((dir) => `${dir}*.int.spec.ts`),
         { globalSetup: needsServers },
       ),
+      // The packages on BullMQ as published, without this repository's patch: what a user installs.
+      {
+        ...tier(
+          'bullmq-as-published',
+          [
+            'packages/messaging/src/*.int.spec.ts',
+            'packages/service/src/*.int.spec.ts',
+            'infra/conformance/src/*.int.spec.ts',
+            'packages/messaging/src/bullmq.as-published.spec.ts',
+          ],
+          {
+            // It tests the patch itself: it fails without it, as it should.
+            exclude: ['packages/messaging/src/fetch-wakeups.int.spec.ts'],
+            globalSetup: needsServers,
+          },
+        ),
+        resolve: { ...shared.resolve, alias: { bullmq: publishedBullmq } },
+      },
       // Each e2e file runs a whole system (a dozen processes and their connection pools): they
       // run after the other tiers, one file at a time, so two never share the 2 cores and
       // PostgreSQL's connection limit.
