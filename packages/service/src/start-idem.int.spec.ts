@@ -151,6 +151,19 @@ describe.each(Object.keys(TRANSPORTS) as (keyof typeof TRANSPORTS)[])('startIdem
     expect(await idem.maintain()).toMatchObject({ inbox: { deleted: 0 }, outboxDeleted: 0 });
     await new Promise((resolve) => setTimeout(resolve, 1600));
     expect(await idem.maintain()).toMatchObject({ inbox: { deleted: 1 }, outboxDeleted: 1 });
+
+    // And on its own, every `intervalMs`.
+    await idem.stop();
+    idem = start({ retention: { inboxMs: 1500, outboxMs: 1000, intervalMs: 100 }, replayWindowMs: 0 });
+    await idem.ready;
+    const { loanId: later } = await lend();
+    await waitFor(async () => (await feesOf(later)) === 1, { what: 'the fee of the later loan' });
+    const left = async (table: string) =>
+      (await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table}`)).rows[0]!.n;
+    expect(await left('processed_messages')).toBe(1);
+    await waitFor(async () => (await left('processed_messages')) + (await left('outbox_messages')) === 0, {
+      what: 'the maintenance on its timer',
+    });
   });
 
   it('replays a dead letter once its cause is mended, and gives a parked row back to the relay', async () => {

@@ -187,13 +187,15 @@ function startRelay<Tx extends SqlClient, S extends CatalogueSpec>(
   return running;
 }
 
-/** Runs `work` every `intervalMs`, one run at a time; `stop` waits for the run under way. */
+/** Runs `work` every `intervalMs`, one run at a time (a tick during a run is skipped); `stop` waits for the run under way. */
 function every(intervalMs: number, work: () => Promise<unknown>, onError?: (error: unknown) => void) {
-  let running: Promise<unknown> = Promise.resolve();
+  let running: Promise<unknown> | undefined;
   const timer =
     intervalMs > 0
       ? setInterval(() => {
-          running = running.then(work).catch((error: unknown) => onError?.(error));
+          running ??= work()
+            .catch((error: unknown) => onError?.(error))
+            .finally(() => (running = undefined));
         }, intervalMs)
       : undefined;
   timer?.unref();
