@@ -294,3 +294,41 @@ describe('RabbitMQ: a retry copy RabbitMQ refuses', () => {
     }
   });
 });
+
+describe('RabbitMQ: an onRecorded that throws', () => {
+  const prefix = uniqueName('idem_throwing_recorded');
+  afterAll(() =>
+    deleteTopology({ prefix, policy }, { consumers: [CONSUMER], contracts: Object.keys(catalogue.contracts) }),
+  );
+
+  it('settles each delivery once all the same: no second acknowledgement, no second run', async () => {
+    await pool.query('TRUNCATE fees, failing_books, processed_messages, dead_letters');
+    const transport = rabbitmq({ prefix, policy });
+    const errors: unknown[] = [];
+    const outcomes: string[] = [];
+    const consumer = transport.startConsumer({
+      catalogue,
+      consumer: CONSUMER,
+      inbox: createInbox({ db }),
+      handler: chargeFee,
+      onDelivery: (report) => outcomes.push(report.outcome.outcome),
+      onRecorded: () => {
+        throw new Error('the journal is down');
+      },
+      onError: (error) => errors.push(error),
+    });
+    const publisher = transport.createPublisher({ catalogue });
+    try {
+      await consumer.ready;
+      errors.length = 0; // what start said of subscriptions no producer served yet
+      await publisher.publish([await bookLent(), await bookLent()]);
+      await waitFor(async () => (await fees()) === 2, { what: 'both fees' });
+      await new Promise((resolve) => setTimeout(resolve, 1500)); // past the wait before a second try
+      expect(outcomes).toEqual(['processed', 'processed']);
+      expect(errors.map(String)).toEqual(['Error: the journal is down', 'Error: the journal is down']);
+    } finally {
+      await consumer.close(1000);
+      await publisher.close();
+    }
+  });
+});

@@ -170,7 +170,9 @@ class RabbitConsumer<Tx extends SqlClient> {
   #deliver(channel: Channel, retries: ConfirmChannel, message: ConsumeMessage | null): void {
     if (!message) return; // cancelled by RabbitMQ (the queue was deleted)
     this.#inFlight++;
-    void this.#settleHolding(channel, retries, message).finally(() => this.#inFlight--);
+    void this.#settleHolding(channel, retries, message)
+      .catch(this.#onError) // an onRecorded that threw: the delivery is settled all the same
+      .finally(() => this.#inFlight--);
   }
 
   /**
@@ -182,18 +184,16 @@ class RabbitConsumer<Tx extends SqlClient> {
    */
   async #settleHolding(channel: Channel, retries: ConfirmChannel, message: ConsumeMessage): Promise<void> {
     for (let waitMs = 1000; ; waitMs = Math.min(2 * waitMs, 30_000)) {
-      try {
-        return await this.#settle(channel, retries, message);
-      } catch (error) {
-        this.#onError(error);
-      }
+      const report = await this.#settle(channel, retries, message).catch((error: unknown) => void this.#onError(error));
+      // Told once, after the acknowledgement, outside what is tried again: a delivery settled is never settled twice.
+      if (report) return this.#onRecorded?.(report);
       await new Promise((resolve) => setTimeout(resolve, waitMs));
       if (this.#closing || this.#session?.channel !== channel) return;
     }
   }
 
   /** One delivery through the runner; acknowledged only after its commit, and after its retry was written. */
-  async #settle(channel: Channel, retries: ConfirmChannel, message: ConsumeMessage): Promise<void> {
+  async #settle(channel: Channel, retries: ConfirmChannel, message: ConsumeMessage): Promise<DeliveryReport> {
     const attempt = Number(message.properties.headers?.[ATTEMPT_HEADER] ?? 1);
     const received: Received = {
       data: parse(message.content),
@@ -205,7 +205,7 @@ class RabbitConsumer<Tx extends SqlClient> {
     // A dead letter that could not be stored (its last attempt) waits and comes back as it is.
     if (settlement.settle === 'retry') await this.#retry(retries, message, attempt, received.lastAttempt ? 0 : 1);
     channel.ack(message);
-    this.#onRecorded?.(settlement.report);
+    return settlement.report;
   }
 
   /** Writes the message, its attempt counted on, to the queue where it waits its backoff. */
