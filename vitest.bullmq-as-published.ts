@@ -2,40 +2,15 @@
 // conformance suite on BullMQ as the registry publishes it, without patches/bullmq@<version>.patch
 // (which every other tier runs on). A user installing the packages gets that BullMQ; the patch only
 // saves round trips, and these tests hold that it changes nothing else.
-import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
-import { homedir } from 'node:os';
-import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { fromRegistry } from './scripts/registry-cache.js';
 
 /** The BullMQ version the messaging package depends on. */
-export const bullmqVersion = (
+const bullmqVersion = (
   JSON.parse(readFileSync(new URL('./packages/messaging/package.json', import.meta.url), 'utf8')) as {
     dependencies: Record<string, string>;
   }
 ).dependencies.bullmq!;
 
-/** Where that version is installed as published, its own dependencies beside it. */
-export const publishedBullmqDir = join(
-  process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'),
-  'idem',
-  `bullmq-${bullmqVersion}`,
-);
-export const publishedBullmq = join(publishedBullmqDir, 'node_modules', 'bullmq');
-
-/** Installs it from the npm registry once per machine (a few seconds), as .ci/run installs Node itself. */
-export function installPublishedBullmq(): void {
-  if (existsSync(join(publishedBullmq, 'package.json'))) return;
-  execFileSync(
-    'npm',
-    [
-      'install',
-      '--silent',
-      '--no-save',
-      '--no-package-lock',
-      '--prefix',
-      publishedBullmqDir,
-      `bullmq@${bullmqVersion}`,
-    ],
-    { stdio: 'inherit' },
-  );
-}
+/** That version as published, installed once per machine: the tier imports it in place of the patched one. */
+export const publishedBullmq = (): string => fromRegistry('bullmq', bullmqVersion, `bullmq-${bullmqVersion}`);

@@ -1,8 +1,5 @@
 import { defineConfig } from 'vitest/config';
-import { installPublishedBullmq, publishedBullmq } from './vitest.bullmq-as-published.js';
-
-// Before any module is loaded: the tier `bullmq-as-published` imports it in place of the patched one.
-installPublishedBullmq();
+import { publishedBullmq } from './vitest.bullmq-as-published.js';
 
 const shared = {
   resolve: { conditions: ['development'] },
@@ -61,7 +58,8 @@ export default defineConfig({
             globalSetup: needsServers,
           },
         ),
-        resolve: { ...shared.resolve, alias: { bullmq: publishedBullmq } },
+        // Installed here, before any module is loaded (a global setup would come too late).
+        resolve: { ...shared.resolve, alias: { bullmq: publishedBullmq() } },
       },
       // Each e2e file runs a whole system (a dozen processes and their connection pools): they
       // run after the other tiers, one file at a time, so two never share the 2 cores and

