@@ -5,4 +5,3 @@ export {
   type CheckedDelivery,
   type ConsumerCheck,
 } from './consumer-check.js';
-export { crashAt, CrashWindowNotReached, type Crash, type CrashOptions, type CrashWindow } from './crash.js';
