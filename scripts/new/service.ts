@@ -198,8 +198,18 @@ stopOnSignal(
 `;
 
 const service = (name: string, Name: string) => `import { faultsFromEnv, type Faults } from '@idem/faults';
+import { createInbox } from '@idem/inbox';
 import { shop } from '@idem/shop';
-import { createLogger, faultSwitches, runService, type RunningService } from '@idem/runtime';
+import {
+  consumers,
+  createLogger,
+  deadLetters,
+  faultSwitches,
+  inboxRetention,
+  outbox,
+  runService,
+  type RunningService,
+} from '@idem/runtime';
 import type { ${Name}Config } from './config.js';
 import { connectDatabase, type PrismaClient } from './db.js';
 
@@ -210,6 +220,7 @@ export async function start${Name}(
 ): Promise<RunningService & { db: PrismaClient }> {
   const log = createLogger('${name}', config.LOG_LEVEL);
   const db = connectDatabase(config.DATABASE_URL, config.DATABASE_POOL_MAX);
+  const inbox = createInbox({ db, faults, now });
   const running = await runService({
     name: '${name}',
     catalogue: shop,
@@ -217,13 +228,13 @@ export async function start${Name}(
     log,
     db,
     faults,
-    now,
-    consumers: {
-      // \`pnpm new consumer ${name} <contract>\` adds each consumer here.
-    },
-    outbox: true,
     parts: [
-      // What else it runs: its API, a worker of its own, gauges.
+      outbox(),
+      inboxRetention(),
+      consumers(inbox, [
+        // \`pnpm new consumer ${name} <contract>\` adds each consumer here.
+      ]),
+      deadLetters(inbox),
       faultSwitches(),
     ],
   });

@@ -1,7 +1,7 @@
 import { Writable } from 'node:stream';
 import { fromNodePostgres, migrate } from '@idem/database';
 import { faultsFromEnv, noFaults } from '@idem/faults';
-import { inboxTables, RetentionError } from '@idem/inbox';
+import { createInbox, inboxTables, RetentionError } from '@idem/inbox';
 import { outboxTables } from '@idem/outbox';
 import { pino } from 'pino';
 import {
@@ -17,17 +17,18 @@ import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { baseConfigSchema, parseConfig } from './config.js';
 import { createLogger } from './logger.js';
+import { deadLetters } from './parts/dead-letter-routes.js';
 import { faultSwitches } from './parts/fault-switches.js';
-import type { ServicePart } from './context.js';
-import { runService } from './run-service.js';
+import { inboxRetention } from './parts/inbox-retention.js';
+import { outbox } from './parts/outbox.js';
+import { runService, type ServicePart } from './run-service.js';
 import { shop } from '@idem/shop';
 
 const prefix = uniqueName('idem_test_runtime');
-const processed = async () => ({ outcome: 'processed' as const });
 afterAll(() => deleteQueues(prefix));
 
 describe('runService', () => {
-  it('refuses to start when the retention is shorter than the horizon or a part refuses; what started stops', async () => {
+  it('stops the parts that started when a later one refuses to start, and closes its connections', async () => {
     const database = await createTestDatabase('runtime');
     const pool = new pg.Pool({ connectionString: database.url });
     const events: string[] = [];
@@ -43,7 +44,7 @@ describe('runService', () => {
       REDIS_URL: redisUrl,
       IDEM_QUEUE_PREFIX: prefix,
       LOG_LEVEL: 'silent',
-      // Shorter than the replay horizon: the inbox's retention refuses to start.
+      // Shorter than the replay horizon: inboxRetention() refuses to start.
       INBOX_RETENTION_MS: '1000',
     });
     try {
@@ -54,31 +55,11 @@ describe('runService', () => {
         log: createLogger('runtime', 'silent'),
         db: fromNodePostgres(pool),
         faults: noFaults,
-        consumers: { 'orders.stock-reserved.v1': processed },
-        parts: [recorder],
+        parts: [recorder, inboxRetention()],
       });
       await expect(starting).rejects.toBeInstanceOf(RetentionError);
-      expect(events).toEqual([]); // refused before any part started
+      expect(events).toEqual(['started', 'stopped']);
       expect(pool.ended).toBe(true);
-
-      const refusing: ServicePart = {
-        name: 'refusing',
-        start: () => {
-          throw new Error('refused');
-        },
-      };
-      const failing = runService({
-        name: 'runtime',
-        catalogue: shop,
-        config: { ...config, INBOX_RETENTION_MS: 30 * 24 * 3_600_000 },
-        log: createLogger('runtime', 'silent'),
-        db: fromNodePostgres(new pg.Pool({ connectionString: database.url })),
-        faults: noFaults,
-        consumers: { 'orders.stock-reserved.v1': processed },
-        parts: [recorder, refusing],
-      });
-      await expect(failing).rejects.toThrow('refused');
-      expect(events).toEqual(['started', 'stopped']); // the part before it stopped, and the consumers with it
     } finally {
       await database.drop();
     }
@@ -102,7 +83,6 @@ describe('the audit trail', () => {
       REDIS_URL: redisUrl,
       IDEM_QUEUE_PREFIX: prefix,
       ADMIN_TOKENS: `alice:${ALICE},bob:${BOB}`,
-      IDEM_ROLES: 'http', // an API process: the operator's routes, no consumer
     });
     const db = fromNodePostgres(pool);
     const service = await runService({
@@ -112,9 +92,7 @@ describe('the audit trail', () => {
       log,
       db,
       faults: noFaults,
-      consumers: { 'orders.stock-reserved.v1': processed },
-      outbox: true,
-      parts: [],
+      parts: [outbox(), deadLetters(createInbox({ db }))],
     });
     const call = (method: string, path: string, token?: string, body?: unknown) =>
       fetch(`http://127.0.0.1:${service.http.port}${path}`, {
@@ -200,8 +178,7 @@ describe('the fault switches token (FAULTS_TOKEN)', () => {
       log: createLogger('runtime', 'silent'),
       db,
       faults: faultsFromEnv({ IDEM_FAULTS_ENABLED: '1' }),
-      consumers: { 'orders.stock-reserved.v1': processed },
-      parts: [faultSwitches()],
+      parts: [deadLetters(createInbox({ db })), faultSwitches()],
     });
     const get = (path: string) =>
       fetch(`http://127.0.0.1:${service.http.port}${path}`, { headers: { authorization: `Bearer ${FAULTS_TOKEN}` } });
@@ -239,9 +216,7 @@ describe('a service whose database is away when it starts', () => {
       log: createLogger('runtime', 'silent'),
       db,
       faults: noFaults,
-      consumers: { 'orders.stock-reserved.v1': processed },
-      outbox: true,
-      parts: [],
+      parts: [outbox(), inboxRetention(), deadLetters(createInbox({ db }))],
     });
     const health = async () => (await fetch(`http://127.0.0.1:${service.http.port}/health`)).status;
     try {

@@ -1,6 +1,19 @@
 import { faultsFromEnv, type Faults } from '@idem/faults';
+import { createInbox } from '@idem/inbox';
 import { shop } from '@idem/shop';
-import { api, createLogger, faultSwitches, gauges, runService, worker, type RunningService } from '@idem/runtime';
+import {
+  api,
+  consumer,
+  consumers,
+  createLogger,
+  deadLetters,
+  faultSwitches,
+  gauges,
+  inboxRetention,
+  runService,
+  worker,
+  type RunningService,
+} from '@idem/runtime';
 import { createDispatcher } from './workers/dispatcher.js';
 import type { NotificationsConfig } from './config.js';
 import { handleOrderPlaced } from './consumers/order-placed.js';
@@ -16,6 +29,7 @@ export async function startNotifications(
 ): Promise<RunningService & { db: PrismaClient }> {
   const log = createLogger('notifications', config.LOG_LEVEL);
   const db = connectDatabase(config.DATABASE_URL, config.DATABASE_POOL_MAX);
+  const inbox = createInbox({ db, faults, now });
   const running = await runService({
     catalogue: shop,
     name: 'notifications',
@@ -23,13 +37,8 @@ export async function startNotifications(
     log,
     db,
     faults,
-    now,
-    consumers: {
-      'notifications.order-placed.v1': handleOrderPlaced({ now }),
-      'notifications.payment-captured.v1': handlePaymentCaptured({ now }),
-      'notifications.payment-refunded.v1': handlePaymentRefunded({ now }),
-    },
     parts: [
+      inboxRetention(),
       worker('email dispatcher', () =>
         createDispatcher({
           db,
@@ -46,6 +55,11 @@ export async function startNotifications(
           smtpTimeoutMs: config.SMTP_TIMEOUT_MS,
         }),
       ),
+      consumers(inbox, [
+        consumer(shop, 'notifications.order-placed.v1', handleOrderPlaced({ now })),
+        consumer(shop, 'notifications.payment-captured.v1', handlePaymentCaptured({ now })),
+        consumer(shop, 'notifications.payment-refunded.v1', handlePaymentRefunded({ now })),
+      ]),
       gauges(({ metrics }) =>
         metrics.gauge(
           'idem_email_work_items',
@@ -59,6 +73,7 @@ export async function startNotifications(
         ),
       ),
       api('email API', (app, { operators }) => emailRoutes(app, { db, operators })),
+      deadLetters(inbox),
       faultSwitches(),
     ],
   });
