@@ -1,7 +1,8 @@
 /**
  * docs/extending.md, followed as a reader would: in a copy of this repository (what git tracks
  * or would track, as it is now), it runs each `sh guide` block's commands and applies each code
- * block that names a file — the whole file, or inserted `before`/`after` a line, or appended.
+ * block that names a file — the whole file, inserted `before`/`after` a line, in `replace` of
+ * one, or appended.
  * Right after `pnpm new service`, before any hand step, the anatomy test passes on the new
  * service as the scaffold wrote it. The guide's last steps typecheck everything and run the new
  * service's tests.
@@ -19,7 +20,7 @@ export type GuideStep =
   | {
       readonly kind: 'write';
       readonly file: string;
-      readonly at: 'file' | 'before' | 'after' | 'append';
+      readonly at: 'file' | 'before' | 'after' | 'replace' | 'append';
       readonly anchor?: string;
       readonly text: string;
     };
@@ -38,8 +39,8 @@ export function stepsOf(markdown: string): GuideStep[] {
     }
     const file = / file=(\S+)/.exec(info!)?.[1];
     if (!file) continue;
-    const placed = / (before|after)="([^"]+)"/.exec(info!);
-    const at = placed ? (placed[1] as 'before' | 'after') : / append\b/.test(info!) ? 'append' : 'file';
+    const placed = / (before|after|replace)="([^"]+)"/.exec(info!);
+    const at = placed ? (placed[1] as 'before' | 'after' | 'replace') : / append\b/.test(info!) ? 'append' : 'file';
     steps.push({ kind: 'write', file, at, ...(placed ? { anchor: placed[2] } : {}), text: body! });
   }
   return steps;
@@ -58,7 +59,8 @@ function apply(dir: string, step: Extract<GuideStep, { kind: 'write' }>): void {
   const matches = lines.flatMap((line, index) => (line.includes(step.anchor!) ? [index] : []));
   if (matches.length !== 1)
     throw new Error(`${step.file}: ${matches.length} lines contain "${step.anchor}"; the guide needs exactly one`);
-  lines.splice(step.at === 'after' ? matches[0]! + 1 : matches[0]!, 0, ...step.text.replace(/\n$/, '').split('\n'));
+  const at = step.at === 'after' ? matches[0]! + 1 : matches[0]!;
+  lines.splice(at, step.at === 'replace' ? 1 : 0, ...step.text.replace(/\n$/, '').split('\n'));
   writeFileSync(path, lines.join('\n'));
 }
 

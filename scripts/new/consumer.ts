@@ -27,8 +27,6 @@ export function newConsumer(service: string, contract: string): void {
   create(`services/${service}/src/application/${event}.ts`, useCaseFile(names));
   create(`services/${service}/src/consumers/${event}.ts`, handlerFile(names));
   create(`services/${service}/src/consumers/${event}.int.spec.ts`, specFile(names));
-  if (!readFileSync(join(root, composition), 'utf8').includes('\n  consumer,\n'))
-    insert(composition, 'before', /^ {2}consumers,$/, '  consumer,');
   insert(
     composition,
     'after',
@@ -38,8 +36,8 @@ export function newConsumer(service: string, contract: string): void {
   insert(
     composition,
     'after',
-    /^\s+(\/\/ `pnpm new consumer .* adds each consumer here\.|consumer\(shop, ')/,
-    `        consumer(shop, '${name}', ${handler}({ now })),`,
+    /^\s+(\/\/ `pnpm new consumer .* adds each consumer here\.|'[\w.-]+': handle\w+\()/,
+    `      '${name}': ${handler}({ now }),`,
   );
   console.log(`
 next: write what ${name} does in services/${service}/src/application/${event}.ts, then

@@ -198,18 +198,8 @@ stopOnSignal(
 `;
 
 const service = (name: string, Name: string) => `import { faultsFromEnv, type Faults } from '@idem/faults';
-import { createInbox } from '@idem/inbox';
 import { shop } from '@idem/shop';
-import {
-  consumers,
-  createLogger,
-  deadLetters,
-  faultSwitches,
-  inboxRetention,
-  outbox,
-  runService,
-  type RunningService,
-} from '@idem/runtime';
+import { createLogger, faultSwitches, runService, type RunningService } from '@idem/runtime';
 import type { ${Name}Config } from './config.js';
 import { connectDatabase, type PrismaClient } from './db.js';
 
@@ -220,7 +210,6 @@ export async function start${Name}(
 ): Promise<RunningService & { db: PrismaClient }> {
   const log = createLogger('${name}', config.LOG_LEVEL);
   const db = connectDatabase(config.DATABASE_URL, config.DATABASE_POOL_MAX);
-  const inbox = createInbox({ db, faults, now });
   const running = await runService({
     name: '${name}',
     catalogue: shop,
@@ -228,13 +217,13 @@ export async function start${Name}(
     log,
     db,
     faults,
+    now,
+    consumers: {
+      // \`pnpm new consumer ${name} <contract>\` adds each consumer here.
+    },
+    outbox: true,
     parts: [
-      outbox(),
-      inboxRetention(),
-      consumers(inbox, [
-        // \`pnpm new consumer ${name} <contract>\` adds each consumer here.
-      ]),
-      deadLetters(inbox),
+      // What else it runs: its API, a worker of its own, gauges.
       faultSwitches(),
     ],
   });

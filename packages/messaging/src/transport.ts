@@ -1,14 +1,15 @@
 import { defaultDeliveryPolicy, subscriptionsOf, type DeliveryPolicy, type Transport } from '@idem/transport';
 import { startConsumer, type ConsumerOptions } from './consumer.js';
 import type { DURABILITIES } from './durability.js';
-import { createPublisher } from './publisher.js';
+import { createPublisher, type Publisher, type PublisherOptions } from './publisher.js';
 import type { BrokerOptions } from './redis.js';
 
 /** BullMQ on Redis as a transport: its Redis, delivery policy, durability and locks, for every publisher and consumer of it. */
 export interface BullmqOptions
   extends
     BrokerOptions,
-    Pick<ConsumerOptions<never, never, never>, 'lockDurationMs' | 'stalledIntervalMs' | 'maxStalledCount'> {
+    Pick<ConsumerOptions<never, never, never>, 'lockDurationMs' | 'stalledIntervalMs' | 'maxStalledCount'>,
+    Pick<PublisherOptions, 'durabilityTimeoutMs'> {
   /** @defaultValue defaultDeliveryPolicy */
   readonly policy?: DeliveryPolicy;
   /** What "published" waits for (durability.ts). @defaultValue 'auto' */
@@ -20,7 +21,7 @@ export interface BullmqOptions
  * BullMQ's exponential backoff, a lock per delivery that another instance takes over when its owner
  * dies. The publisher writes to the queue of each consumer the catalogue subscribes to the contract.
  */
-export function bullmq(options: BullmqOptions = {}): Transport {
+export function bullmq(options: BullmqOptions = {}): Transport<Publisher> {
   const policy = options.policy ?? defaultDeliveryPolicy;
   return {
     system: 'bullmq',

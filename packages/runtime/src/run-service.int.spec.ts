@@ -1,7 +1,7 @@
 import { Writable } from 'node:stream';
 import { fromNodePostgres, migrate } from '@idem/database';
 import { faultsFromEnv, noFaults } from '@idem/faults';
-import { createInbox, inboxTables, RetentionError } from '@idem/inbox';
+import { inboxTables, RetentionError } from '@idem/inbox';
 import { outboxTables } from '@idem/outbox';
 import { pino } from 'pino';
 import {
@@ -17,18 +17,17 @@ import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { baseConfigSchema, parseConfig } from './config.js';
 import { createLogger } from './logger.js';
-import { deadLetters } from './parts/dead-letter-routes.js';
 import { faultSwitches } from './parts/fault-switches.js';
-import { inboxRetention } from './parts/inbox-retention.js';
-import { outbox } from './parts/outbox.js';
-import { runService, type ServicePart } from './run-service.js';
+import type { ServicePart } from './context.js';
+import { runService } from './run-service.js';
 import { shop } from '@idem/shop';
 
 const prefix = uniqueName('idem_test_runtime');
+const processed = async () => ({ outcome: 'processed' as const });
 afterAll(() => deleteQueues(prefix));
 
 describe('runService', () => {
-  it('stops the parts that started when a later one refuses to start, and closes its connections', async () => {
+  it('refuses to start when the retention is shorter than the horizon or a part refuses; what started stops', async () => {
     const database = await createTestDatabase('runtime');
     const pool = new pg.Pool({ connectionString: database.url });
     const events: string[] = [];
@@ -44,7 +43,7 @@ describe('runService', () => {
       REDIS_URL: redisUrl,
       IDEM_QUEUE_PREFIX: prefix,
       LOG_LEVEL: 'silent',
-      // Shorter than the replay horizon: inboxRetention() refuses to start.
+      // Shorter than the replay horizon: the inbox's retention refuses to start.
       INBOX_RETENTION_MS: '1000',
     });
     try {
@@ -55,11 +54,31 @@ describe('runService', () => {
         log: createLogger('runtime', 'silent'),
         db: fromNodePostgres(pool),
         faults: noFaults,
-        parts: [recorder, inboxRetention()],
+        consumers: { 'orders.stock-reserved.v1': processed },
+        parts: [recorder],
       });
       await expect(starting).rejects.toBeInstanceOf(RetentionError);
-      expect(events).toEqual(['started', 'stopped']);
+      expect(events).toEqual([]); // refused before any part started
       expect(pool.ended).toBe(true);
+
+      const refusing: ServicePart = {
+        name: 'refusing',
+        start: () => {
+          throw new Error('refused');
+        },
+      };
+      const failing = runService({
+        name: 'runtime',
+        catalogue: shop,
+        config: { ...config, INBOX_RETENTION_MS: 30 * 24 * 3_600_000 },
+        log: createLogger('runtime', 'silent'),
+        db: fromNodePostgres(new pg.Pool({ connectionString: database.url })),
+        faults: noFaults,
+        consumers: { 'orders.stock-reserved.v1': processed },
+        parts: [recorder, refusing],
+      });
+      await expect(failing).rejects.toThrow('refused');
+      expect(events).toEqual(['started', 'stopped']); // the part before it stopped, and the consumers with it
     } finally {
       await database.drop();
     }
@@ -83,6 +102,7 @@ describe('the audit trail', () => {
       REDIS_URL: redisUrl,
       IDEM_QUEUE_PREFIX: prefix,
       ADMIN_TOKENS: `alice:${ALICE},bob:${BOB}`,
+      IDEM_ROLES: 'http', // an API process: the operator's routes, no consumer
     });
     const db = fromNodePostgres(pool);
     const service = await runService({
@@ -92,7 +112,9 @@ describe('the audit trail', () => {
       log,
       db,
       faults: noFaults,
-      parts: [outbox(), deadLetters(createInbox({ db }))],
+      consumers: { 'orders.stock-reserved.v1': processed },
+      outbox: true,
+      parts: [],
     });
     const call = (method: string, path: string, token?: string, body?: unknown) =>
       fetch(`http://127.0.0.1:${service.http.port}${path}`, {
@@ -178,7 +200,8 @@ describe('the fault switches token (FAULTS_TOKEN)', () => {
       log: createLogger('runtime', 'silent'),
       db,
       faults: faultsFromEnv({ IDEM_FAULTS_ENABLED: '1' }),
-      parts: [deadLetters(createInbox({ db })), faultSwitches()],
+      consumers: { 'orders.stock-reserved.v1': processed },
+      parts: [faultSwitches()],
     });
     const get = (path: string) =>
       fetch(`http://127.0.0.1:${service.http.port}${path}`, { headers: { authorization: `Bearer ${FAULTS_TOKEN}` } });
@@ -216,7 +239,9 @@ describe('a service whose database is away when it starts', () => {
       log: createLogger('runtime', 'silent'),
       db,
       faults: noFaults,
-      parts: [outbox(), inboxRetention(), deadLetters(createInbox({ db }))],
+      consumers: { 'orders.stock-reserved.v1': processed },
+      outbox: true,
+      parts: [],
     });
     const health = async () => (await fetch(`http://127.0.0.1:${service.http.port}/health`)).status;
     try {

@@ -1,6 +1,5 @@
-import type { Catalogue } from '@idem/contracts';
-import type { SqlClient, TransactionalClient } from '@idem/database';
-import type { Faults } from '@idem/faults';
+import type { Catalogue, CatalogueSpec } from '@idem/contracts';
+import type { SqlClient } from '@idem/database';
 import {
   createHttpApp,
   HttpError,
@@ -9,79 +8,27 @@ import {
   operatorsFromEnv,
   route,
   serveOpenApi,
-  type Operator,
   type RunningServer,
 } from '@idem/http';
 import { classifyFailure } from '@idem/inbox';
 import {
   connectRedis,
   createDeliveryJournal,
-  createPublisher,
   killRunawayScripts,
   mastersOf,
-  publicationEntries,
   type DeliveryJournal,
   type Publisher,
   rateLimitPrefix,
   type RedisClient,
 } from '@idem/messaging';
 import { createMetrics, type Metrics } from '@idem/observability';
-import type { Express } from 'express';
+import type { Idem } from '@idem/service';
 import type { BaseConfig } from './config.js';
+import { queueGauges, startServiceIdem } from './idem.js';
 import type { Logger } from './logger.js';
-
-/** A role a process runs (IDEM_ROLES); the native run and compose run them all in one process. */
-export type Role = BaseConfig['IDEM_ROLES'] extends Set<infer R> ? R : never;
-
-/** What every part of a service shares: built once per process by {@link runService}. */
-export interface ServiceContext<Tx extends SqlClient = SqlClient> {
-  readonly name: string;
-  readonly catalogue: Catalogue;
-  readonly config: BaseConfig;
-  readonly log: Logger;
-  readonly db: TransactionalClient<Tx>;
-  readonly faults: Faults;
-  /** The roles this process runs: a part starts only what its role asks for. */
-  readonly roles: ReadonlySet<Role>;
-  readonly metrics: Metrics;
-  readonly publisher: Publisher;
-  /** Where deliveries (and the service's own provider calls) are recorded for people to see. */
-  readonly journal: DeliveryJournal;
-  /** The process's Redis connection (rate limits count there). */
-  readonly redis: RedisClient;
-  /** This process, as the journal and the console name it. */
-  readonly process: string;
-  /** Who may call the operator routes (ADMIN_TOKEN, ADMIN_TOKENS); none: they are disabled. */
-  readonly operators: readonly Operator[];
-}
-
-/** What a part leaves running: its routes (added when the process serves HTTP) and how it stops. */
-export interface StartedPart {
-  readonly routes?: (app: Express) => void;
-  readonly stop?: () => Promise<void>;
-}
-
-/**
- * One named piece of a service — its consumers, its outbox relay, a worker, its API, the
- * operator's routes — that the composition root (each service's `service.ts`) lists.
- */
-export interface ServicePart<Tx extends SqlClient = SqlClient> {
-  /** What the startup log calls it. */
-  readonly name: string;
-  start(context: ServiceContext<Tx>): StartedPart | Promise<StartedPart>;
-}
-
-export interface ServiceDefinition<Tx extends SqlClient> {
-  readonly name: string;
-  /** The system's catalogue of events: what the service's consumers take and its relay publishes. */
-  readonly catalogue: Catalogue;
-  readonly config: BaseConfig;
-  readonly log: Logger;
-  readonly db: TransactionalClient<Tx> & { $disconnect(): Promise<unknown> };
-  readonly faults: Faults;
-  /** Everything the service runs, in the order it starts (and the reverse order it stops). */
-  readonly parts: readonly ServicePart<Tx>[];
-}
+import { sharedWhileInFlight, type ServiceContext, type ServiceDefinition, type StartedPart } from './context.js';
+import { deadLetters } from './parts/dead-letter-routes.js';
+import { outbox } from './parts/outbox.js';
 
 export interface RunningService {
   readonly http: RunningServer;
@@ -124,31 +71,42 @@ export const processName = (service: string) => `${service}/${process.pid}`;
  * shuts down in the safe order: stop taking requests, stop the parts in reverse (consumers finish
  * or abandon in-flight deliveries, which are redelivered), then close connections.
  */
-export async function runService<Tx extends SqlClient>(service: ServiceDefinition<Tx>): Promise<RunningService> {
+export async function runService<Tx extends SqlClient, S extends CatalogueSpec>(
+  service: ServiceDefinition<Tx, S>,
+): Promise<RunningService> {
   const { name, config, log, db } = service;
-  const context = sharedContext(service);
-  const { redis, publisher, journal, metrics } = context;
+  const shared = sharedContext(service);
+  const { redis, journal } = shared;
   const stopWatching = killRunawayScripts(redis, {
     onBusy: (outcome) => log.error({ outcome }, `a Lua script held Redis past its busy-reply-threshold: ${outcome}`),
   });
   const started: StartedPart[] = [];
-  /** Parts in reverse (consumers finish or abandon in-flight deliveries), then the connections. */
+  let idem: Idem<Tx, Publisher> | undefined;
+  /** Parts in reverse, the composition (consumers finish or abandon in-flight deliveries), then the connections. */
   async function shutDown(): Promise<void> {
     for (const part of [...started].reverse()) await part.stop?.();
-    await publisher.close();
+    await idem?.stop();
     await journal.close();
     stopWatching();
     redis.disconnect();
     await db.$disconnect();
   }
+  let context: ServiceContext<Tx>;
   try {
-    for (const part of service.parts) started.push(await part.start(context));
+    // Refuses to start (a retention shorter than the replay horizon) before anything runs.
+    idem = startServiceIdem(service, shared);
+    context = { ...shared, idem, publisher: idem.publisher };
+    const consumers = Object.keys(service.consumers ?? {});
+    if (consumers.length > 0 && context.roles.has('consumers')) queueGauges(context, consumers);
+    const parts = [...(service.outbox ? [outbox()] : []), ...(consumers.length > 0 ? [deadLetters()] : [])];
+    for (const part of [...parts, ...service.parts]) started.push(await part.start(context));
   } catch (error) {
     // A part that refuses to start (a retention shorter than the replay horizon) must not leave
     // those started before it running: a relay or consumers of a process that failed to start.
     await shutDown();
     throw error;
   }
+  const { metrics, publisher } = context;
   const http = await listen(httpApp(context, started), config.PORT, { host: config.HOST }).catch(
     async (error: unknown) => {
       await shutDown();
@@ -169,44 +127,30 @@ export async function runService<Tx extends SqlClient>(service: ServiceDefinitio
   };
 }
 
-/** What every part of the process shares: the publisher, the delivery journal, metrics, Redis. */
-function sharedContext<Tx extends SqlClient>({
+/** What every part of the process shares but the composition: the delivery journal, metrics, Redis. */
+function sharedContext<Tx extends SqlClient, S extends CatalogueSpec>({
   name,
   catalogue,
   config,
   log,
   db,
   faults,
-}: ServiceDefinition<Tx>): ServiceContext<Tx> {
+}: ServiceDefinition<Tx, S>): Omit<ServiceContext<Tx>, 'idem' | 'publisher'> {
   const redis = connectRedis(config.REDIS_URL, { maxRetriesPerRequest: 1, lazyConnect: true });
   const metrics = createMetrics(name);
-  const journal = journalFor(config, name);
-  const me = processName(name);
-  const publisher = createPublisher({
-    catalogue,
-    redisUrl: config.REDIS_URL,
-    prefix: config.IDEM_QUEUE_PREFIX,
-    faults,
-    durability: config.RELAY_DURABILITY,
-    durabilityTimeoutMs: config.RELAY_DURABILITY_TIMEOUT_MS,
-    onPublished: (envelopes, copies) => {
-      for (const entry of publicationEntries(envelopes, copies, me)) journal.record(entry);
-    },
-  });
   redisGauges(metrics, redis);
   return {
     name,
-    catalogue,
+    catalogue: catalogue as unknown as Catalogue,
     config,
     log,
     db,
     faults,
     roles: config.IDEM_ROLES,
     metrics,
-    publisher,
-    journal,
+    journal: journalFor(config, name),
     redis,
-    process: me,
+    process: processName(name),
     operators: operatorsFromEnv(config),
   };
 }
@@ -334,10 +278,4 @@ export function stopOnSignal(stop: () => Promise<void>, log: Logger, timeoutMs =
   };
   process.once('SIGTERM', onSignal);
   process.once('SIGINT', onSignal);
-}
-
-/** Calls made while a read is under way share its answer, so the gauges of one scrape cost one read. */
-export function sharedWhileInFlight<T>(read: () => Promise<T>): () => Promise<T> {
-  let inFlight: Promise<T> | undefined;
-  return () => (inFlight ??= read().finally(() => (inFlight = undefined)));
 }

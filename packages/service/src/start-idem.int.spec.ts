@@ -6,7 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { defineCatalogue, type MessageOf } from '@idem/contracts';
-import { fromNodePostgres, type SqlClient } from '@idem/database';
+import { fromNodePostgres, runningAfterCommit, type SqlClient } from '@idem/database';
 import { permanentFailure, processed, type MessageHandler } from '@idem/inbox';
 import { bullmq } from '@idem/messaging';
 import { enqueue } from '@idem/outbox';
@@ -16,7 +16,7 @@ import { defaultDeliveryPolicy, type Transport } from '@idem/transport';
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { RetentionError, startIdem, type Idem, type Retention } from './index.js';
+import { RetentionError, startIdem, type Idem, type Retention, type Runs } from './index.js';
 
 const catalogue = defineCatalogue({
   'library.book-lent.v1': {
@@ -69,30 +69,32 @@ const chargeFee: MessageHandler<SqlClient, BookLent> = async (message, tx) => {
   return processed;
 };
 
-/** A loan and its event, committed together; `parked` writes it as the relay parks a row. */
+/** A loan's event, written in `tx`; `parked` writes it as the relay parks a row. */
+async function lendIn(tx: SqlClient, loanId: string, memberId = 'ada', parked = false): Promise<BookLent> {
+  const written = await enqueue(
+    tx,
+    catalogue,
+    {
+      type: 'library.book-lent.v1',
+      body: { loanId, memberId },
+      aggregateId: loanId,
+      aggregateVersion: 1,
+      correlationId: randomUUID(),
+      causationId: null,
+    },
+    new Date(),
+  );
+  if (parked)
+    await tx.$executeRaw`
+      UPDATE outbox_messages SET next_attempt_at = 'infinity', attempts = 20, last_error = 'refused'
+       WHERE message_id = ${written.messageId}::uuid`;
+  return written;
+}
+
+/** A loan and its event, committed together. */
 async function lend(memberId = 'ada', { parked = false } = {}): Promise<{ loanId: string; event: BookLent }> {
   const loanId = randomUUID();
-  const event = await db.$transaction(async (tx) => {
-    const written = await enqueue(
-      tx,
-      catalogue,
-      {
-        type: 'library.book-lent.v1',
-        body: { loanId, memberId },
-        aggregateId: loanId,
-        aggregateVersion: 1,
-        correlationId: randomUUID(),
-        causationId: null,
-      },
-      new Date(),
-    );
-    if (parked)
-      await tx.$executeRaw`
-        UPDATE outbox_messages SET next_attempt_at = 'infinity', attempts = 20, last_error = 'refused'
-         WHERE message_id = ${written.messageId}::uuid`;
-    return written;
-  });
-  return { loanId, event };
+  return { loanId, event: await db.$transaction((tx) => lendIn(tx, loanId, memberId, parked)) };
 }
 
 const feesOf = async (loanId: string) =>
@@ -105,8 +107,10 @@ describe.each(Object.keys(TRANSPORTS) as (keyof typeof TRANSPORTS)[])('startIdem
   const start = ({
     retention = {},
     replayWindowMs = 60_000,
-  }: { retention?: Retention; replayWindowMs?: number } = {}) =>
+    run,
+  }: { retention?: Retention; replayWindowMs?: number; run?: Runs } = {}) =>
     startIdem({
+      run,
       db,
       catalogue,
       transport,
@@ -188,6 +192,36 @@ describe.each(Object.keys(TRANSPORTS) as (keyof typeof TRANSPORTS)[])('startIdem
     expect((await idem!.parked.list()).map((row) => row.lastError)).toEqual(['refused']);
     expect(await idem!.parked.retry()).toBe(1);
     await waitFor(async () => (await feesOf(parked)) === 1, { what: 'the parked loan published and charged' });
+  });
+
+  it('runs only the parts a process is given; the handoff publishes at commit, with no relay poll', async () => {
+    await idem?.stop();
+    // An API process: it writes events and runs neither consumers nor the relay.
+    const api = start({ run: { consumers: false, relay: false, maintenance: false } });
+    const { loanId } = await lend();
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(await feesOf(loanId)).toBe(0);
+    expect((await pool.query('SELECT 1 FROM outbox_messages WHERE published_at IS NULL')).rowCount).toBe(1);
+    await api.stop();
+
+    // A worker process: consumers and the relay, which takes what the API left.
+    const afterCommit = runningAfterCommit(db);
+    const handedOver: number[] = [];
+    idem = startIdem({
+      db: afterCommit,
+      catalogue,
+      transport,
+      consumers: { [CONSUMER]: chargeFee },
+      // Polls once an hour: only its first sweep (the API's row) and the handoff can publish.
+      relay: { pollIntervalMs: 3_600_000, handoff: { onPublished: (count) => handedOver.push(count) } },
+      run: { maintenance: false },
+    });
+    await idem.ready;
+    await waitFor(async () => (await feesOf(loanId)) === 1, { what: "the API process's loan, by the relay" });
+    const later = randomUUID();
+    await afterCommit.$transaction((tx) => lendIn(tx, later));
+    await waitFor(async () => (await feesOf(later)) === 1, { what: 'the later loan, handed over at its commit' });
+    expect(handedOver).toEqual([1]);
   });
 
   it('stops in order: the delivery it holds ends with its commit before anything closes', async () => {

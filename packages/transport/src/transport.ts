@@ -13,12 +13,13 @@ import type { DeliveryPolicy } from './delivery-policy.js';
  * is BullMQ's (`bullmq({ redisUrl })`), `@idem/rabbitmq` RabbitMQ's (`rabbitmq({ url })`); the code
  * around them is the same.
  */
-export interface Transport {
+export interface Transport<P extends Publisher = Publisher> {
   /** OpenTelemetry's `messaging.system`: `bullmq`, `rabbitmq`. */
   readonly system: string;
   /** How deliveries are retried and kept: the inbox's replay horizon is derived from it (`replayHorizonOf`). */
   readonly policy: DeliveryPolicy;
-  createPublisher(options: PublisherOptions): Publisher;
+  /** A publisher of this broker (`@idem/messaging`'s also counts a consumer's queued deliveries). */
+  createPublisher(options: PublisherOptions): P;
   /**
    * Declares at the broker what a consumer subscribes to, without taking deliveries: from then on
    * what is published to those contracts waits for it (`startConsumer` does this too). Run it when

@@ -1,19 +1,6 @@
 import { faultsFromEnv, type Faults } from '@idem/faults';
-import { createInbox } from '@idem/inbox';
 import { shop } from '@idem/shop';
-import {
-  api,
-  consumer,
-  consumers,
-  createLogger,
-  deadLetters,
-  faultSwitches,
-  inboxRetention,
-  outbox,
-  runService,
-  worker,
-  type RunningService,
-} from '@idem/runtime';
+import { api, createLogger, faultSwitches, runService, worker, type RunningService } from '@idem/runtime';
 import type { InventoryConfig } from './config.js';
 import { handleOrderCancelled } from './consumers/order-cancelled.js';
 import { handleOrderPlaced } from './consumers/order-placed.js';
@@ -30,7 +17,6 @@ export async function startInventory(
 ): Promise<RunningService & { db: PrismaClient }> {
   const log = createLogger('inventory', config.LOG_LEVEL);
   const db = connectDatabase(config.DATABASE_URL, config.DATABASE_POOL_MAX);
-  const inbox = createInbox({ db, faults, now });
   const running = await runService({
     catalogue: shop,
     name: 'inventory',
@@ -38,9 +24,15 @@ export async function startInventory(
     log,
     db,
     faults,
+    now,
+    consumers: {
+      'inventory.order-placed.v1': handleOrderPlaced({ now }),
+      'inventory.order-cancelled.v1': handleOrderCancelled({ now }),
+      'inventory.payment-failed.v1': handlePaymentFailed({ now }),
+      'inventory.payment-captured.v1': handlePaymentCaptured({ now }),
+    },
+    outbox: true,
     parts: [
-      outbox(),
-      inboxRetention(),
       worker('reservation expiry', () =>
         createReservationExpiry({
           db,
@@ -50,14 +42,7 @@ export async function startInventory(
           log,
         }),
       ),
-      consumers(inbox, [
-        consumer(shop, 'inventory.order-placed.v1', handleOrderPlaced({ now })),
-        consumer(shop, 'inventory.order-cancelled.v1', handleOrderCancelled({ now })),
-        consumer(shop, 'inventory.payment-failed.v1', handlePaymentFailed({ now })),
-        consumer(shop, 'inventory.payment-captured.v1', handlePaymentCaptured({ now })),
-      ]),
       api('stock API', (app, { operators }) => stockRoutes(app, { db, operators, now })),
-      deadLetters(inbox),
       faultSwitches(),
     ],
   });

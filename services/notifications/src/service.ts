@@ -1,19 +1,6 @@
 import { faultsFromEnv, type Faults } from '@idem/faults';
-import { createInbox } from '@idem/inbox';
 import { shop } from '@idem/shop';
-import {
-  api,
-  consumer,
-  consumers,
-  createLogger,
-  deadLetters,
-  faultSwitches,
-  gauges,
-  inboxRetention,
-  runService,
-  worker,
-  type RunningService,
-} from '@idem/runtime';
+import { api, createLogger, faultSwitches, gauges, runService, worker, type RunningService } from '@idem/runtime';
 import { createDispatcher } from './workers/dispatcher.js';
 import type { NotificationsConfig } from './config.js';
 import { handleOrderPlaced } from './consumers/order-placed.js';
@@ -29,7 +16,6 @@ export async function startNotifications(
 ): Promise<RunningService & { db: PrismaClient }> {
   const log = createLogger('notifications', config.LOG_LEVEL);
   const db = connectDatabase(config.DATABASE_URL, config.DATABASE_POOL_MAX);
-  const inbox = createInbox({ db, faults, now });
   const running = await runService({
     catalogue: shop,
     name: 'notifications',
@@ -37,8 +23,13 @@ export async function startNotifications(
     log,
     db,
     faults,
+    now,
+    consumers: {
+      'notifications.order-placed.v1': handleOrderPlaced({ now }),
+      'notifications.payment-captured.v1': handlePaymentCaptured({ now }),
+      'notifications.payment-refunded.v1': handlePaymentRefunded({ now }),
+    },
     parts: [
-      inboxRetention(),
       worker('email dispatcher', () =>
         createDispatcher({
           db,
@@ -55,11 +46,6 @@ export async function startNotifications(
           smtpTimeoutMs: config.SMTP_TIMEOUT_MS,
         }),
       ),
-      consumers(inbox, [
-        consumer(shop, 'notifications.order-placed.v1', handleOrderPlaced({ now })),
-        consumer(shop, 'notifications.payment-captured.v1', handlePaymentCaptured({ now })),
-        consumer(shop, 'notifications.payment-refunded.v1', handlePaymentRefunded({ now })),
-      ]),
       gauges(({ metrics }) =>
         metrics.gauge(
           'idem_email_work_items',
@@ -73,7 +59,6 @@ export async function startNotifications(
         ),
       ),
       api('email API', (app, { operators }) => emailRoutes(app, { db, operators })),
-      deadLetters(inbox),
       faultSwitches(),
     ],
   });

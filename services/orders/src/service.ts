@@ -1,20 +1,6 @@
 import { faultsFromEnv, type Faults } from '@idem/faults';
-import { createInbox } from '@idem/inbox';
 import { shop } from '@idem/shop';
-import {
-  api,
-  consumer,
-  consumers,
-  createLogger,
-  deadLetters,
-  faultSwitches,
-  gauges,
-  inboxRetention,
-  outbox,
-  runService,
-  worker,
-  type RunningService,
-} from '@idem/runtime';
+import { api, createLogger, faultSwitches, gauges, runService, worker, type RunningService } from '@idem/runtime';
 import { REFUSED_CAPTURES_HELP, refusedCaptures } from './application/captures.js';
 import { orderApiSettings, type OrdersConfig } from './config.js';
 import { handlePaymentCaptured } from './consumers/payment-captured.js';
@@ -35,7 +21,6 @@ export async function startOrders(
 ): Promise<RunningService & { db: PrismaClient }> {
   const log = createLogger('orders', config.LOG_LEVEL);
   const db = connectDatabase(config.DATABASE_URL, config.DATABASE_POOL_MAX);
-  const inbox = createInbox({ db, faults, now });
   const running = await runService({
     catalogue: shop,
     name: 'orders',
@@ -43,20 +28,20 @@ export async function startOrders(
     log,
     db,
     faults,
+    now,
+    consumers: {
+      'orders.stock-reserved.v1': handleStockReserved({ now }),
+      'orders.stock-rejected.v1': handleStockRejected({ now }),
+      'orders.payment-captured.v1': handlePaymentCaptured({ now }),
+      'orders.payment-failed.v1': handlePaymentFailed({ now }),
+      'orders.payment-refunded.v1': handlePaymentRefunded({ now }),
+      'orders.reservation-expired.v1': handleReservationExpired({ now }),
+    },
+    outbox: true,
     parts: [
-      outbox(),
-      inboxRetention(),
       worker('idempotency key cleanup', () =>
         createIdempotencyKeyCleanup({ db, now, intervalMs: config.MAINTENANCE_INTERVAL_MS, log }),
       ),
-      consumers(inbox, [
-        consumer(shop, 'orders.stock-reserved.v1', handleStockReserved({ now })),
-        consumer(shop, 'orders.stock-rejected.v1', handleStockRejected({ now })),
-        consumer(shop, 'orders.payment-captured.v1', handlePaymentCaptured({ now })),
-        consumer(shop, 'orders.payment-failed.v1', handlePaymentFailed({ now })),
-        consumer(shop, 'orders.payment-refunded.v1', handlePaymentRefunded({ now })),
-        consumer(shop, 'orders.reservation-expired.v1', handleReservationExpired({ now })),
-      ]),
       api('orders API', (app, { redis, operators }) =>
         orderRoutes(app, { db, now, operators, redis, ...orderApiSettings(config) }),
       ),
@@ -64,7 +49,6 @@ export async function startOrders(
         metrics.gauge('idem_orders_refused_captures', REFUSED_CAPTURES_HELP, ['refusal'], () => refusedCaptures(db)),
       ),
       api('catalog API', (app, { operators }) => catalogRoutes(app, { db, operators, now })),
-      deadLetters(inbox),
       faultSwitches(),
     ],
   });

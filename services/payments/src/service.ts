@@ -1,20 +1,6 @@
 import { faultsFromEnv, type Faults } from '@idem/faults';
-import { createInbox } from '@idem/inbox';
 import { shop } from '@idem/shop';
-import {
-  api,
-  consumer,
-  consumers,
-  createLogger,
-  deadLetters,
-  faultSwitches,
-  gauges,
-  inboxRetention,
-  outbox,
-  runService,
-  worker,
-  type RunningService,
-} from '@idem/runtime';
+import { api, createLogger, faultSwitches, gauges, runService, worker, type RunningService } from '@idem/runtime';
 import { createPaymentWorker } from './workers/payment-worker.js';
 import type { PaymentsConfig } from './config.js';
 import { handleOrderCancelled } from './consumers/order-cancelled.js';
@@ -30,7 +16,6 @@ export async function startPayments(
 ): Promise<RunningService & { db: PrismaClient }> {
   const log = createLogger('payments', config.LOG_LEVEL);
   const db = connectDatabase(config.DATABASE_URL, config.DATABASE_POOL_MAX);
-  const inbox = createInbox({ db, faults, now });
   const stripe = createStripeClient({
     apiKey: config.STRIPE_API_KEY,
     apiBase: config.STRIPE_API_BASE,
@@ -47,9 +32,13 @@ export async function startPayments(
     log,
     db,
     faults,
+    now,
+    consumers: {
+      'payments.stock-reserved.v1': handleStockReserved({ now }),
+      'payments.order-cancelled.v1': handleOrderCancelled({ now }),
+    },
+    outbox: true,
     parts: [
-      outbox(),
-      inboxRetention(),
       // The worker journals its provider calls beside the deliveries.
       worker('payment worker', ({ journal }) =>
         createPaymentWorker({
@@ -66,10 +55,6 @@ export async function startPayments(
           searchLagMs: config.PROVIDER_SEARCH_LAG_MS,
         }),
       ),
-      consumers(inbox, [
-        consumer(shop, 'payments.stock-reserved.v1', handleStockReserved({ now })),
-        consumer(shop, 'payments.order-cancelled.v1', handleOrderCancelled({ now })),
-      ]),
       gauges(({ metrics }) =>
         metrics.gauge('idem_payment_attempts', 'Payment attempts by status.', ['status'], async () =>
           (await db.paymentAttempt.groupBy({ by: ['status'], _count: true })).map((g) => ({
@@ -79,7 +64,6 @@ export async function startPayments(
         ),
       ),
       api('payments API', (app, { operators }) => paymentRoutes(app, { db, operators, now })),
-      deadLetters(inbox),
       faultSwitches(),
     ],
   });

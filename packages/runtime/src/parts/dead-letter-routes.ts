@@ -1,10 +1,10 @@
 import type { SqlClient } from '@idem/database';
 import { answer, auditResult, HttpError, requireOperator, route } from '@idem/http';
 import type { DeadLetterCursor, Inbox } from '@idem/inbox';
-import { replayDeadLetters, ReplayTruncatedError, ReplayWindowError, type Publisher } from '@idem/messaging';
+import { ReplayTruncatedError, ReplayWindowError, type Idem } from '@idem/service';
 import { z } from 'zod';
 import type { Express, RequestHandler } from 'express';
-import type { ServicePart } from '../run-service.js';
+import type { ServicePart } from '../context.js';
 
 type DeadLetterStore = Pick<Inbox<SqlClient>, 'deadLetters'>['deadLetters'];
 
@@ -12,16 +12,16 @@ type DeadLetterStore = Pick<Inbox<SqlClient>, 'deadLetters'>['deadLetters'];
  * The operator's routes for the inbox's dead letters (role `http`): list them a page at a
  * time, read one payload, replay them to their consumer.
  */
-export function deadLetters(inbox: Pick<Inbox<SqlClient>, 'deadLetters'>): ServicePart {
+export function deadLetters(): ServicePart {
   return {
     name: 'dead letters',
-    start: ({ config, roles, publisher, operators }) => ({
+    start: ({ roles, idem, operators }) => ({
       routes(app) {
         if (!roles.has('http')) return;
         const admin = requireOperator(operators);
-        listRoute(app, inbox.deadLetters, admin);
-        payloadRoute(app, inbox.deadLetters, admin);
-        replayRoute(app, inbox.deadLetters, admin, { publisher, replayWindowMs: config.REPLAY_WINDOW_MS });
+        listRoute(app, idem.inbox.deadLetters, admin);
+        payloadRoute(app, idem.inbox.deadLetters, admin);
+        replayRoute(app, idem.inbox.deadLetters, admin, idem.deadLetters.replay);
       },
     }),
   };
@@ -122,7 +122,7 @@ function replayRoute(
   app: Express,
   deadLetters: DeadLetterStore,
   admin: RequestHandler,
-  { publisher, replayWindowMs }: { publisher: Publisher; replayWindowMs: number },
+  replay: Idem<SqlClient>['deadLetters']['replay'],
 ) {
   route(
     app,
@@ -153,10 +153,7 @@ function replayRoute(
     },
     async ({ body: { force, ...filter } }, _req, res) => {
       try {
-        const replayed = await replayDeadLetters(deadLetters, publisher, filter, {
-          replayWindowMs,
-          ...(force ? { force } : {}),
-        });
+        const replayed = await replay(filter, force);
         const { limit: _limit, ...matching } = filter;
         const more = (await deadLetters.list({ ...matching, limit: 1, payloads: false })).length > 0;
         const ids = replayed.map((d) => ({ consumer: d.consumer, messageId: d.messageId }));

@@ -1,7 +1,7 @@
 import { FAULT_NAMES, isSwitchboard } from '@idem/faults';
 import { answer, requireOperator, route } from '@idem/http';
 import { z } from 'zod';
-import type { ServicePart } from '../run-service.js';
+import type { ServicePart } from '../context.js';
 
 const startedAt = new Date().toISOString();
 

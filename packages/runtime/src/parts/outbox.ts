@@ -1,34 +1,22 @@
 import { answer, auditResult, requireOperator, route } from '@idem/http';
-import { createPooledRelay, handoffFor, listParked, outboxBacklog, purgePublished, retryParked } from '@idem/outbox';
-import type { SqlClient } from '@idem/database';
+import { outboxBacklog } from '@idem/outbox';
 import type { Express, RequestHandler } from 'express';
 import { z } from 'zod';
-import { periodic } from '../periodic.js';
-import { sharedWhileInFlight, type ServiceContext, type ServicePart } from '../run-service.js';
+import { sharedWhileInFlight, type ServiceContext, type ServicePart } from '../context.js';
 
 /**
- * Everything about the service's outbox: its backlog gauges (every process), its publication
- * (role `relay`: the handoff of the events this process's transactions commit, when the service's
- * client runs work after commit, and the relay, which publishes what other processes — an API
- * without the role — and crashes leave), the retention of published rows (role `workers`), and
- * the operator's routes for the rows the relay parked (role `http`).
+ * What a service with an outbox shows its operator on every process: its backlog gauges, and
+ * (role `http`) the routes of the rows the relay parked. The handoff, the relay and the purge of
+ * published rows run in the composition (`@idem/service`).
  */
 export function outbox(): ServicePart {
   return {
     name: 'outbox',
     start(context) {
       backlogGauges(context);
-      const handoff = context.roles.has('relay') ? startHandoff(context) : undefined;
-      const relay = context.roles.has('relay') ? startRelay(context) : undefined;
-      const retention = context.roles.has('workers') ? startRetention(context) : undefined;
       return {
         routes(app) {
-          if (context.roles.has('http')) parkedRoutes(app, context.db, requireOperator(context.operators));
-        },
-        async stop() {
-          await retention?.stop();
-          await relay?.stop();
-          await handoff?.stop();
+          if (context.roles.has('http')) parkedRoutes(app, context.idem.parked, requireOperator(context.operators));
         },
       };
     },
@@ -55,55 +43,7 @@ function backlogGauges({ db, metrics }: ServiceContext) {
   );
 }
 
-/** Publication right after commit, on the process's publisher: the relay sweeps only what it leaves. */
-function startHandoff({ name, db, faults, log, metrics, publisher }: ServiceContext) {
-  const handoff = handoffFor(db);
-  handoff.start({
-    publish: (events) => publisher.publish(events),
-    name: `${name}.handoff`,
-    faults,
-    onError: (error) => log.warn({ err: error }, 'outbox handoff failed: the relay publishes these events'),
-    onPublished: (count) => metrics.relayPublished.inc({ by: 'handoff' }, count),
-  });
-  return handoff;
-}
-
-/**
- * The relay, on a pool of its own: its batches in flight hold their connections while they wait
- * for the broker, so a broker outage holds the relay's connections and never the API's or the
- * consumers' (docs/benchmarks/log.md, "The relay").
- */
-function startRelay({ name, config, faults, log, metrics, publisher }: ServiceContext) {
-  const relay = createPooledRelay({
-    databaseUrl: config.DATABASE_URL,
-    publish: (batch) => publisher.publish(batch),
-    concurrency: config.RELAY_CONCURRENCY,
-    name: `${name}.relay`,
-    faults,
-    onError: (error) => log.warn({ err: error }, 'relay: publication failed, backing off'),
-    onBatch: (batch) =>
-      batch.error ? metrics.relayFailures.inc() : metrics.relayPublished.inc({ by: 'relay' }, batch.published),
-  });
-  relay.start();
-  return relay;
-}
-
-function startRetention({ name, config, db, log, metrics }: ServiceContext) {
-  const retention = periodic(
-    `${name} outbox retention`,
-    config.MAINTENANCE_INTERVAL_MS,
-    async () => {
-      const deleted = await purgePublished(db, { retentionMs: config.OUTBOX_RETENTION_MS });
-      metrics.retentionDeleted.inc({ table: 'outbox_messages' }, deleted);
-      return { outboxMessagesDeleted: deleted };
-    },
-    log,
-  );
-  retention.start();
-  return retention;
-}
-
-function parkedRoutes(app: Express, db: SqlClient, admin: RequestHandler) {
+function parkedRoutes(app: Express, parked: ServiceContext['idem']['parked'], admin: RequestHandler) {
   route(
     app,
     {
@@ -129,7 +69,7 @@ function parkedRoutes(app: Express, db: SqlClient, admin: RequestHandler) {
         ),
       },
     },
-    async (_input, _req, res) => void res.json({ parked: await listParked(db) }),
+    async (_input, _req, res) => void res.json({ parked: await parked.list() }),
   );
   route(
     app,
@@ -143,6 +83,6 @@ function parkedRoutes(app: Express, db: SqlClient, admin: RequestHandler) {
       responses: { 200: answer('How many were `retried`', z.object({ retried: z.number().int() })) },
     },
     async ({ body: { messageIds } }, _req, res) =>
-      void res.json(auditResult(res, { retried: await retryParked(db, messageIds) })),
+      void res.json(auditResult(res, { retried: await parked.retry(messageIds) })),
   );
 }

@@ -2,7 +2,7 @@
 import type { SqlClient } from '@idem/database';
 import type { Express } from 'express';
 import type { BackgroundWorker } from '../periodic.js';
-import type { ServiceContext, ServicePart } from '../run-service.js';
+import type { ServiceContext, ServicePart } from '../context.js';
 
 /** The service's own HTTP API (role `http`). */
 export function api<Tx extends SqlClient>(
