@@ -5,3 +5,4 @@ export {
   type CheckedDelivery,
   type ConsumerCheck,
 } from './consumer-check.js';
+export { crashAt, CrashWindowNotReached, type Crash, type CrashOptions, type CrashWindow } from './crash.js';

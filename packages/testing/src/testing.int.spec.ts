@@ -4,25 +4,13 @@
  * passing for a consumer that writes in the inbox's transaction, failing, with the delivery
  * named, for two that do not.
  */
-import { defineCatalogue } from '@idem/contracts';
 import { fromNodePostgres, type SqlClient } from '@idem/database';
 import { processed, type MessageHandler } from '@idem/inbox';
+import { bookLent, catalogue, chargeFee, type BookLent } from '../test/library.js';
 import { createTestDatabase, type TestDatabase } from '@idem/testkit';
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { z } from 'zod';
 import { checkIdempotentConsumer, IdempotencyViolation, testEnvelope } from './index.js';
-
-const catalogue = defineCatalogue({
-  'library.book-lent.v1': {
-    producer: 'library',
-    body: z.object({ loanId: z.uuid(), isbn: z.string().min(10), days: z.number().int().positive().default(21) }),
-    consumers: ['billing.book-lent.v1'],
-  },
-});
-type BookLent = Awaited<ReturnType<typeof bookLent>>;
-const bookLent = (isbn = '9780262033848') =>
-  testEnvelope(catalogue, 'library.book-lent.v1', { loanId: crypto.randomUUID(), isbn, days: 21 });
 
 let database: TestDatabase;
 let pool: pg.Pool;
@@ -41,12 +29,6 @@ beforeEach(async () => {
 
 const db = () => fromNodePostgres(pool);
 const fees = async () => (await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM fees')).rows[0]!.n;
-
-/** Charges a fee for the loan, in the inbox's transaction: the right way. */
-const chargeFee: MessageHandler<SqlClient, BookLent> = async (message, tx) => {
-  await tx.$executeRaw`INSERT INTO fees (loan_id, cents) VALUES (${message.body.loanId}::uuid, 150)`;
-  return processed;
-};
 
 describe('testEnvelope', () => {
   it('builds a valid envelope of any catalogue: a UUID v7 id, its producer, the body as the schema gives it', async () => {
