@@ -63,20 +63,31 @@ export async function duplicateStory(
     await switches([]);
   }
   const { status } = await waitForStatus(urls, orderId, new Set(['PAID']));
-  // The journal is written after settlement and flushed every 100 ms: give the last ones a moment.
+  // The journal is written after settlement and flushed every 100 ms: give the last ones a moment,
+  // and a consumer seen with no processed delivery yet up to ten seconds more.
   await new Promise((resolve) => setTimeout(resolve, 1_000));
   const redis = new Redis(redisUrl);
   try {
-    const deliveries = (await readJournal(redis, queuePrefix, SERVICE_NAMES)).entries.filter(
-      (e): e is DeliveryEntry => e.kind === 'delivery' && e.correlationId === correlationId,
-    );
-    const consumers = [...new Set(deliveries.map((d) => d.consumer))].sort().map((consumer) => ({
-      consumer,
-      processed: deliveries.filter((d) => d.consumer === consumer && d.outcome === 'processed').length,
-      suppressed: deliveries.filter((d) => d.consumer === consumer && d.outcome === 'duplicate').length,
-    }));
+    const deadline = Date.now() + 10_000;
+    let consumers = await countDeliveries(redis, queuePrefix, correlationId);
+    while (consumers.some((c) => c.processed === 0) && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      consumers = await countDeliveries(redis, queuePrefix, correlationId);
+    }
     return { ran: true, orderId, status, consumers };
   } finally {
     redis.disconnect();
   }
+}
+
+/** Per consumer, the deliveries of one story the journal holds: processed, and suppressed as duplicates. */
+async function countDeliveries(redis: Redis, queuePrefix: string, correlationId: string): Promise<ConsumerCount[]> {
+  const deliveries = (await readJournal(redis, queuePrefix, SERVICE_NAMES)).entries.filter(
+    (e): e is DeliveryEntry => e.kind === 'delivery' && e.correlationId === correlationId,
+  );
+  return [...new Set(deliveries.map((d) => d.consumer))].sort().map((consumer) => ({
+    consumer,
+    processed: deliveries.filter((d) => d.consumer === consumer && d.outcome === 'processed').length,
+    suppressed: deliveries.filter((d) => d.consumer === consumer && d.outcome === 'duplicate').length,
+  }));
 }
