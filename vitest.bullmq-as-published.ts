@@ -5,12 +5,12 @@
 import { readFileSync } from 'node:fs';
 import { fromRegistry } from './scripts/registry-cache.js';
 
-/** The BullMQ version the messaging package depends on. */
+/** The BullMQ version the messaging package's tests pin (its peer range starts there). */
 const bullmqVersion = (
   JSON.parse(readFileSync(new URL('./packages/messaging/package.json', import.meta.url), 'utf8')) as {
-    dependencies: Record<string, string>;
+    devDependencies: Record<string, string>;
   }
-).dependencies.bullmq!;
+).devDependencies.bullmq!;
 
 /** That version as published, installed once per machine: the tier imports it in place of the patched one. */
 export const publishedBullmq = (): string => fromRegistry('bullmq', bullmqVersion, `bullmq-${bullmqVersion}`);

@@ -24,13 +24,18 @@ const manifests = [
     >,
   }));
 
-/** Each dependency with the versions the workspace asks for it, where there is more than one. */
+/**
+ * Each dependency with the versions the workspace asks for it, where there is more than one; a
+ * published package's peer range (`^8.23.1`) asks for the version it starts at.
+ */
 function versionsThatDisagree(): Record<string, string[]> {
   const versions = new Map<string, Set<string>>();
   for (const { manifest } of manifests)
     for (const field of ['dependencies', 'devDependencies', 'peerDependencies'])
-      for (const [name, range] of Object.entries(manifest[field] ?? {}))
-        if (!range.startsWith('workspace:')) versions.set(name, (versions.get(name) ?? new Set()).add(range));
+      for (const [name, range] of Object.entries(manifest[field] ?? {})) {
+        const version = field === 'peerDependencies' ? range.replace(/^\^/, '') : range;
+        if (!range.startsWith('workspace:')) versions.set(name, (versions.get(name) ?? new Set()).add(version));
+      }
   return Object.fromEntries(
     [...versions].filter(([, set]) => set.size > 1).map(([name, set]) => [name, [...set].sort()]),
   );

@@ -2,7 +2,8 @@
  * What a stranger depends on when they install a published package: every export of its one door
  * (src/index.ts) says what it is (TSDoc); the declarations it ships are the committed API report
  * (scripts/api-reports.ts), so an API change shows up in review; it depends on exactly the
- * packages its built code imports; and it keeps a CHANGELOG that its version is in.
+ * packages its built code imports, taking as peers the ones a process must hold one copy of;
+ * and it keeps a CHANGELOG that its version is in.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -12,12 +13,21 @@ import { apiReport, filesOf, reportPath, withBuiltPackages } from '../../scripts
 import { PUBLISHED_PACKAGES } from '../../scripts/build-packages.js';
 import { root } from './compose-file.js';
 
+/**
+ * What a package shares with its caller, one copy per process: the caller's connections and
+ * clients (a node-postgres pool, a BullMQ queue, an ioredis client) and OpenTelemetry's API,
+ * which its authors ask libraries to take as a peer. A peer with a caret range; pinned for the
+ * package's own tests.
+ */
+const SHARED = new Set(['bullmq', 'ioredis', 'pg', '@opentelemetry/api']);
+
 interface Manifest {
   version: string;
   files: string[];
   dependencies?: Record<string, string>;
   peerDependencies?: Record<string, string>;
   peerDependenciesMeta?: Record<string, { optional?: boolean }>;
+  devDependencies?: Record<string, string>;
   types?: string;
   typings?: string;
   exports?: unknown;
@@ -121,10 +131,20 @@ describe('the published packages', () => {
     for (const name of PUBLISHED_PACKAGES) {
       const manifest = manifestOf(join(root, 'packages', name));
       const { dependencies, peers } = built.get(name)!.needs;
-      expect(Object.keys(manifest.dependencies ?? {}).sort(), `@idem/${name} dependencies`).toEqual(dependencies);
-      expect(Object.keys(manifest.peerDependencies ?? {}).sort(), `@idem/${name} peers`).toEqual(peers);
+      const shared = dependencies.filter((dependency) => SHARED.has(dependency));
+      expect(Object.keys(manifest.dependencies ?? {}).sort(), `@idem/${name} dependencies`).toEqual(
+        dependencies.filter((dependency) => !SHARED.has(dependency)),
+      );
+      expect(Object.keys(manifest.peerDependencies ?? {}).sort(), `@idem/${name} peers`).toEqual(
+        [...peers, ...shared].sort(),
+      );
       for (const peer of peers)
         expect(manifest.peerDependenciesMeta?.[peer], `@idem/${name}: ${peer}`).toEqual({ optional: true });
+      for (const peer of shared) {
+        const pinned = manifest.devDependencies?.[peer];
+        expect(manifest.peerDependencies?.[peer], `@idem/${name}: ${peer}`).toBe(`^${pinned}`);
+        expect(manifest.peerDependenciesMeta?.[peer], `@idem/${name}: ${peer} is required`).toBeUndefined();
+      }
     }
   });
 
