@@ -332,3 +332,48 @@ describe('RabbitMQ: an onRecorded that throws', () => {
     }
   });
 });
+
+describe('RabbitMQ: a consumer killed between its retry copy and its acknowledgement', () => {
+  const prefix = uniqueName('idem_retry_copy_crash');
+  afterAll(() =>
+    deleteTopology({ prefix, policy }, { consumers: [CONSUMER], contracts: Object.keys(catalogue.contracts) }),
+  );
+
+  it('leaves two copies, the delivery and its retry: the fee is charged once, nothing dead-lettered', async () => {
+    await pool.query('TRUNCATE fees, failing_books, processed_messages, dead_letters');
+    const message = await bookLent('9780000000003');
+    await pool.query('INSERT INTO failing_books VALUES ($1)', [message.body.isbn]);
+    const child = startScript(new URL('./consumer-process.ts', import.meta.url), {
+      TRANSPORT: 'rabbitmq',
+      DATABASE_URL: database.url,
+      IDEM_PREFIX: prefix,
+      IDEM_FAULTS_ENABLED: '1',
+      IDEM_FAULTS: `crash-after-retry-copy consumer=${CONSUMER} count=1`,
+    });
+    const transport = transportOf('rabbitmq', prefix);
+    const publisher = transport.createPublisher({ catalogue });
+    const outcomes: string[] = [];
+    let consumer: Consumer | undefined;
+    try {
+      await printed(child, 'ready');
+      await publisher.publish([message]);
+      expect(await exited(child)).toBe('SIGKILL'); // its retry copy confirmed, the delivery never acknowledged
+      await pool.query('TRUNCATE failing_books');
+      consumer = transport.startConsumer({
+        catalogue,
+        consumer: CONSUMER,
+        inbox: createInbox({ db }),
+        handler: chargeFee,
+        onDelivery: (report) => outcomes.push(report.outcome.outcome),
+      });
+      await consumer.ready;
+      await waitFor(() => outcomes.length === 2, { what: 'the delivery handed out again, and its retry copy' });
+      expect(outcomes.sort()).toEqual(['duplicate', 'processed']);
+      expect(await fees()).toBe(1);
+      expect(await createInbox({ db }).deadLetters.list()).toEqual([]);
+    } finally {
+      await consumer?.close(1000);
+      await publisher.close();
+    }
+  });
+});

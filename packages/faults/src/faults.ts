@@ -21,6 +21,8 @@ export const FAULT_NAMES = [
   'crash-after-provider-call',
   /** SIGKILL the email dispatcher after the SMTP server accepted, before marking sent. */
   'crash-after-send',
+  /** SIGKILL a RabbitMQ consumer after its retry copy was confirmed, before it acknowledged the delivery that copy replaces. */
+  'crash-after-retry-copy',
 ] as const;
 
 /** One of {@link FAULT_NAMES}: a place in the code where the order of operations is the guarantee. */

@@ -1,5 +1,6 @@
 import type { CatalogueSpec, ConsumerName } from '@idem/contracts';
 import type { SqlClient } from '@idem/database';
+import { noFaults, type Faults } from '@idem/faults';
 import {
   backoffMs,
   consumerRunnerOf,
@@ -75,6 +76,7 @@ export function startRabbitConsumer<Tx extends SqlClient, S extends CatalogueSpe
     concurrency: options.concurrency ?? 8,
     onRecorded: options.onRecorded,
     onError: options.onError ?? (() => {}),
+    faults: options.faults ?? noFaults,
   });
   const ready = consumer.start();
   ready.catch((error: unknown) => consumer.failedToStart(error));
@@ -89,6 +91,7 @@ class RabbitConsumer<Tx extends SqlClient> {
   readonly #contracts: readonly string[];
   readonly #onRecorded: ((report: DeliveryReport) => void) | undefined;
   readonly #onError: (error: unknown) => void;
+  readonly #faults: Faults;
   readonly #retryQueues = new Set<number>();
   #inFlight = 0;
   #closing = false;
@@ -102,6 +105,7 @@ class RabbitConsumer<Tx extends SqlClient> {
       concurrency: number;
       onRecorded: ((report: DeliveryReport) => void) | undefined;
       onError: (error: unknown) => void;
+      faults: Faults;
     },
   ) {
     this.#settings = settings;
@@ -111,6 +115,7 @@ class RabbitConsumer<Tx extends SqlClient> {
     this.#contracts = options.contracts;
     this.#onRecorded = options.onRecorded;
     this.#onError = options.onError;
+    this.#faults = options.faults;
   }
 
   /** Connects, declares the queue and its bindings, and starts taking deliveries. */
@@ -203,7 +208,11 @@ class RabbitConsumer<Tx extends SqlClient> {
     };
     const settlement = await this.#runner.process(received);
     // A dead letter that could not be stored (its last attempt) waits and comes back as it is.
-    if (settlement.settle === 'retry') await this.#retry(retries, message, attempt, received.lastAttempt ? 0 : 1);
+    if (settlement.settle === 'retry') {
+      await this.#retry(retries, message, attempt, received.lastAttempt ? 0 : 1);
+      // Dying here leaves two copies, the delivery and its retry: the inbox settles the second.
+      this.#faults.crashIf('crash-after-retry-copy', this.#consumer);
+    }
     channel.ack(message);
     return settlement.report;
   }
