@@ -351,3 +351,4 @@ export { createPostgresServer, postgresBinDir, type PostgresServer } from './pos
 export { startOtlpReceiver, type ReceivedSpan } from './otlp-receiver.js';
 export { startRedisCluster, type RedisCluster, type RedisClusterNode } from './redis-cluster.js';
 export { held, heldTransactions, finishedOrWaiting, type HeldHandler } from './held.js';
+export { startNetworkPath, type NetworkPath } from './network.js';

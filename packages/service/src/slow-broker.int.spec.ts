@@ -1,0 +1,168 @@
+/**
+ * The composition where the broker is slow, then gone: the handoff and the relay publish over a
+ * network path (testkit's `startNetworkPath`) to the real RabbitMQ or Redis, first with latency on
+ * every chunk, then blackholed — connections open, nothing answered, as behind a dead link. Under
+ * load from writers committing at once, every loan is charged exactly once: none lost while the
+ * broker was gone, none charged twice by what was published again.
+ */
+import { randomUUID } from 'node:crypto';
+import { defineCatalogue, type MessageOf } from '@idem/contracts';
+import { fromNodePostgres, runningAfterCommit, type SqlClient } from '@idem/database';
+import { processed, type MessageHandler } from '@idem/inbox';
+import { bullmq } from '@idem/messaging';
+import { enqueue } from '@idem/outbox';
+import { deleteTopology, rabbitmq } from '@idem/rabbitmq';
+import {
+  createTestDatabase,
+  deleteQueues,
+  startNetworkPath,
+  uniqueName,
+  waitFor,
+  type NetworkPath,
+  type TestDatabase,
+} from '@idem/testkit';
+import { defaultDeliveryPolicy, type Transport } from '@idem/transport';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { startIdem, type Idem } from './index.js';
+
+const catalogue = defineCatalogue({
+  'library.book-lent.v1': {
+    producer: 'library',
+    body: z.object({ loanId: z.uuid() }),
+    consumers: ['billing.book-lent.v1'],
+  },
+});
+const CONSUMER = 'billing.book-lent.v1';
+type BookLent = MessageOf<typeof catalogue.contracts, typeof CONSUMER>;
+const policy = { ...defaultDeliveryPolicy, attempts: 5, backoffDelayMs: 100, keepCompletedMs: 0 };
+
+/** Each transport, reached through `port` (the path's) instead of its server's. */
+const TRANSPORTS = {
+  rabbitmq: {
+    server: { host: '127.0.0.1', port: 5672 },
+    transport: (prefix: string, port: number): Transport =>
+      rabbitmq({ url: `amqp://guest:guest@127.0.0.1:${port}`, prefix, policy }),
+    cleanUp: (prefix: string) =>
+      deleteTopology({ prefix, policy }, { consumers: [CONSUMER], contracts: Object.keys(catalogue.contracts) }),
+  },
+  bullmq: {
+    server: { host: '127.0.0.1', port: 6379 },
+    transport: (prefix: string, port: number): Transport =>
+      bullmq({ redisUrl: `redis://127.0.0.1:${port}`, prefix, policy, durabilityTimeoutMs: 1000 }),
+    cleanUp: deleteQueues,
+  },
+};
+
+let database: TestDatabase;
+let pool: pg.Pool;
+let db: ReturnType<typeof fromNodePostgres>;
+beforeAll(async () => {
+  database = await createTestDatabase('slow_broker');
+  pool = new pg.Pool({ connectionString: database.url, max: 12 });
+  db = fromNodePostgres(pool);
+  // No key: a loan charged twice shows as two rows, not as a refused insert.
+  await pool.query('CREATE TABLE fees (loan_id uuid NOT NULL)');
+});
+afterAll(async () => {
+  await pool?.end();
+  await database?.drop();
+});
+
+const chargeFee: MessageHandler<SqlClient, BookLent> = async (message, tx) => {
+  await tx.$executeRaw`INSERT INTO fees (loan_id) VALUES (${message.body.loanId}::uuid)`;
+  return processed;
+};
+
+/** Fees charged, and loans charged: equal when no loan was charged twice. */
+async function charged(): Promise<{ fees: number; loans: number }> {
+  const { rows } = await pool.query<{ fees: number; loans: number }>(
+    'SELECT count(*)::int AS fees, count(DISTINCT loan_id)::int AS loans FROM fees',
+  );
+  return rows[0]!;
+}
+
+describe.each(Object.keys(TRANSPORTS) as (keyof typeof TRANSPORTS)[])('startIdem on %s', (name) => {
+  const prefix = uniqueName(`idem_slow_${name}`);
+  let path: NetworkPath;
+  let idem: Idem<SqlClient> | undefined;
+  const afterCommit = () => runningAfterCommit(db);
+  let writer: ReturnType<typeof afterCommit>;
+  let written = 0;
+
+  beforeAll(async () => {
+    await pool.query('TRUNCATE fees, outbox_messages, processed_messages');
+    path = await startNetworkPath(TRANSPORTS[name].server);
+    writer = afterCommit();
+    idem = startIdem({
+      db: writer,
+      catalogue,
+      transport: TRANSPORTS[name].transport(prefix, path.port),
+      consumers: { [CONSUMER]: chargeFee },
+      relay: { pollIntervalMs: 200, publishTimeoutMs: 1000, backoffInitialMs: 200, backoffMaxMs: 1000, handoff: true },
+      run: { maintenance: false },
+    });
+    await idem.ready;
+  });
+  afterAll(async () => {
+    path?.restore();
+    await idem?.stop(1000);
+    await path?.close();
+    await TRANSPORTS[name].cleanUp(prefix);
+  });
+
+  /** `count` loans, each committed with its event, by eight writers at once; resolves once all committed. */
+  async function lend(count: number): Promise<void> {
+    let left = count;
+    const oneWriter = async () => {
+      while (left-- > 0)
+        await writer.$transaction(async (tx) => {
+          const loanId = randomUUID();
+          await enqueue(
+            tx,
+            catalogue,
+            {
+              type: 'library.book-lent.v1',
+              body: { loanId },
+              aggregateId: loanId,
+              aggregateVersion: 1,
+              correlationId: randomUUID(),
+              causationId: null,
+            },
+            new Date(),
+          );
+        });
+    };
+    await Promise.all(Array.from({ length: 8 }, oneWriter));
+    written += count;
+  }
+  const allCharged = () =>
+    waitFor(async () => (await charged()).loans === written, {
+      what: `all ${written} loans charged`,
+      timeoutMs: 60_000,
+    });
+
+  it('charges each of 200 loans once over a link that delays every chunk by 30 ms each way', async () => {
+    path.latency(30);
+    await lend(200);
+    await allCharged();
+    expect(await charged()).toEqual({ fees: written, loans: written });
+    path.latency(0);
+  }, 90_000);
+
+  it('keeps committing while the broker is gone behind a dead link, and charges every loan once when it is back', async () => {
+    path.blackhole();
+    const forwarded = path.forwarded();
+    await lend(100); // the writers never wait for the broker
+    await new Promise((resolve) => setTimeout(resolve, 3_000)); // publications time out meanwhile
+    expect(path.forwarded()).toBe(forwarded); // nothing reached the broker
+    const { rows } = await pool.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM outbox_messages WHERE published_at IS NULL',
+    );
+    expect(rows[0]!.n).toBeGreaterThan(0);
+    path.restore();
+    await allCharged();
+    expect(await charged()).toEqual({ fees: written, loans: written });
+  }, 90_000);
+});
