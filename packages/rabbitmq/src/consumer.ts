@@ -93,7 +93,8 @@ class RabbitConsumer<Tx extends SqlClient> {
   readonly #onError: (error: unknown) => void;
   readonly #faults: Faults;
   readonly #retryQueues = new Set<number>();
-  #inFlight = 0;
+  /** The deliveries being settled: close() waits for them. */
+  readonly #inFlight = new Set<Promise<void>>();
   #closing = false;
   #session: Session | undefined;
 
@@ -167,17 +168,19 @@ class RabbitConsumer<Tx extends SqlClient> {
     const current = this.#session;
     if (!current) return;
     await Promise.all(current.tags.map((tag) => current.channel.cancel(tag))).catch(() => {});
-    const until = Date.now() + timeoutMs;
-    while (this.#inFlight > 0 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 10));
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)));
+    await Promise.race([Promise.all(this.#inFlight), timeout]);
+    clearTimeout(timer);
     await current.model.close().catch(() => {});
   }
 
   #deliver(channel: Channel, retries: ConfirmChannel, message: ConsumeMessage | null): void {
     if (!message) return; // cancelled by RabbitMQ (the queue was deleted)
-    this.#inFlight++;
-    void this.#settleHolding(channel, retries, message)
+    const settling = this.#settleHolding(channel, retries, message)
       .catch(this.#onError) // an onRecorded that threw: the delivery is settled all the same
-      .finally(() => this.#inFlight--);
+      .finally(() => this.#inFlight.delete(settling));
+    this.#inFlight.add(settling);
   }
 
   /**
