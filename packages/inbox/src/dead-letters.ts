@@ -10,8 +10,8 @@ export interface DeadLetter {
    * malformed to carry one.
    */
   readonly messageId: string;
-  /** The BullMQ job it came as: another id than the message's for a republished copy. */
-  readonly jobId: string | null;
+  /** The broker's id for the delivery it came as (a BullMQ job id): another id than the message's for a republished copy. */
+  readonly brokerId: string | null;
   /**
    * The message exactly as it was delivered (absent when listed without payloads); for a
    * truncated one, only the start of its JSON text.
@@ -31,7 +31,7 @@ export interface DeadLetter {
 
 /** What is recorded when a message becomes a dead letter. */
 export type NewDeadLetter = Pick<DeadLetter, 'consumer' | 'messageId' | 'payload' | 'code' | 'reason' | 'attempts'> &
-  Partial<Pick<DeadLetter, 'jobId'>>;
+  Partial<Pick<DeadLetter, 'brokerId'>>;
 
 /** Where a page of dead letters ended: the next page starts after it. */
 export type DeadLetterCursor = Pick<DeadLetter, 'deadLetteredAt' | 'consumer' | 'messageId'>;
@@ -64,7 +64,7 @@ export interface DeadLetters {
 interface DeadLetterRow {
   consumer: string;
   message_id: string;
-  job_id: string | null;
+  broker_id: string | null;
   payload_text: string | null;
   payload_bytes: number;
   payload_truncated: boolean;
@@ -78,15 +78,15 @@ interface DeadLetterRow {
 
 export function createDeadLetters(db: SqlClient, now: () => Date): DeadLetters {
   return {
-    async record({ consumer, messageId, jobId = null, payload, code, reason, attempts }) {
+    async record({ consumer, messageId, brokerId = null, payload, code, reason, attempts }) {
       const stored = storedPayload(payload);
       await db.$executeRaw`
-        INSERT INTO dead_letters (consumer, message_id, job_id, payload, payload_text, payload_bytes, payload_sha256,
+        INSERT INTO dead_letters (consumer, message_id, broker_id, payload, payload_text, payload_bytes, payload_sha256,
                                   payload_truncated, code, reason, attempts, dead_lettered_at)
-        VALUES (${consumer}, ${boundMessageId(messageId)}, ${jobId === null ? null : boundMessageId(jobId)}, ${stored.jsonb}::jsonb, ${stored.text}, ${stored.bytes},
+        VALUES (${consumer}, ${boundMessageId(messageId)}, ${brokerId === null ? null : boundMessageId(brokerId)}, ${stored.jsonb}::jsonb, ${stored.text}, ${stored.bytes},
                 ${stored.sha256}, ${stored.truncated}, ${code}, ${storableText(boundReason(reason))}, ${attempts}, ${now()})
         ON CONFLICT (consumer, message_id) DO UPDATE
-          SET job_id = EXCLUDED.job_id, payload = EXCLUDED.payload, payload_text = EXCLUDED.payload_text, payload_bytes = EXCLUDED.payload_bytes,
+          SET broker_id = EXCLUDED.broker_id, payload = EXCLUDED.payload, payload_text = EXCLUDED.payload_text, payload_bytes = EXCLUDED.payload_bytes,
               payload_sha256 = EXCLUDED.payload_sha256, payload_truncated = EXCLUDED.payload_truncated,
               code = EXCLUDED.code, reason = EXCLUDED.reason,
               attempts = EXCLUDED.attempts, dead_lettered_at = EXCLUDED.dead_lettered_at, replayed_at = NULL`;
@@ -94,7 +94,7 @@ export function createDeadLetters(db: SqlClient, now: () => Date): DeadLetters {
     async list({ consumer, messageIds, limit = 100, after, payloads = true } = {}) {
       const ids = messageIds ? [...messageIds] : null;
       const rows = await db.$queryRaw<DeadLetterRow[]>`
-        SELECT consumer, message_id, job_id, CASE WHEN ${payloads} THEN payload_text END AS payload_text,
+        SELECT consumer, message_id, broker_id, CASE WHEN ${payloads} THEN payload_text END AS payload_text,
                payload_bytes, payload_truncated,
                code, reason, attempts, dead_lettered_at, replayed_at, replay_count
           FROM dead_letters
@@ -108,7 +108,7 @@ export function createDeadLetters(db: SqlClient, now: () => Date): DeadLetters {
       return rows.map((row) => ({
         consumer: row.consumer,
         messageId: row.message_id,
-        jobId: row.job_id,
+        brokerId: row.broker_id,
         payload:
           row.payload_text === null || row.payload_truncated
             ? row.payload_text

@@ -255,11 +255,11 @@ describe('the ids a dead letter is kept under', () => {
     const ids = [message.messageId, 'malformed-ids-1'];
     await waitFor(async () => (await deadLetters.list({ messageIds: ids })).length === 2, { what: 'two dead letters' });
     const kept = await deadLetters.list({ messageIds: ids, payloads: false });
-    expect(kept.map(({ messageId, jobId }) => ({ messageId, jobId }))).toEqual(
+    expect(kept.map(({ messageId, brokerId }) => ({ messageId, brokerId }))).toEqual(
       expect.arrayContaining([
-        { messageId: message.messageId, jobId },
+        { messageId: message.messageId, brokerId: jobId },
         // Too malformed to carry a message id: kept under its job's.
-        { messageId: 'malformed-ids-1', jobId: 'malformed-ids-1' },
+        { messageId: 'malformed-ids-1', brokerId: 'malformed-ids-1' },
       ]),
     );
   });

@@ -42,6 +42,7 @@ describe('the tables the inbox and the outbox own', () => {
       '20261207000000_idem_inbox_partitions',
       '20261208000000_idem_inbox_search_path',
       '20261209000000_idem_inbox_dead_letter_job_id',
+      '20261210000000_idem_inbox_dead_letter_broker_id',
     ]);
     expect(await findSchemaDrift(url, `${SCHEMA}${packageModels(include)}`)).toEqual([]);
   });
@@ -56,7 +57,7 @@ describe('the tables the inbox and the outbox own', () => {
     // The release where the packages own them: the service's init is gone, theirs come in.
     const now = mkdtempSync(join(tmpdir(), 'idem-migrations-'));
     const include = [inboxTables, outboxTables];
-    expect(await migrate({ databaseUrl: url, migrationsDir: now, include })).toHaveLength(6);
+    expect(await migrate({ databaseUrl: url, migrationsDir: now, include })).toHaveLength(7);
     expect(await findSchemaDrift(url, `${SCHEMA}${packageModels(include)}`)).toEqual([]);
     expect(await migrate({ databaseUrl: url, migrationsDir: now, include })).toEqual([]);
     const rows = await readOnly(url, (query) =>

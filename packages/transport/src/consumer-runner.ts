@@ -258,7 +258,7 @@ export class ConsumerRunner<Tx extends SqlClient> {
     await this.#options.inbox.deadLetters.record({
       consumer: this.consumer,
       messageId,
-      jobId: brokerId ?? null,
+      brokerId: brokerId ?? null,
       payload: data,
       code,
       reason,

@@ -50,7 +50,7 @@ function listRoute(app: Express, deadLetters: DeadLetterStore, admin: RequestHan
               z.object({
                 consumer: z.string(),
                 messageId: z.string(),
-                jobId: z.string().nullable(),
+                brokerId: z.string().nullable(),
                 payloadBytes: z.number().int(),
                 truncated: z.boolean(),
                 code: z.string(),
