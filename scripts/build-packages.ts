@@ -31,9 +31,9 @@ export const PUBLISHED_PACKAGES = [
 
 type PublishedPackage = (typeof PUBLISHED_PACKAGES)[number];
 
-/** A package's version, as its package.json (and the first heading of its CHANGELOG) says. */
-export const versionOf = (name: PublishedPackage): string =>
-  (JSON.parse(readFileSync(join(root, 'packages', name, 'package.json'), 'utf8')) as { version: string }).version;
+/** A package's version, as its package.json (and the first heading of its CHANGELOG) says; `dir`: another checkout's. */
+export const versionOf = (name: PublishedPackage, dir = root): string =>
+  (JSON.parse(readFileSync(join(dir, 'packages', name, 'package.json'), 'utf8')) as { version: string }).version;
 
 /** The file `pnpm pack` makes of a package. */
 export const tarballOf = (name: PublishedPackage) => `idem-${name}-${versionOf(name)}.tgz`;

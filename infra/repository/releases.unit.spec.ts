@@ -3,12 +3,15 @@
  * Breaking entry comes with a new major version (a new minor one below 1.0, as semver's 0.x
  * convention has it); package-api.unit.spec.ts holds its first heading to package.json's version.
  * Every tarball a page tells to install, and every version an example asks for, is the package's
- * current one.
+ * current one. `pnpm release --tag` (scripts/release.ts) dates the unreleased sections and tags them.
  */
-import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { PUBLISHED_PACKAGES, versionOf } from '../../scripts/build-packages.js';
+import { pendingReleases, release } from '../../scripts/release.js';
 import { root } from './compose-file.js';
 
 interface Release {
@@ -93,5 +96,36 @@ describe('the releases of the published packages', () => {
           stale.push(`examples/${example}: ${dependency} ${version}`);
     }
     expect(stale).toEqual([]);
+  });
+
+  it('each say, under their newest heading, whether it is released: "Unreleased", or "Released <date>"', () => {
+    for (const name of PUBLISHED_PACKAGES) {
+      const newest = readFileSync(join(root, 'packages', name, 'CHANGELOG.md'), 'utf8').split(/^## /m)[1]!;
+      expect(newest.split('\n')[2], `@idem/${name}`).toMatch(/^(Unreleased|Released \d{4}-\d{2}-\d{2})\b/);
+    }
+  });
+
+  it('are cut by `pnpm release --tag`: each unreleased section dated, one commit, a tag per package; then nothing', () => {
+    const clone = mkdtempSync(join(tmpdir(), 'idem-release-'));
+    const git = (...args: string[]) => execFileSync('git', args, { cwd: clone, encoding: 'utf8' }).trim();
+    try {
+      execFileSync('git', ['clone', '--quiet', root, clone]);
+      git('config', 'user.email', 'release@example.invalid');
+      git('config', 'user.name', 'release test');
+      const unreleased = pendingReleases(clone).filter((p) => p.unreleased);
+      const released = release(clone, '2026-12-06');
+      expect(released.map((p) => p.tag)).toEqual(unreleased.map((p) => p.tag));
+      for (const { name, tag } of released) {
+        expect(readFileSync(join(clone, 'packages', name, 'CHANGELOG.md'), 'utf8')).toMatch(
+          /^## \S+\n\nReleased 2026-12-06/m,
+        );
+        expect(git('rev-list', '-n', '1', tag)).toBe(git('rev-parse', 'HEAD'));
+      }
+      expect(git('log', '-1', '--format=%s')).toBe(`release: ${released.map((p) => p.tag).join(', ')}`);
+      expect(pendingReleases(clone).every((p) => !p.unreleased)).toBe(true);
+      expect(release(clone)).toEqual([]);
+    } finally {
+      rmSync(clone, { recursive: true, force: true });
+    }
   });
 });
