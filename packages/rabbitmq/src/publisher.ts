@@ -20,7 +20,17 @@ export const propertiesOf = (messageId: string, type: string, headers: Record<st
  */
 export function createRabbitPublisher(url: string, names: Names, options: PublisherOptions): Publisher {
   const faults = options.faults ?? noFaults;
-  const declared = new Set<string>();
+  // Each contract's exchange, declared once per connection: publications that meet a declaration
+  // under way wait for it, rather than queue one each behind it (a channel runs one at a time).
+  const declared = new Map<string, Promise<void>>();
+  const declare = (channel: ConfirmChannel, type: string) => {
+    let declaring = declared.get(type);
+    if (!declaring) {
+      declared.set(type, (declaring = declareExchange(channel, names, type).then(() => {})));
+      declaring.catch(() => declared.delete(type));
+    }
+    return declaring;
+  };
   // A lost connection is opened again by the next publication; what was not confirmed was not
   // published, and the relay publishes it again.
   const connection = reopening(url, () => declared.clear());
@@ -31,14 +41,10 @@ export function createRabbitPublisher(url: string, names: Names, options: Publis
       if (envelopes.length === 0) return;
       const { channel } = await open();
       const twice = faults.fires('publish-twice', 'publisher');
-      for (const envelope of envelopes) {
+      for (const envelope of envelopes)
         if (!options.catalogue.contracts[envelope.type])
           throw new Error(`${envelope.type} is not in the catalogue: nobody subscribes to it`);
-        if (!declared.has(envelope.type)) {
-          await declareExchange(channel, names, envelope.type);
-          declared.add(envelope.type);
-        }
-      }
+      await Promise.all([...new Set(envelopes.map((envelope) => envelope.type))].map((type) => declare(channel, type)));
       for (const envelope of envelopes) {
         const body = Buffer.from(JSON.stringify(envelope));
         const properties = propertiesOf(envelope.messageId, envelope.type);
