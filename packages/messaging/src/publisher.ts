@@ -2,6 +2,7 @@ import { contextOf, traceparentOf, type AnyEnvelope } from '@idem/contracts';
 import { context, SpanKind, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
 import { noFaults, type Faults } from '@idem/faults';
 import {
+  acceptedWithin,
   defaultDeliveryPolicy,
   type DeliveryPolicy,
   type Publisher as AnyPublisher,
@@ -83,7 +84,8 @@ export function createPublisher(options: PublisherOptions): Publisher {
   const { redisUrl, prefix } = resolveBroker(options);
   const policy = options.policy ?? defaultDeliveryPolicy;
   const faults = options.faults ?? noFaults;
-  const connection = createRedis(redisUrl, 'producer');
+  const { timeoutMs, durabilityTimeoutMs } = timeoutsOf(options);
+  const connection = createRedis(redisUrl, 'producer', timeoutMs);
   // Resolved on the first publication, once Redis can say whether it has a replica.
   let durability: Promise<Durability> | undefined;
   const resolved = () =>
@@ -95,7 +97,7 @@ export function createPublisher(options: PublisherOptions): Publisher {
     confirmDurable(
       connection,
       await resolved(),
-      options.durabilityTimeoutMs ?? 1000,
+      durabilityTimeoutMs,
       written.map((q) => q.toKey('id')),
     );
   const queues = new Map<string, Queue>();
@@ -106,24 +108,24 @@ export function createPublisher(options: PublisherOptions): Publisher {
     return q;
   };
 
+  // Accepted within `timeoutMs`, or failed: the connection then is already dropped (socketTimeout),
+  // and a command ioredis holds to send again must not hold the publication too.
+  const accepted = <T>(publication: Promise<T>) => acceptedWithin(publication, timeoutMs, () => {});
+
   return {
     publish: (envelopes) =>
-      publish(queue, envelopes, {
-        catalogue: options.catalogue,
-        policy,
-        faults,
-        durable,
-        onPublished: options.onPublished,
-      }),
+      accepted(
+        publish(queue, envelopes, {
+          catalogue: options.catalogue,
+          policy,
+          faults,
+          durable,
+          onPublished: options.onPublished,
+        }),
+      ),
     durability: resolved,
-    async redeliver(consumer, messageId, payload) {
-      const q = await queue(consumer);
-      // A dead-lettered job may still sit in BullMQ's failed set under this id, and an add
-      // with an existing id is ignored: remove it first so the replay is really delivered.
-      await (await q.getJob(messageId))?.remove();
-      const type = (payload as { type?: unknown } | null)?.type;
-      await q.add(typeof type === 'string' ? type : 'unknown', payload, jobOptions(policy, messageId));
-    },
+    redeliver: async (consumer, messageId, payload) =>
+      accepted(redeliver(await queue(consumer), policy, messageId, payload)),
     async jobCounts(consumer) {
       const counts = await (await queue(consumer)).getJobCounts('waiting', 'active', 'delayed', 'failed');
       return {
@@ -138,6 +140,23 @@ export function createPublisher(options: PublisherOptions): Publisher {
       connection.disconnect();
     },
   };
+}
+
+/** Adds `payload` to `queue` again under `messageId` (dead-letter replay). */
+async function redeliver(queue: Queue, policy: DeliveryPolicy, messageId: string, payload: unknown): Promise<void> {
+  // A dead-lettered job may still sit in BullMQ's failed set under this id, and an add with an
+  // existing id is ignored: remove it first so the replay is really delivered.
+  await (await queue.getJob(messageId))?.remove();
+  const type = (payload as { type?: unknown } | null)?.type;
+  await queue.add(typeof type === 'string' ? type : 'unknown', payload, jobOptions(policy, messageId));
+}
+
+/** The publisher's two timeouts; WAIT blocks on its one connection, so a wait as long as `timeoutMs` would take it for dead. */
+function timeoutsOf(options: PublisherOptions): { timeoutMs: number; durabilityTimeoutMs: number } {
+  const { timeoutMs = 10_000, durabilityTimeoutMs = 1000 } = options;
+  if (durabilityTimeoutMs >= timeoutMs)
+    throw new Error(`durabilityTimeoutMs (${durabilityTimeoutMs}) must be shorter than timeoutMs (${timeoutMs})`);
+  return { timeoutMs, durabilityTimeoutMs };
 }
 
 /**

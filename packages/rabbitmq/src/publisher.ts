@@ -1,6 +1,7 @@
 import type { AnyEnvelope } from '@idem/contracts';
 import { noFaults } from '@idem/faults';
-import type { Publisher, PublisherOptions } from '@idem/transport';
+import { acceptedWithin, type Publisher, type PublisherOptions } from '@idem/transport';
+import type { Socket } from 'node:net';
 import { connect, type ChannelModel, type ConfirmChannel } from 'amqplib';
 import { declareExchange, exchangeOf, queueOf, type Names } from './topology.js';
 
@@ -31,42 +32,52 @@ export function createRabbitPublisher(url: string, names: Names, options: Publis
     }
     return declaring;
   };
+  const timeoutMs = options.timeoutMs ?? 10_000;
   // A lost connection is opened again by the next publication; what was not confirmed was not
   // published, and the relay publishes it again.
-  const connection = reopening(url, () => declared.clear());
-  const open = () => connection.open();
+  const connection = reopening(url, timeoutMs, () => declared.clear());
+  // On the connection, confirmed within `timeoutMs`, or that connection is taken for dead and dropped.
+  const confirmed = (publication: (channel: ConfirmChannel) => Promise<void>) => {
+    const opening = connection.open();
+    return acceptedWithin(
+      opening.then(({ channel }) => publication(channel)),
+      timeoutMs,
+      () => connection.drop(opening),
+    );
+  };
 
   return {
-    async publish(envelopes: readonly AnyEnvelope[]) {
-      if (envelopes.length === 0) return;
-      const { channel } = await open();
-      const twice = faults.fires('publish-twice', 'publisher');
-      for (const envelope of envelopes)
-        if (!options.catalogue.contracts[envelope.type])
-          throw new Error(`${envelope.type} is not in the catalogue: nobody subscribes to it`);
-      await Promise.all([...new Set(envelopes.map((envelope) => envelope.type))].map((type) => declare(channel, type)));
-      for (const envelope of envelopes) {
-        const body = Buffer.from(JSON.stringify(envelope));
-        const properties = propertiesOf(envelope.messageId, envelope.type);
-        for (let copy = twice ? 2 : 1; copy > 0; copy--)
-          channel.publish(exchangeOf(names, envelope.type), '', body, properties);
-      }
-      await channel.waitForConfirms(); // a nack rejects: not published, published again
-      options.onPublished?.(envelopes, twice ? 2 : 1);
-    },
-    async redeliver(consumer, messageId, payload) {
-      const { channel } = await open();
-      const type = (payload as { type?: unknown } | null)?.type;
-      // To the consumer's own queue (the default exchange routes by queue name), no one else's.
-      channel.sendToQueue(
-        queueOf(names, consumer),
-        Buffer.from(JSON.stringify(payload)),
-        propertiesOf(messageId, typeof type === 'string' ? type : 'unknown'),
-      );
-      await channel.waitForConfirms();
-    },
+    publish: (envelopes) => (envelopes.length === 0 ? Promise.resolve() : confirmed((c) => publish(c, envelopes))),
+    redeliver: (consumer, messageId, payload) => confirmed((c) => redeliver(c, consumer, messageId, payload)),
     close: () => connection.close(),
   };
+
+  async function publish(channel: ConfirmChannel, envelopes: readonly AnyEnvelope[]) {
+    const twice = faults.fires('publish-twice', 'publisher');
+    for (const envelope of envelopes)
+      if (!options.catalogue.contracts[envelope.type])
+        throw new Error(`${envelope.type} is not in the catalogue: nobody subscribes to it`);
+    await Promise.all([...new Set(envelopes.map((envelope) => envelope.type))].map((type) => declare(channel, type)));
+    for (const envelope of envelopes) {
+      const body = Buffer.from(JSON.stringify(envelope));
+      const properties = propertiesOf(envelope.messageId, envelope.type);
+      for (let copy = twice ? 2 : 1; copy > 0; copy--)
+        channel.publish(exchangeOf(names, envelope.type), '', body, properties);
+    }
+    await channel.waitForConfirms(); // a nack rejects: not published, published again
+    options.onPublished?.(envelopes, twice ? 2 : 1);
+  }
+
+  async function redeliver(channel: ConfirmChannel, consumer: string, messageId: string, payload: unknown) {
+    const type = (payload as { type?: unknown } | null)?.type;
+    // To the consumer's own queue (the default exchange routes by queue name), no one else's.
+    channel.sendToQueue(
+      queueOf(names, consumer),
+      Buffer.from(JSON.stringify(payload)),
+      propertiesOf(messageId, typeof type === 'string' ? type : 'unknown'),
+    );
+    await channel.waitForConfirms();
+  }
 }
 
 interface Opened {
@@ -76,13 +87,13 @@ interface Opened {
 
 /**
  * A connection and its confirm channel, opened on first use and again after either was closed or
- * failed (a channel RabbitMQ closes ends the whole connection: never left half working; `lost` is
- * told).
+ * failed, or was dropped (a channel RabbitMQ closes ends the whole connection: never left half
+ * working; `lost` is told). Opening one fails after `timeoutMs`, as behind a dead link.
  */
-function reopening(url: string, lost: () => void) {
+function reopening(url: string, timeoutMs: number, lost: () => void) {
   let opened: Promise<Opened> | undefined;
   const connectOnce = async (end: () => void): Promise<Opened> => {
-    const model = await connect(url);
+    const model = await connect(url, { timeout: timeoutMs });
     const ending = () => {
       end();
       void model.close().catch(() => {});
@@ -96,6 +107,20 @@ function reopening(url: string, lost: () => void) {
     channel.on('error', ending);
     channel.on('close', ending);
     return { model, channel };
+  };
+  /**
+   * Destroys the connection's socket, as its peer will never close it: the publications waiting
+   * on it fail, and the next one opens another.
+   */
+  const drop = (dead: Promise<Opened>): void => {
+    if (opened === dead) {
+      opened = undefined;
+      lost();
+    }
+    void dead.then(
+      ({ model }) => (model.connection as unknown as { stream: Socket }).stream.destroy(),
+      () => {},
+    );
   };
   return {
     open(): Promise<Opened> {
@@ -111,10 +136,17 @@ function reopening(url: string, lost: () => void) {
       });
       return current;
     },
+    drop,
+    /** Closes the connection; one whose close is not answered in time is dropped. */
     async close(): Promise<void> {
       const current = opened;
+      if (!current) return;
       opened = undefined;
-      if (current) await (await current).model.close().catch(() => {});
+      await acceptedWithin(
+        current.then(({ model }) => model.close()),
+        timeoutMs,
+        () => drop(current),
+      ).catch(() => {});
     },
   };
 }

@@ -163,7 +163,14 @@ export function startIdem<Tx extends SqlClient, S extends CatalogueSpec, P exten
   const run = { consumers: true, relay: true, maintenance: true, ...options.run };
   const retention = inboxRetentionOf(options, replayWindowMs);
   const inbox = createInbox({ db, faults, now });
-  const publisher = transport.createPublisher({ catalogue: catalogue as unknown as Catalogue, faults, onPublished });
+  // A publication fails, and its connection is dropped, when the relay would fail it.
+  const timeoutMs = typeof options.relay === 'object' ? options.relay.publishTimeoutMs : undefined;
+  const publisher = transport.createPublisher({
+    catalogue: catalogue as unknown as Catalogue,
+    faults,
+    onPublished,
+    timeoutMs,
+  });
   const consumers = run.consumers ? startConsumers(options, inbox) : [];
   const relay = run.relay ? startRelay(options, publisher) : undefined;
   const maintain = async (): Promise<Maintenance> => ({

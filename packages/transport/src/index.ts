@@ -1,4 +1,5 @@
 export {
+  acceptedWithin,
   consumerRunnerOf,
   subscriptionsOf,
   type Consumer,

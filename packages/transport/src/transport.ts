@@ -39,6 +39,14 @@ export interface PublisherOptions {
   readonly faults?: Faults;
   /** Told of every publication once the broker took it, with how many copies went out (the journal). */
   readonly onPublished?: (envelopes: readonly AnyEnvelope[], copies: number) => void;
+  /**
+   * How long a publication waits for the broker's acceptance. Past it the publication fails and
+   * its connection is taken for dead and dropped, so the next one opens another: behind a dead
+   * link nothing closes a connection for the client (no FIN, no RST), and without this every
+   * publication would wait on it until a heartbeat or the kernel ended it, minutes later.
+   * @defaultValue 10000
+   */
+  readonly timeoutMs?: number;
 }
 
 /** Puts envelopes on the broker under their message id. */
@@ -119,4 +127,20 @@ export function consumerRunnerOf<Tx extends SqlClient, S extends CatalogueSpec, 
     onDelivery: options.onDelivery,
     onError: options.onError,
   });
+}
+
+/**
+ * A publication, failed once `timeoutMs` passed without the broker's acceptance; `drop` is called
+ * first, to take the connection it waits on for dead (see `PublisherOptions.timeoutMs`). What the
+ * broker accepts later is a copy the relay publishes again: the accepted duplicate.
+ */
+export function acceptedWithin<T>(publication: Promise<T>, timeoutMs: number, drop: () => void): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      drop();
+      reject(new Error(`the broker accepted nothing within ${timeoutMs} ms: its connection was dropped`));
+    }, timeoutMs);
+  });
+  return Promise.race([publication, late]).finally(() => clearTimeout(timer));
 }
