@@ -27,6 +27,13 @@ export interface ConsumerOptions<Tx extends SqlClient, S extends CatalogueSpec, 
   readonly stalledIntervalMs?: number;
   /** Redeliveries after an owner died before the message is dead-lettered. @defaultValue 5 */
   readonly maxStalledCount?: number;
+  /**
+   * How long a worker's connection may answer nothing while a command waits before it is taken for
+   * dead, destroyed and opened again (ioredis's `socketTimeout`): behind a dead link nothing else
+   * ends it. Longer than any command BullMQ blocks on (its drain delay, 5 s; at most 10 s).
+   * @defaultValue 30000
+   */
+  readonly socketTimeoutMs?: number;
 }
 
 /** A running consumer: its BullMQ worker, and how to stop it. */
@@ -51,6 +58,7 @@ export function startConsumer<Tx extends SqlClient, S extends CatalogueSpec, C e
     lockDurationMs = 30_000,
     stalledIntervalMs = 30_000,
     maxStalledCount = 5,
+    socketTimeoutMs = 30_000,
     onRecorded,
     onError = () => {},
   } = options;
@@ -64,7 +72,7 @@ export function startConsumer<Tx extends SqlClient, S extends CatalogueSpec, C e
     stalledInterval: stalledIntervalMs,
     maxStalledCount,
   };
-  const startWorker = () => workerOf(runner, { redisUrl, name, settings, onRecorded, onError });
+  const startWorker = () => workerOf(runner, { redisUrl, socketTimeoutMs, name, settings, onRecorded, onError });
   let current = startWorker();
   // A worker that stopped fetching while deliveries wait is replaced (liveness.ts says why).
   const waitList = new QueueKeys(prefix).toKey(name, 'wait');
@@ -108,9 +116,9 @@ const receivedOf = (job: Job): Received => ({
  */
 function workerOf<Tx extends SqlClient>(
   runner: ConsumerRunner<Tx>,
-  { redisUrl, name, settings, onRecorded, onError }: WorkerSetup,
+  { redisUrl, socketTimeoutMs, name, settings, onRecorded, onError }: WorkerSetup,
 ): RunningWorker {
-  const connection = createRedis(redisUrl, 'worker');
+  const connection = createRedis(redisUrl, 'worker', socketTimeoutMs);
   const counts = { started: 0, inFlight: 0 };
   // Each delivery's report, until BullMQ recorded how its job ended (only for onRecorded).
   const reports = onRecorded ? new WeakMap<Job, DeliveryReport>() : undefined;
@@ -150,6 +158,7 @@ function workerOf<Tx extends SqlClient>(
 
 interface WorkerSetup {
   readonly redisUrl: string;
+  readonly socketTimeoutMs: number;
   readonly name: string;
   readonly settings: Omit<WorkerOptions, 'connection'>;
   readonly onRecorded: ((report: DeliveryReport) => void) | undefined;

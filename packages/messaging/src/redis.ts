@@ -118,15 +118,13 @@ export async function clusterReady(redis: RedisClient, timeoutMs = 10_000): Prom
 
 /**
  * Workers block on Redis and must retry forever (BullMQ requires maxRetriesPerRequest: null).
- * Producers must fail fast instead, so a relay notices a broker outage and backs off — and a
- * producer's connection that has answered nothing for `timeoutMs` while a command waits is
- * destroyed (ioredis's `socketTimeout`) and opened again: behind a dead link nothing else would
- * ever close it, and every publication would wait on it.
+ * Producers must fail fast instead, so a relay notices a broker outage and backs off. Either's
+ * connection that has answered nothing for `timeoutMs` while a command waits is destroyed
+ * (ioredis's `socketTimeout`) and opened again: behind a dead link nothing else would ever close
+ * it, and every publication, or the worker's fetch, would wait on it.
  */
-export function createRedis(redisUrl: string, role: 'worker'): RedisClient;
-export function createRedis(redisUrl: string, role: 'producer', timeoutMs: number): RedisClient;
-export function createRedis(redisUrl: string, role: 'worker' | 'producer', timeoutMs?: number): RedisClient {
+export function createRedis(redisUrl: string, role: 'worker' | 'producer', timeoutMs: number): RedisClient {
   return role === 'worker'
-    ? connectRedis(redisUrl, { maxRetriesPerRequest: null })
+    ? connectRedis(redisUrl, { maxRetriesPerRequest: null, socketTimeout: timeoutMs })
     : connectRedis(redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false, socketTimeout: timeoutMs });
 }

@@ -8,7 +8,10 @@ import type { BrokerOptions } from './redis.js';
 export interface BullmqOptions
   extends
     BrokerOptions,
-    Pick<ConsumerOptions<never, never, never>, 'lockDurationMs' | 'stalledIntervalMs' | 'maxStalledCount'>,
+    Pick<
+      ConsumerOptions<never, never, never>,
+      'lockDurationMs' | 'stalledIntervalMs' | 'maxStalledCount' | 'socketTimeoutMs'
+    >,
     Pick<PublisherOptions, 'durabilityTimeoutMs'> {
   /** @defaultValue defaultDeliveryPolicy */
   readonly policy?: DeliveryPolicy;

@@ -122,7 +122,9 @@ class RabbitConsumer<Tx extends SqlClient> {
   /** Connects, declares the queue and its bindings, and starts taking deliveries. */
   async start(): Promise<void> {
     const { url, names, deliveryLimit } = this.#settings;
-    const model = await connect(url);
+    // A handshake not answered in time fails, and is tried again (failedToStart), as behind a dead
+    // link; once open, the heartbeat (transport.ts) ends a connection that hears nothing.
+    const model = await connect(url, { timeout: CONNECT_TIMEOUT_MS });
     model.on('error', this.#onError);
     try {
       await sayWhatIsUnserved(model, names, this.#consumer, this.#contracts, this.#onError);
@@ -265,6 +267,9 @@ function parse(content: Buffer): unknown {
     return text;
   }
 }
+
+/** How long opening a connection may take before it fails and is tried again. */
+const CONNECT_TIMEOUT_MS = 10_000;
 
 /**
  * Says (through `onError`) which of a consumer's subscriptions no producer serves yet: an exchange

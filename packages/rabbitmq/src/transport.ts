@@ -20,6 +20,12 @@ export interface RabbitmqOptions {
   readonly policy?: DeliveryPolicy;
   /** Redeliveries after a consumer died holding a message before it is a dead letter. @defaultValue 5 */
   readonly deliveryLimit?: number;
+  /**
+   * The heartbeat asked of RabbitMQ, unless the URL asks one (`?heartbeat=`): a connection that
+   * hears nothing for two of them is taken for dead and opened again, as behind a dead link nothing
+   * else ends it (RabbitMQ proposes 60 s: two minutes). @defaultValue 10
+   */
+  readonly heartbeatSeconds?: number;
 }
 
 /**
@@ -53,11 +59,21 @@ export function rabbitmq(options: RabbitmqOptions = {}): Transport {
 
 /** The options with their defaults. */
 const settingsOf = (options: RabbitmqOptions) => ({
-  url: options.url ?? process.env.RABBITMQ_URL ?? 'amqp://guest:guest@127.0.0.1:5672',
+  url: withHeartbeat(
+    options.url ?? process.env.RABBITMQ_URL ?? 'amqp://guest:guest@127.0.0.1:5672',
+    options.heartbeatSeconds ?? 10,
+  ),
   names: { prefix: options.prefix ?? 'idem' },
   policy: options.policy ?? defaultDeliveryPolicy,
   deliveryLimit: options.deliveryLimit ?? 5,
 });
+
+/** `url` asking for a heartbeat of `seconds`, unless it asks for one already. */
+function withHeartbeat(url: string, seconds: number): string {
+  const parsed = new URL(url);
+  if (!parsed.searchParams.has('heartbeat')) parsed.searchParams.set('heartbeat', String(seconds));
+  return parsed.toString();
+}
 
 /**
  * Deletes what the transport with these options declared for `consumers` — each one's queue, retry

@@ -1,12 +1,13 @@
 /**
- * The composition where the producer's link to the broker is slow, then dead: the handoff and the
- * relay publish over a network path (testkit's `startNetworkPath`) to the real RabbitMQ or Redis,
- * first with latency on every chunk, then blackholed — its connections stay open and are never
- * answered or closed again, as behind a dead link. Under load from writers committing at once,
- * every loan is charged exactly once: none lost while the broker was out of reach, none charged
- * twice by what was published again, and publication resumes on new connections, the dead ones
- * dropped by the publishers' own timeout. (The consumers reach the broker directly: a consumer's
- * dead link is another subject.)
+ * The composition where its links to the broker are slow, then dead: the handoff and the relay
+ * publish over one network path (testkit's `startNetworkPath`) to the real RabbitMQ or Redis, the
+ * consumer takes its deliveries over another. First every chunk of the producer's link is delayed;
+ * then each link in turn is blackholed — its connections stay open and are never answered or
+ * closed again, as behind a dead link. Under load from writers committing at once, every loan is
+ * charged exactly once: none lost while the broker was out of reach, none charged twice by what
+ * was published or delivered again, and work resumes on new connections once the route is back,
+ * the dead ones dropped by the clients' own timeouts (a publication's, a worker's socket timeout,
+ * RabbitMQ's heartbeat).
  */
 import { randomUUID } from 'node:crypto';
 import { defineCatalogue, type MessageOf } from '@idem/contracts';
@@ -41,19 +42,28 @@ const CONSUMER = 'billing.book-lent.v1';
 type BookLent = MessageOf<typeof catalogue.contracts, typeof CONSUMER>;
 const policy = { ...defaultDeliveryPolicy, attempts: 5, backoffDelayMs: 100, keepCompletedMs: 0 };
 
-/** Each transport, reached through `port` (the path's, or its server's). */
+/**
+ * Each transport, reached through `port` (a path's), with the timeouts that end a dead connection
+ * shortened: a heartbeat of a second, a worker's socket timeout of 8 s (BullMQ blocks up to 5 s).
+ */
 const TRANSPORTS = {
   rabbitmq: {
     server: { host: '127.0.0.1', port: 5672 },
     transport: (prefix: string, port: number): Transport =>
-      rabbitmq({ url: `amqp://guest:guest@127.0.0.1:${port}`, prefix, policy }),
+      rabbitmq({ url: `amqp://guest:guest@127.0.0.1:${port}`, prefix, policy, heartbeatSeconds: 1 }),
     cleanUp: (prefix: string) =>
       deleteTopology({ prefix, policy }, { consumers: [CONSUMER], contracts: Object.keys(catalogue.contracts) }),
   },
   bullmq: {
     server: { host: '127.0.0.1', port: 6379 },
     transport: (prefix: string, port: number): Transport =>
-      bullmq({ redisUrl: `redis://127.0.0.1:${port}`, prefix, policy, durabilityTimeoutMs: 500 }),
+      bullmq({
+        redisUrl: `redis://127.0.0.1:${port}`,
+        prefix,
+        policy,
+        durabilityTimeoutMs: 500,
+        socketTimeoutMs: 8000,
+      }),
     cleanUp: deleteQueues,
   },
 };
@@ -88,7 +98,8 @@ async function charged(): Promise<{ fees: number; loans: number }> {
 
 describe.each(Object.keys(TRANSPORTS) as (keyof typeof TRANSPORTS)[])('startIdem on %s', (name) => {
   const prefix = uniqueName(`idem_slow_${name}`);
-  let path: NetworkPath;
+  let path: NetworkPath; // the producer's
+  let consumerPath: NetworkPath;
   let idem: Idem<SqlClient> | undefined;
   let writer: typeof db;
   let written = 0;
@@ -97,12 +108,16 @@ describe.each(Object.keys(TRANSPORTS) as (keyof typeof TRANSPORTS)[])('startIdem
     await pool.query('TRUNCATE fees, outbox_messages, processed_messages');
     const { server, transport } = TRANSPORTS[name];
     path = await startNetworkPath(server);
+    consumerPath = await startNetworkPath(server);
     writer = runningAfterCommit(db);
     idem = startIdem({
       db: writer,
       catalogue,
-      // Published over the path, consumed directly.
-      transport: { ...transport(prefix, server.port), createPublisher: transport(prefix, path.port).createPublisher },
+      // Published over one path, consumed over the other.
+      transport: {
+        ...transport(prefix, consumerPath.port),
+        createPublisher: transport(prefix, path.port).createPublisher,
+      },
       consumers: { [CONSUMER]: chargeFee },
       relay: { pollIntervalMs: 200, publishTimeoutMs: 1000, backoffInitialMs: 200, backoffMaxMs: 1000, handoff: true },
       run: { maintenance: false },
@@ -111,8 +126,9 @@ describe.each(Object.keys(TRANSPORTS) as (keyof typeof TRANSPORTS)[])('startIdem
   });
   afterAll(async () => {
     path?.restore();
+    consumerPath?.restore();
     await idem?.stop(1000);
-    await path?.close();
+    await Promise.all([path?.close(), consumerPath?.close()]);
     await TRANSPORTS[name].cleanUp(prefix);
   });
 
@@ -168,5 +184,18 @@ describe.each(Object.keys(TRANSPORTS) as (keyof typeof TRANSPORTS)[])('startIdem
     await allCharged(20_000);
     expect(await charged()).toEqual({ fees: written, loans: written });
     expect(path.deadConnections()).toBe(0);
+  }, 90_000);
+
+  it("takes deliveries again on new connections once the consumer's dead link is back, each loan charged once", async () => {
+    consumerPath.blackhole();
+    await lend(100); // published, and waiting at the broker
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    expect((await charged()).loans).toBeLessThan(written); // the consumer took nothing meanwhile
+    // Its connections stay dead: only a consumer that drops them takes deliveries again — well
+    // before RabbitMQ's own 60 s heartbeat or the kernel would end them.
+    consumerPath.restore();
+    await allCharged(40_000);
+    expect(await charged()).toEqual({ fees: written, loans: written });
+    expect(consumerPath.deadConnections()).toBe(0);
   }, 90_000);
 });
