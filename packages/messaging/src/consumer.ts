@@ -10,7 +10,7 @@ import {
   type Consumer as AnyConsumer,
 } from '@idem/transport';
 import { QueueKeys, UnrecoverableError, Worker, type Job, type WorkerOptions } from 'bullmq';
-import { watchLiveness } from './liveness.js';
+import { SILENT, watchLiveness } from './liveness.js';
 import { createRedis, queueName, resolveBroker, type BrokerOptions, type RedisClient } from './redis.js';
 
 export type { DeliveryReport };
@@ -27,13 +27,6 @@ export interface ConsumerOptions<Tx extends SqlClient, S extends CatalogueSpec, 
   readonly stalledIntervalMs?: number;
   /** Redeliveries after an owner died before the message is dead-lettered. @defaultValue 5 */
   readonly maxStalledCount?: number;
-  /**
-   * How long a worker's connection may answer nothing while a command waits before it is taken for
-   * dead, destroyed and opened again (ioredis's `socketTimeout`): behind a dead link nothing else
-   * ends it. Longer than any command BullMQ blocks on (its drain delay, 5 s; at most 10 s).
-   * @defaultValue 30000
-   */
-  readonly socketTimeoutMs?: number;
 }
 
 /** A running consumer: its BullMQ worker, and how to stop it. */
@@ -58,7 +51,6 @@ export function startConsumer<Tx extends SqlClient, S extends CatalogueSpec, C e
     lockDurationMs = 30_000,
     stalledIntervalMs = 30_000,
     maxStalledCount = 5,
-    socketTimeoutMs = 30_000,
     onRecorded,
     onError = () => {},
   } = options;
@@ -72,18 +64,18 @@ export function startConsumer<Tx extends SqlClient, S extends CatalogueSpec, C e
     stalledInterval: stalledIntervalMs,
     maxStalledCount,
   };
-  const startWorker = () => workerOf(runner, { redisUrl, socketTimeoutMs, name, settings, onRecorded, onError });
+  const startWorker = () => workerOf(runner, { redisUrl, name, settings, onRecorded, onError });
   let current = startWorker();
   // A worker that stopped fetching while deliveries wait is replaced (liveness.ts says why).
   const waitList = new QueueKeys(prefix).toKey(name, 'wait');
   const liveness = watchLiveness({
     everyMs: stalledIntervalMs,
     progress: () => ({ started: current.counts.started, roomLeft: current.counts.inFlight < concurrency }),
-    waiting: () => inTime(current.connection.llen(waitList), stalledIntervalMs),
-    replace: (waiting) => {
+    waiting: async () => (await inTime(current.connection.llen(waitList), stalledIntervalMs)) ?? SILENT,
+    replace: (why) => {
       const wedged = current;
       current = startWorker();
-      onError(new Error(`${consumer}: started no delivery while ${waiting} waited; its worker was replaced`));
+      onError(new Error(`${consumer}: ${why}; its worker was replaced`));
       void close(wedged, 1_000).catch(onError);
     },
   });
@@ -116,9 +108,9 @@ const receivedOf = (job: Job): Received => ({
  */
 function workerOf<Tx extends SqlClient>(
   runner: ConsumerRunner<Tx>,
-  { redisUrl, socketTimeoutMs, name, settings, onRecorded, onError }: WorkerSetup,
+  { redisUrl, name, settings, onRecorded, onError }: WorkerSetup,
 ): RunningWorker {
-  const connection = createRedis(redisUrl, 'worker', socketTimeoutMs);
+  const connection = createRedis(redisUrl, 'worker');
   const counts = { started: 0, inFlight: 0 };
   // Each delivery's report, until BullMQ recorded how its job ended (only for onRecorded).
   const reports = onRecorded ? new WeakMap<Job, DeliveryReport>() : undefined;
@@ -158,7 +150,6 @@ function workerOf<Tx extends SqlClient>(
 
 interface WorkerSetup {
   readonly redisUrl: string;
-  readonly socketTimeoutMs: number;
   readonly name: string;
   readonly settings: Omit<WorkerOptions, 'connection'>;
   readonly onRecorded: ((report: DeliveryReport) => void) | undefined;
@@ -196,6 +187,8 @@ async function close({ worker, connection }: RunningWorker, timeoutMs: number) {
   // In-flight deliveries that did not finish are abandoned: their locks expire and
   // another instance redelivers them, which the inbox makes safe.
   if (!finished) await inTime(worker.close(true), timeoutMs);
-  // BullMQ closes only the connections it made itself: this one is ours.
+  // BullMQ closes only the connections it made itself, and not one whose QUIT goes unanswered (a
+  // dead link): its blocking one and ours are disconnected, which never waits on Redis.
+  await inTime(worker.disconnect(), timeoutMs);
   connection.disconnect();
 }

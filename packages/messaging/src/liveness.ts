@@ -6,23 +6,30 @@
  * `everyMs` it asks how many deliveries wait; when some waited at two looks in a row while this
  * worker started none and had room for more, it calls `replace`. A healthy worker takes a waiting
  * delivery within BullMQ's drain delay (5 s), so `everyMs` is never shorter than
- * MIN_LIVENESS_CHECK_MS. A replacement by mistake costs a reconnect: what was in flight is finished
- * or, past the close timeout, redelivered, which the inbox makes safe.
+ * MIN_LIVENESS_CHECK_MS. A worker whose Redis answers neither look at all is replaced too: behind a
+ * dead link nothing ever closes its connections (no FIN, no RST), and a new worker opens new ones.
+ * A replacement by mistake costs a reconnect: what was in flight is finished or, past the close
+ * timeout, redelivered, which the inbox makes safe.
  */
 export const MIN_LIVENESS_CHECK_MS = 5_000;
 
 export interface Liveness {
   /** Deliveries this worker has started so far, and whether it has room for another. */
   readonly progress: () => { readonly started: number; readonly roomLeft: boolean };
-  /** How many deliveries wait in the queue; undefined when Redis did not say in time. */
-  readonly waiting: () => Promise<number | undefined>;
-  readonly replace: (waiting: number) => void;
+  /** How many deliveries wait in the queue; undefined when Redis refused; SILENT when it did not answer in time. */
+  readonly waiting: () => Promise<number | typeof SILENT | undefined>;
+  /** Replaces the worker; `why` says what the looks saw. */
+  readonly replace: (why: string) => void;
   readonly everyMs: number;
 }
+
+/** What `waiting` answers when Redis answered nothing in time. */
+export const SILENT = Symbol('silent');
 
 export function watchLiveness({ progress, waiting, replace, everyMs }: Liveness): { stop(): void } {
   let seen = progress().started;
   let waitedBefore = false;
+  let silentBefore = false;
   let looking = false;
   let stopped = false;
   const look = async () => {
@@ -33,11 +40,12 @@ export function watchLiveness({ progress, waiting, replace, everyMs }: Liveness)
       const count = await waiting().catch(() => undefined); // Redis down: the next look will tell
       // Stopped while asking (the consumer is closing): a worker started now would outlive it.
       if (stopped) return;
-      const waited = count !== undefined && count > 0 && now.started === seen && now.roomLeft;
-      if (waited && waitedBefore) {
-        replace(count);
-        waitedBefore = false;
-      } else waitedBefore = waited;
+      const silent = count === SILENT;
+      const waited = typeof count === 'number' && count > 0 && now.started === seen && now.roomLeft;
+      if (silent && silentBefore) replace('its Redis connection answered nothing at two looks in a row');
+      else if (waited && waitedBefore) replace(`it started no delivery while ${count} waited`);
+      waitedBefore = waited && !waitedBefore;
+      silentBefore = silent && !silentBefore;
       seen = progress().started;
     } finally {
       looking = false;

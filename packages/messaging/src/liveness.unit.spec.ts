@@ -1,11 +1,11 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { MIN_LIVENESS_CHECK_MS, watchLiveness } from './liveness.js';
+import { MIN_LIVENESS_CHECK_MS, SILENT, watchLiveness } from './liveness.js';
 
 beforeEach(() => void vi.useFakeTimers());
 afterEach(() => void vi.useRealTimers());
 
 /** A worker that starts nothing, with room, over a queue where `waiting` deliveries wait. */
-function wedged(waiting: () => Promise<number | undefined>) {
+function wedged(waiting: () => Promise<number | typeof SILENT | undefined>) {
   const replace = vi.fn();
   const watch = watchLiveness({
     everyMs: 1_000,
@@ -22,7 +22,17 @@ describe('watchLiveness', () => {
     await vi.advanceTimersByTimeAsync(MIN_LIVENESS_CHECK_MS);
     expect(replace).not.toHaveBeenCalled();
     await vi.advanceTimersByTimeAsync(MIN_LIVENESS_CHECK_MS);
-    expect(replace).toHaveBeenCalledWith(3);
+    expect(replace).toHaveBeenCalledWith('it started no delivery while 3 waited');
+    watch.stop();
+  });
+
+  it('replaces a worker whose Redis answers neither of two looks in a row, and not after one', async () => {
+    const answers: (number | typeof SILENT)[] = [SILENT, 0, SILENT, SILENT];
+    const { replace, watch } = wedged(async () => answers.shift()!);
+    await vi.advanceTimersByTimeAsync(3 * MIN_LIVENESS_CHECK_MS); // silent, answered, silent
+    expect(replace).not.toHaveBeenCalled();
+    await vi.advanceTimersByTimeAsync(MIN_LIVENESS_CHECK_MS); // silent again
+    expect(replace).toHaveBeenCalledExactlyOnceWith('its Redis connection answered nothing at two looks in a row');
     watch.stop();
   });
 

@@ -11,7 +11,7 @@ import {
 import { Queue, type JobsOptions } from 'bullmq';
 import { jobOptions } from './delivery-policy.js';
 import { confirmDurable, resolveDurability, type DURABILITIES, type Durability } from './durability.js';
-import { clusterReady, createRedis, queueName, resolveBroker, type BrokerOptions } from './redis.js';
+import { clusterReady, createRedis, droppingOnce, queueName, resolveBroker, type BrokerOptions } from './redis.js';
 
 /** A publisher's options on BullMQ: the transport's, its Redis, its delivery policy and durability. */
 export interface PublisherOptions extends AnyPublisherOptions, BrokerOptions {
@@ -108,9 +108,9 @@ export function createPublisher(options: PublisherOptions): Publisher {
     return q;
   };
 
-  // Accepted within `timeoutMs`, or failed: the connection then is already dropped (socketTimeout),
-  // and a command ioredis holds to send again must not hold the publication too.
-  const accepted = <T>(publication: Promise<T>) => acceptedWithin(publication, timeoutMs, () => {});
+  // Accepted within `timeoutMs`, or failed, the connection dropped.
+  const drop = droppingOnce(connection);
+  const accepted = <T>(publication: Promise<T>) => acceptedWithin(publication, timeoutMs, drop);
 
   return {
     publish: (envelopes) =>
@@ -151,7 +151,7 @@ async function redeliver(queue: Queue, policy: DeliveryPolicy, messageId: string
   await queue.add(typeof type === 'string' ? type : 'unknown', payload, jobOptions(policy, messageId));
 }
 
-/** The publisher's two timeouts; WAIT blocks on its one connection, so a wait as long as `timeoutMs` would take it for dead. */
+/** The publisher's two timeouts; a WAIT as long as `timeoutMs` would take its connection for dead. */
 function timeoutsOf(options: PublisherOptions): { timeoutMs: number; durabilityTimeoutMs: number } {
   const { timeoutMs = 10_000, durabilityTimeoutMs = 1000 } = options;
   if (durabilityTimeoutMs >= timeoutMs)

@@ -118,13 +118,34 @@ export async function clusterReady(redis: RedisClient, timeoutMs = 10_000): Prom
 
 /**
  * Workers block on Redis and must retry forever (BullMQ requires maxRetriesPerRequest: null).
- * Producers must fail fast instead, so a relay notices a broker outage and backs off. Either's
- * connection that has answered nothing for `timeoutMs` while a command waits is destroyed
- * (ioredis's `socketTimeout`) and opened again: behind a dead link nothing else would ever close
- * it, and every publication, or the worker's fetch, would wait on it.
+ * Producers must fail fast instead, so a relay notices a broker outage and backs off; and a
+ * producer's connection that opened but is not ready `timeoutMs` later (its handshake unanswered,
+ * as behind a dead link, where nothing ever closes it) is dropped, so ioredis opens another.
  */
-export function createRedis(redisUrl: string, role: 'worker' | 'producer', timeoutMs: number): RedisClient {
-  return role === 'worker'
-    ? connectRedis(redisUrl, { maxRetriesPerRequest: null, socketTimeout: timeoutMs })
-    : connectRedis(redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false, socketTimeout: timeoutMs });
+export function createRedis(redisUrl: string, role: 'worker'): RedisClient;
+export function createRedis(redisUrl: string, role: 'producer', timeoutMs: number): RedisClient;
+export function createRedis(redisUrl: string, role: 'worker' | 'producer', timeoutMs?: number): RedisClient {
+  if (role === 'worker') return connectRedis(redisUrl, { maxRetriesPerRequest: null });
+  const redis = connectRedis(redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false });
+  let timer: NodeJS.Timeout | undefined;
+  redis.on('connect', () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => redis.status === 'connect' && redis.disconnect(true), timeoutMs);
+    timer.unref();
+  });
+  redis.on('ready', () => clearTimeout(timer));
+  return redis;
+}
+
+/**
+ * Drops `redis`'s connection — once, however many ask before it has closed: ioredis ends its
+ * socket (destroys it when the end goes unanswered, as on a dead link) and opens another.
+ */
+export function droppingOnce(redis: RedisClient): () => void {
+  let dropping = false;
+  redis.on('close', () => (dropping = false));
+  return () => {
+    if (!dropping) redis.disconnect(true);
+    dropping = true;
+  };
 }

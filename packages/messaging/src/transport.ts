@@ -8,10 +8,7 @@ import type { BrokerOptions } from './redis.js';
 export interface BullmqOptions
   extends
     BrokerOptions,
-    Pick<
-      ConsumerOptions<never, never, never>,
-      'lockDurationMs' | 'stalledIntervalMs' | 'maxStalledCount' | 'socketTimeoutMs'
-    >,
+    Pick<ConsumerOptions<never, never, never>, 'lockDurationMs' | 'stalledIntervalMs' | 'maxStalledCount'>,
     Pick<PublisherOptions, 'durabilityTimeoutMs'> {
   /** @defaultValue defaultDeliveryPolicy */
   readonly policy?: DeliveryPolicy;
