@@ -28,8 +28,8 @@ export const SILENT = Symbol('silent');
 
 export function watchLiveness({ progress, waiting, replace, everyMs }: Liveness): { stop(): void } {
   let seen = progress().started;
-  let waitedBefore = false;
-  let silentBefore = false;
+  /** What the last look found wrong, if anything: the same at two looks in a row replaces the worker. */
+  let found: string | undefined;
   let looking = false;
   let stopped = false;
   const look = async () => {
@@ -40,12 +40,16 @@ export function watchLiveness({ progress, waiting, replace, everyMs }: Liveness)
       const count = await waiting().catch(() => undefined); // Redis down: the next look will tell
       // Stopped while asking (the consumer is closing): a worker started now would outlive it.
       if (stopped) return;
-      const silent = count === SILENT;
       const waited = typeof count === 'number' && count > 0 && now.started === seen && now.roomLeft;
-      if (silent && silentBefore) replace('its Redis connection answered nothing at two looks in a row');
-      else if (waited && waitedBefore) replace(`it started no delivery while ${count} waited`);
-      waitedBefore = waited && !waitedBefore;
-      silentBefore = silent && !silentBefore;
+      const wrong = count === SILENT ? 'silent' : waited ? 'wedged' : undefined;
+      if (wrong && wrong === found) {
+        replace(
+          wrong === 'silent'
+            ? 'its Redis connection answered nothing at two looks in a row'
+            : `it started no delivery while ${count as number} waited`,
+        );
+        found = undefined;
+      } else found = wrong;
       seen = progress().started;
     } finally {
       looking = false;

@@ -4,6 +4,7 @@ import { noFaults, type Faults } from '@idem/faults';
 import {
   acceptedWithin,
   defaultDeliveryPolicy,
+  PUBLISH_TIMEOUT_MS,
   type DeliveryPolicy,
   type Publisher as AnyPublisher,
   type PublisherOptions as AnyPublisherOptions,
@@ -153,7 +154,7 @@ async function redeliver(queue: Queue, policy: DeliveryPolicy, messageId: string
 
 /** The publisher's two timeouts; a WAIT as long as `timeoutMs` would take its connection for dead. */
 function timeoutsOf(options: PublisherOptions): { timeoutMs: number; durabilityTimeoutMs: number } {
-  const { timeoutMs = 10_000, durabilityTimeoutMs = 1000 } = options;
+  const { timeoutMs = PUBLISH_TIMEOUT_MS, durabilityTimeoutMs = 1000 } = options;
   if (durabilityTimeoutMs >= timeoutMs)
     throw new Error(`durabilityTimeoutMs (${durabilityTimeoutMs}) must be shorter than timeoutMs (${timeoutMs})`);
   return { timeoutMs, durabilityTimeoutMs };

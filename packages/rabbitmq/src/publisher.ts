@@ -1,6 +1,6 @@
 import type { AnyEnvelope } from '@idem/contracts';
 import { noFaults } from '@idem/faults';
-import { acceptedWithin, type Publisher, type PublisherOptions } from '@idem/transport';
+import { acceptedWithin, PUBLISH_TIMEOUT_MS, type Publisher, type PublisherOptions } from '@idem/transport';
 import type { Socket } from 'node:net';
 import { connect, type ChannelModel, type ConfirmChannel } from 'amqplib';
 import { declareExchange, exchangeOf, queueOf, type Names } from './topology.js';
@@ -32,7 +32,7 @@ export function createRabbitPublisher(url: string, names: Names, options: Publis
     }
     return declaring;
   };
-  const timeoutMs = options.timeoutMs ?? 10_000;
+  const timeoutMs = options.timeoutMs ?? PUBLISH_TIMEOUT_MS;
   // A lost connection is opened again by the next publication; what was not confirmed was not
   // published, and the relay publishes it again.
   const connection = reopening(url, timeoutMs, () => declared.clear());

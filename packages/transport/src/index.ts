@@ -1,6 +1,7 @@
 export {
   acceptedWithin,
   consumerRunnerOf,
+  PUBLISH_TIMEOUT_MS,
   subscriptionsOf,
   type Consumer,
   type ConsumerOptions,

@@ -129,9 +129,13 @@ export function consumerRunnerOf<Tx extends SqlClient, S extends CatalogueSpec, 
   });
 }
 
+/** How long a publication waits for the broker's acceptance by default (`PublisherOptions.timeoutMs`), as long as the relay's. */
+export const PUBLISH_TIMEOUT_MS = 10_000;
+
 /**
- * A publication, failed once `timeoutMs` passed without the broker's acceptance; `drop` is called
- * first, to take the connection it waits on for dead (see `PublisherOptions.timeoutMs`). What the
+ * A publication, failed once `timeoutMs` passed without the broker's acceptance. `drop` is called
+ * before the failure is told, so the publication the failure prompts (the relay's retry) opens a
+ * new connection rather than wait on the dead one (see `PublisherOptions.timeoutMs`). What the
  * broker accepts later is a copy the relay publishes again: the accepted duplicate.
  */
 export function acceptedWithin<T>(publication: Promise<T>, timeoutMs: number, drop: () => void): Promise<T> {
