@@ -23,7 +23,17 @@ import {
 import { replayDeadLetters, type Consumer, type DeliveryReport, type Publisher, type Transport } from '@idem/transport';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { bookLent, catalogue, chargeFee, CONSUMER, policy, TABLES, transportOf, TRANSPORTS } from './system.js';
+import {
+  bookLent,
+  catalogue,
+  chargeFee,
+  CONSUMER,
+  policy,
+  TABLES,
+  transportOf,
+  TRANSPORTS,
+  type TransportName,
+} from './system.js';
 
 let database: TestDatabase;
 let pool: pg.Pool;
@@ -38,6 +48,12 @@ afterAll(async () => {
   await pool?.end();
   await database?.drop();
 });
+
+/** Removes what a test made at the broker under `prefix`: queues and streams, or exchanges and queues. */
+const cleanUp = (name: TransportName, prefix: string, consumers: string[]) =>
+  name === 'bullmq'
+    ? deleteQueues(prefix)
+    : deleteTopology({ prefix, policy }, { consumers, contracts: Object.keys(catalogue.contracts) });
 
 const fees = async () => (await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM fees')).rows[0]!.n;
 
@@ -56,9 +72,7 @@ describe.each(TRANSPORTS)('the transport %s', (name) => {
   });
   afterAll(async () => {
     await publisher.close();
-    if (name === 'bullmq') await deleteQueues(prefix);
-    else
-      await deleteTopology({ prefix, policy }, { consumers: [CONSUMER], contracts: Object.keys(catalogue.contracts) });
+    await cleanUp(name, prefix, [CONSUMER]);
   });
   beforeEach(async () => {
     reports = [];
@@ -191,16 +205,15 @@ describe.each(TRANSPORTS)('the transport %s', (name) => {
   });
 });
 
-describe('RabbitMQ: subscriptions belong to consumers', () => {
-  const prefix = uniqueName('idem_subscriptions');
+describe.each(TRANSPORTS)('%s: subscriptions belong to consumers', (name) => {
+  const prefix = uniqueName(`idem_subscriptions_${name}`);
   const AUDIT = 'audit.book-lent.v1';
   // The same contract with one more consumer: what the new consumer's team declares. The
   // producer keeps the catalogue it was deployed with, which does not name that consumer.
   const later = defineCatalogue({
     'library.book-lent.v1': { ...catalogue.contracts['library.book-lent.v1'], consumers: [CONSUMER, AUDIT] },
   });
-  const contracts = Object.keys(catalogue.contracts);
-  afterAll(() => deleteTopology({ prefix, policy }, { consumers: [CONSUMER, AUDIT], contracts }));
+  afterAll(() => cleanUp(name, prefix, [CONSUMER, AUDIT]));
 
   const startAudit = (transport: Transport, audited: string[], errors: unknown[]) =>
     transport.startConsumer({
@@ -213,7 +226,7 @@ describe('RabbitMQ: subscriptions belong to consumers', () => {
     });
 
   it("delivers a running producer's next event to a consumer added after it, the producer never told", async () => {
-    const transport = rabbitmq({ prefix, policy });
+    const transport = transportOf(name, prefix);
     const producer = transport.createPublisher({ catalogue }); // deployed before audit existed
     const before = await bookLent();
     await producer.publish([before]);
@@ -233,14 +246,57 @@ describe('RabbitMQ: subscriptions belong to consumers', () => {
 
   it('says at start which of its subscriptions no producer serves yet, and runs', async () => {
     const errors: unknown[] = [];
-    const audit = startAudit(rabbitmq({ prefix: `${prefix}_unserved`, policy }), [], errors);
+    const audit = startAudit(transportOf(name, `${prefix}_unserved`), [], errors);
     await audit.ready;
     expect(errors).toEqual([expect.any(UnservedSubscriptionError)]);
     expect((errors[0] as Error).message).toMatch(
       /audit\.book-lent\.v1 subscribes to library\.book-lent\.v1, which no producer has declared yet/,
     );
     await audit.close();
-    await deleteTopology({ prefix: `${prefix}_unserved`, policy }, { consumers: [AUDIT], contracts });
+    await cleanUp(name, `${prefix}_unserved`, [AUDIT]);
+  });
+});
+
+describe('BullMQ: a consumer killed between forwarding its subscription and acknowledging it', () => {
+  const prefix = uniqueName('idem_forward_crash');
+  afterAll(() => deleteQueues(prefix));
+
+  it('forwards the entries again from the stream: each loan charged once', async () => {
+    await pool.query('TRUNCATE fees, failing_books, processed_messages, dead_letters');
+    const child = startScript(new URL('./consumer-process.ts', import.meta.url), {
+      TRANSPORT: 'bullmq',
+      DATABASE_URL: database.url,
+      IDEM_PREFIX: prefix,
+      IDEM_FAULTS_ENABLED: '1',
+      IDEM_FAULTS: `crash-after-forward consumer=${CONSUMER} count=1`,
+    });
+    const transport = transportOf('bullmq', prefix);
+    const publisher = transport.createPublisher({ catalogue });
+    const settled = new Map<string, string[]>();
+    let consumer: Consumer | undefined;
+    try {
+      await printed(child, 'ready');
+      const messages = await Promise.all(Array.from({ length: 6 }, () => bookLent()));
+      await publisher.publish(messages);
+      expect(await exited(child)).toBe('SIGKILL'); // its queue holds them, the stream still has them pending
+      consumer = transport.startConsumer({
+        catalogue,
+        consumer: CONSUMER,
+        inbox: createInbox({ db }),
+        handler: chargeFee,
+        onDelivery: ({ messageId, outcome }) =>
+          settled.set(messageId, [...(settled.get(messageId) ?? []), outcome.outcome]),
+      });
+      await consumer.ready;
+      for (const { messageId } of messages)
+        await waitFor(() => settled.get(messageId)?.includes('processed'), { what: `${messageId} processed` });
+      expect(await fees()).toBe(messages.length);
+      // Forwarded twice, each message is still one job (its id) or one more copy the inbox absorbs.
+      for (const outcomes of settled.values()) expect(outcomes.filter((o) => o !== 'duplicate')).toEqual(['processed']);
+    } finally {
+      await consumer?.close(1000);
+      await publisher.close();
+    }
   });
 });
 

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { queuesOf, type ServiceName } from '@idem/shop';
+import { reachOf, type ServiceName } from '@idem/shop';
 import {
   asRedisUser,
   clusterReady,
@@ -30,13 +30,7 @@ export async function provisionRedisUsers(
     const password = () => randomBytes(24).toString('hex');
     const users = new Map<ServiceName | 'console', { user: RedisUser; password: string }>([
       ...services.map((service) => {
-        const { consumes, publishesTo } = queuesOf(service);
-        const user = redisUserOf(`${prefix}-${service}`, {
-          prefix,
-          service,
-          redisUrl,
-          queues: [...consumes, ...publishesTo],
-        });
+        const user = redisUserOf(`${prefix}-${service}`, { prefix, service, redisUrl, ...reachOf(service) });
         return [service, { user, password: password() }] as const;
       }),
       ['console', { user: consoleRedisUser(`${prefix}-console`, { prefix }), password: password() }],

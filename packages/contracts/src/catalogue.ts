@@ -85,20 +85,26 @@ export function serviceOf(name: string): string {
 }
 
 /**
- * The queues a service touches: those of its own consumers (named `<service>.…`), and those it
- * publishes to (every subscriber of the events it produces). What its Redis user may reach
- * (@idem/messaging's `redisUserOf`), and nothing more.
+ * What a service reaches at the broker: the queues of its own consumers (named `<service>.…`), the
+ * contracts it publishes (their streams), and the contracts its consumers subscribe to (their
+ * subscriptions, on the producers' streams). What its Redis user may reach (@idem/messaging's
+ * `redisUserOf`), and nothing more.
  */
-export function queuesOf<S extends CatalogueSpec>(
+export function reachOf<S extends CatalogueSpec>(
   catalogue: Catalogue<S>,
   service: string,
-): { consumes: ConsumerName<S>[]; publishesTo: ConsumerName<S>[] } {
-  const names = Object.keys(catalogue.consumers) as ConsumerName<S>[];
-  const publishesTo = new Set<ConsumerName<S>>();
-  for (const contract of Object.values(catalogue.contracts)) {
-    if (contract.producer === service) contract.consumers.forEach((name) => publishesTo.add(name as ConsumerName<S>));
-  }
-  return { consumes: names.filter((name) => serviceOf(name) === service), publishesTo: [...publishesTo].sort() };
+): { consumes: ConsumerName<S>[]; publishes: EventType<S>[]; subscribes: EventType<S>[] } {
+  const consumes = (Object.keys(catalogue.consumers) as ConsumerName<S>[]).filter(
+    (name) => serviceOf(name) === service,
+  );
+  const types = Object.keys(catalogue.contracts) as EventType<S>[];
+  return {
+    consumes,
+    publishes: types.filter((type) => catalogue.contracts[type]!.producer === service),
+    subscribes: types.filter((type) =>
+      (catalogue.contracts[type]!.consumers as readonly string[]).some((name) => serviceOf(name) === service),
+    ),
+  };
 }
 
 /** The services that publish events (those with an outbox and a relay). */

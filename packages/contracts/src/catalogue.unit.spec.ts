@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { defineCatalogue, publishersOf, queuesOf, subscribersOf } from './catalogue.js';
+import { defineCatalogue, publishersOf, reachOf, subscribersOf } from './catalogue.js';
 import { createEnvelope } from './create-envelope.js';
 import { MAX_REASON_LENGTH, parseEnvelope } from './parse-envelope.js';
 import type { StandardSchemaV1 } from './standard-schema.js';
@@ -61,9 +61,10 @@ describe("a user's catalogue", () => {
     ]);
     expect(subscribersOf(library, 'library.book-lent.v1')).toEqual(['billing.book-lent.v1', 'members.book-lent.v1']);
     expect(publishersOf(library)).toEqual(['library', 'members']);
-    expect(queuesOf(library, 'library')).toEqual({
+    expect(reachOf(library, 'library')).toEqual({
       consumes: ['library.member-joined.v1'],
-      publishesTo: ['billing.book-lent.v1', 'billing.book-returned.v1', 'members.book-lent.v1'],
+      publishes: ['library.book-lent.v1', 'library.book-returned.v1', 'library.book-returned.v2'],
+      subscribes: ['members.member-joined.v1'],
     });
   });
 

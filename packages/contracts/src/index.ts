@@ -4,7 +4,7 @@ export {
   isConsumerName,
   isEventType,
   publishersOf,
-  queuesOf,
+  reachOf,
   serviceOf,
   subscribersOf,
   type Catalogue,

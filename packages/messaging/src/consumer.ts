@@ -8,10 +8,16 @@ import {
   type DeliveryReport,
   type Received,
   type Consumer as AnyConsumer,
+  type DeliveryPolicy,
+  defaultDeliveryPolicy,
+  subscriptionsOf,
+  UnservedSubscriptionError,
 } from '@idem/transport';
+import { noFaults } from '@idem/faults';
 import { QueueKeys, UnrecoverableError, Worker, type Job, type WorkerOptions } from 'bullmq';
 import { SILENT, watchLiveness } from './liveness.js';
-import { createRedis, queueName, resolveBroker, type BrokerOptions, type RedisClient } from './redis.js';
+import { whenReady, createRedis, queueName, resolveBroker, type BrokerOptions, type RedisClient } from './redis.js';
+import { startForwarder, streamOf, subscribe } from './subscriptions.js';
 
 export type { DeliveryReport };
 
@@ -27,6 +33,8 @@ export interface ConsumerOptions<Tx extends SqlClient, S extends CatalogueSpec, 
   readonly stalledIntervalMs?: number;
   /** Redeliveries after an owner died before the message is dead-lettered. @defaultValue 5 */
   readonly maxStalledCount?: number;
+  /** How the jobs forwarded from its subscriptions are retried and kept. @defaultValue defaultDeliveryPolicy */
+  readonly policy?: DeliveryPolicy;
 }
 
 /** A running consumer: its BullMQ worker, and how to stop it. */
@@ -79,16 +87,60 @@ export function startConsumer<Tx extends SqlClient, S extends CatalogueSpec, C e
       void close(wedged, 1_000).catch(onError);
     },
   });
-  const ready = current.worker.waitUntilReady().then(() => undefined);
+  const subscriptions = subscribeAndForward(options, { redisUrl, prefix, connection: current.connection });
+  const ready = Promise.all([current.worker.waitUntilReady(), subscriptions.ready]).then(() => undefined);
   ready.catch(onError);
   return {
     ready,
     get worker() {
       return current.worker;
     },
-    close: (timeoutMs = 10_000) => {
+    close: async (timeoutMs = 10_000) => {
       liveness.stop();
-      return close(current, timeoutMs);
+      await subscriptions.close();
+      await close(current, timeoutMs);
+    },
+  };
+}
+
+/**
+ * Creates the consumer's subscriptions (a group on each of its contracts' streams, saying which no
+ * producer has declared yet), then forwards each to its queue (subscriptions.ts).
+ */
+function subscribeAndForward<Tx extends SqlClient, S extends CatalogueSpec, C extends ConsumerName<S>>(
+  options: ConsumerOptions<Tx, S, C>,
+  { redisUrl, prefix, connection }: { redisUrl: string; prefix: string; connection: RedisClient },
+): { ready: Promise<void>; close(): Promise<void> } {
+  const { consumer, stalledIntervalMs = 30_000, onError = () => {} } = options;
+  const contracts = subscriptionsOf(options.catalogue as never, consumer);
+  let forwarders: { close(): Promise<void> }[] = [];
+  let closed = false;
+  const ready = (async () => {
+    await whenReady(connection);
+    for (const contract of contracts) {
+      const served = await subscribe(connection, streamOf(prefix, contract), consumer);
+      if (!served) onError(new UnservedSubscriptionError(consumer, contract));
+    }
+    if (closed) return;
+    forwarders = contracts.map((contract) =>
+      startForwarder({
+        redisUrl,
+        prefix,
+        stream: streamOf(prefix, contract),
+        consumer,
+        policy: options.policy ?? defaultDeliveryPolicy,
+        faults: options.faults ?? noFaults,
+        claimIdleMs: stalledIntervalMs,
+        onError,
+      }),
+    );
+  })();
+  return {
+    ready,
+    async close() {
+      closed = true;
+      await ready.catch(() => {});
+      await Promise.all(forwarders.map((forwarder) => forwarder.close()));
     },
   };
 }

@@ -3,6 +3,7 @@ export { DURABILITIES, NotDurableError, type Durability } from './durability.js'
 export { startConsumer, type Consumer, type ConsumerOptions } from './consumer.js';
 export { bullmq, type BullmqOptions } from './transport.js';
 export { jobOptions } from './delivery-policy.js';
+export { streamOf, trimStream } from './subscriptions.js';
 // The transport-neutral part, for code written against BullMQ before the seam.
 export {
   ConsumerRunner,
@@ -29,6 +30,7 @@ export {
   mastersOf,
   queueName,
   resolveBroker,
+  whenReady,
   type BrokerOptions,
   type RedisClient,
 } from './redis.js';
@@ -56,6 +58,8 @@ export {
   consoleRedisUser,
   rateLimitPrefix,
   REDIS_USER_COMMANDS,
+  SUBSCRIPTION_COMMANDS,
   setRedisUser,
+  type Reach,
   type RedisUser,
 } from './redis-users.js';

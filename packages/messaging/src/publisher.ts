@@ -1,4 +1,4 @@
-import { contextOf, traceparentOf, type AnyEnvelope } from '@idem/contracts';
+import { contextOf, traceparentOf, type AnyEnvelope, type Catalogue } from '@idem/contracts';
 import { context, SpanKind, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
 import { noFaults, type Faults } from '@idem/faults';
 import {
@@ -9,10 +9,20 @@ import {
   type Publisher as AnyPublisher,
   type PublisherOptions as AnyPublisherOptions,
 } from '@idem/transport';
-import { Queue, type JobsOptions } from 'bullmq';
+import { Queue } from 'bullmq';
 import { jobOptions } from './delivery-policy.js';
 import { confirmDurable, resolveDurability, type DURABILITIES, type Durability } from './durability.js';
-import { clusterReady, createRedis, droppingOnce, queueName, resolveBroker, type BrokerOptions } from './redis.js';
+import {
+  clusterReady,
+  createRedis,
+  whenReady,
+  droppingOnce,
+  queueName,
+  resolveBroker,
+  type BrokerOptions,
+  type RedisClient,
+} from './redis.js';
+import { backlogOf, entryOf, streamOf, subscribe, trimStream } from './subscriptions.js';
 
 /** A publisher's options on BullMQ: the transport's, its Redis, its delivery policy and durability. */
 export interface PublisherOptions extends AnyPublisherOptions, BrokerOptions {
@@ -24,7 +34,7 @@ export interface PublisherOptions extends AnyPublisherOptions, BrokerOptions {
   readonly durabilityTimeoutMs?: number;
 }
 
-/** Puts envelopes on the consumers' queues, under their message id (`jobId = messageId`). */
+/** Appends envelopes to their contracts' streams; the consumers' subscriptions forward them to their queues, under their message id (`jobId = messageId`). */
 export interface Publisher extends AnyPublisher {
   /** How many of a consumer's deliveries wait, run, wait for a retry, or have failed. */
   jobCounts(consumer: string): Promise<Record<'waiting' | 'active' | 'delayed' | 'failed', number>>;
@@ -80,11 +90,17 @@ function startSendBatch(spans: Span[]): Span {
   });
 }
 
-/** A publisher on the broker: each envelope goes to the queue of every consumer the catalogue subscribes to it. */
+/**
+ * A publisher on the broker: each envelope is appended to its contract's stream, whose groups (the
+ * consumers' subscriptions) forward it to the consumers' queues (subscriptions.ts). The consumers
+ * its catalogue names are subscribed before its first publication of a contract, so none of them
+ * misses one for having started later.
+ */
 export function createPublisher(options: PublisherOptions): Publisher {
   const { redisUrl, prefix } = resolveBroker(options);
   const policy = options.policy ?? defaultDeliveryPolicy;
   const faults = options.faults ?? noFaults;
+  const { catalogue } = options;
   const { timeoutMs, durabilityTimeoutMs } = timeoutsOf(options);
   const connection = createRedis(redisUrl, 'producer', timeoutMs);
   // Resolved on the first publication, once Redis can say whether it has a replica.
@@ -94,13 +110,8 @@ export function createPublisher(options: PublisherOptions): Publisher {
       durability = undefined; // asked again next time
       throw error;
     }));
-  const durable = async (written: readonly Queue[]) =>
-    confirmDurable(
-      connection,
-      await resolved(),
-      durabilityTimeoutMs,
-      written.map((q) => q.toKey('id')),
-    );
+  const durable = async (streams: readonly string[]) =>
+    confirmDurable(connection, await resolved(), durabilityTimeoutMs, streams);
   const queues = new Map<string, Queue>();
   const queue = async (consumer: string) => {
     await clusterReady(connection);
@@ -108,6 +119,7 @@ export function createPublisher(options: PublisherOptions): Publisher {
     if (!q) queues.set(consumer, (q = new Queue(queueName(consumer, redisUrl), { connection, prefix })));
     return q;
   };
+  const streams = streamsOf(connection, prefix, catalogue);
 
   // Accepted within `timeoutMs`, or failed, the connection dropped.
   const drop = droppingOnce(connection);
@@ -115,22 +127,19 @@ export function createPublisher(options: PublisherOptions): Publisher {
 
   return {
     publish: (envelopes) =>
-      accepted(
-        publish(queue, envelopes, {
-          catalogue: options.catalogue,
-          policy,
-          faults,
-          durable,
-          onPublished: options.onPublished,
-        }),
-      ),
+      accepted(publish(connection, envelopes, { streams, policy, faults, durable, onPublished: options.onPublished })),
     durability: resolved,
     redeliver: async (consumer, messageId, payload) =>
       accepted(redeliver(await queue(consumer), policy, messageId, payload)),
     async jobCounts(consumer) {
       const counts = await (await queue(consumer)).getJobCounts('waiting', 'active', 'delayed', 'failed');
+      // What its subscriptions hold that it has not forwarded to its queue yet waits too.
+      const contracts = (catalogue.consumers as Record<string, readonly string[] | undefined>)[consumer] ?? [];
+      const forwarding = await Promise.all(
+        contracts.map((contract) => backlogOf(connection, streamOf(prefix, contract), consumer)),
+      );
       return {
-        waiting: counts.waiting ?? 0,
+        waiting: (counts.waiting ?? 0) + forwarding.reduce((sum, n) => sum + n, 0),
         active: counts.active ?? 0,
         delayed: counts.delayed ?? 0,
         failed: counts.failed ?? 0,
@@ -139,6 +148,42 @@ export function createPublisher(options: PublisherOptions): Publisher {
     async close() {
       await Promise.all([...queues.values()].map((q) => q.close()));
       connection.disconnect();
+    },
+  };
+}
+
+/** How often, at most, a publisher trims a stream it publishes to. */
+const TRIM_EVERY_MS = 5_000;
+
+/**
+ * The streams of a publisher's contracts: each declared once, before its first entry, with a group
+ * for every consumer the catalogue names (the subscriptions it knows of; others bring their own),
+ * and trimmed now and then after a publication.
+ */
+function streamsOf(redis: RedisClient, prefix: string, catalogue: Catalogue) {
+  const declared = new Map<string, Promise<void>>();
+  const trimmedAt = new Map<string, number>();
+  return {
+    async declare(contract: string): Promise<string> {
+      const stream = streamOf(prefix, contract);
+      const consumers = catalogue.contracts[contract]?.consumers;
+      if (!consumers) throw new Error(`${contract} is not in the catalogue: nobody subscribes to it`);
+      let done = declared.get(contract);
+      if (!done) {
+        done = whenReady(redis)
+          .then(() => Promise.all(consumers.map((consumer) => subscribe(redis, stream, consumer))))
+          .then(() => undefined);
+        declared.set(contract, done);
+        done.catch(() => declared.delete(contract)); // declared again next time
+      }
+      await done;
+      return stream;
+    },
+    /** Trims `stream` if it was not for a while; never fails the publication that asked. */
+    trim(stream: string): void {
+      if (Date.now() - (trimmedAt.get(stream) ?? 0) < TRIM_EVERY_MS) return;
+      trimmedAt.set(stream, Date.now());
+      trimStream(redis, stream).catch(() => trimmedAt.delete(stream));
     },
   };
 }
@@ -161,57 +206,53 @@ function timeoutsOf(options: PublisherOptions): { timeoutMs: number; durabilityT
 }
 
 /**
- * Publishes envelopes to every subscriber's queue, one write per queue (`add`), each under its send
- * span (several under one batch span); resolves once Redis has accepted all of them.
+ * Appends envelopes to their contracts' streams, one write per stream, each under its send span
+ * (several under one batch span); resolves once Redis has accepted all of them, as durably as asked.
  */
 async function publish(
-  queue: (consumer: string) => Promise<Queue>,
+  redis: RedisClient,
   envelopes: readonly AnyEnvelope[],
   {
-    catalogue,
+    streams,
     policy,
     faults,
     durable,
     onPublished,
-  }: Pick<PublisherOptions, 'onPublished' | 'catalogue'> & {
+  }: Pick<PublisherOptions, 'onPublished'> & {
+    streams: ReturnType<typeof streamsOf>;
     policy: DeliveryPolicy;
     faults: Faults;
-    durable: (written: readonly Queue[]) => Promise<void>;
+    durable: (streams: readonly string[]) => Promise<void>;
   },
 ): Promise<void> {
   if (envelopes.length === 0) return;
   const spans: Span[] = [];
-  const byConsumer = new Map<string, AnyEnvelope[]>();
+  const byContract = new Map<string, AnyEnvelope[]>();
   for (const produced of envelopes) {
     const { span, envelope } = startSend(produced);
     spans.push(span);
-    const contract = catalogue.contracts[envelope.type];
-    if (!contract) throw new Error(`${envelope.type} is not in the catalogue: nobody subscribes to it`);
-    for (const consumer of contract.consumers) {
-      const batch = byConsumer.get(consumer);
-      if (batch) batch.push(envelope);
-      else byConsumer.set(consumer, [envelope]);
-    }
+    const batch = byContract.get(envelope.type);
+    if (batch) batch.push(envelope);
+    else byContract.set(envelope.type, [envelope]);
   }
   const writeSpan = spans.length === 1 ? spans[0]! : startSendBatch(spans);
   try {
     // The fault's copy gets another job id, so it reaches the consumer even while the
     // first job still exists: what a relay crash after BullMQ removed the job looks like.
     const twice = faults.fires('publish-twice', 'publisher');
-    const jobs = (envelope: AnyEnvelope) => [
-      { name: envelope.type, data: envelope, opts: jobOptions(policy, envelope.messageId) },
-      ...(twice
-        ? [{ name: envelope.type, data: envelope, opts: jobOptions(policy, `${envelope.messageId}-again`) }]
-        : []),
+    const entries = (envelope: AnyEnvelope) => [
+      entryOf(jobOptions(policy, envelope.messageId), envelope),
+      ...(twice ? [entryOf(jobOptions(policy, `${envelope.messageId}-again`), envelope)] : []),
     ];
     const written = await Promise.all(
-      [...byConsumer].map(async ([consumer, batch]) => ({ to: await queue(consumer), batch })),
+      [...byContract].map(async ([contract, batch]) => ({ stream: await streams.declare(contract), batch })),
     );
-    const writes = () => Promise.all(written.map(({ to, batch }) => add(to, batch.flatMap(jobs))));
+    const writes = () => Promise.all(written.map(({ stream, batch }) => append(redis, stream, batch.flatMap(entries))));
     // The Redis writes nest under the publication: its one send span, or a batch span.
     await context.with(trace.setSpan(context.active(), writeSpan), writes);
-    await durable(written.map(({ to }) => to)); // only a publication as durable as asked counts as published
+    await durable(written.map(({ stream }) => stream)); // only a publication as durable as asked counts as published
     onPublished?.(envelopes, twice ? 2 : 1);
+    for (const { stream } of written) streams.trim(stream);
   } catch (error) {
     for (const span of spans) {
       span.recordException(error as Error);
@@ -224,13 +265,13 @@ async function publish(
   }
 }
 
-/**
- * Jobs onto one queue in one round trip. A single job goes as one script call: `addBulk` would
- * wrap it in an ioredis pipeline, and making one copies every BullMQ script onto it (the
- * publishing services' profile charged ~0.4 ms an order to that alone).
- */
-function add(queue: Queue, jobs: { name: string; data: AnyEnvelope; opts: JobsOptions }[]): Promise<unknown> {
-  if (jobs.length !== 1) return queue.addBulk(jobs);
-  const { name, data, opts } = jobs[0]!;
-  return queue.add(name, data, opts);
+/** Entries onto one stream in one round trip (one key: one slot of a cluster). */
+async function append(redis: RedisClient, stream: string, entries: string[][]): Promise<void> {
+  if (entries.length === 1) {
+    await redis.xadd(stream, '*', ...entries[0]!);
+    return;
+  }
+  const pipeline = redis.pipeline();
+  for (const fields of entries) pipeline.xadd(stream, '*', ...fields);
+  for (const [error] of (await pipeline.exec()) ?? []) if (error) throw error;
 }

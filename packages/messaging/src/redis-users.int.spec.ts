@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { queuesOf } from '@idem/shop';
+import { reachOf } from '@idem/shop';
 import { createInbox, processed } from '@idem/inbox';
 import {
   createTestDatabase,
@@ -18,17 +18,13 @@ import { createPublisher } from './publisher.js';
 import { asRedisUser } from './redis.js';
 import { consoleRedisUser, deleteRedisUser, rateLimitPrefix, redisUserOf, setRedisUser } from './redis-users.js';
 import { journalKey } from './journal.js';
+import { streamOf } from './subscriptions.js';
 import { shop } from '@idem/shop';
 
 const prefix = uniqueName('idem_test_acl');
 const password = randomBytes(16).toString('hex');
 const admin = new Redis(redisUrl);
-const user = redisUserOf(`${prefix}-inventory`, {
-  prefix,
-  service: 'inventory',
-  redisUrl,
-  queues: [...queuesOf('inventory').consumes, ...queuesOf('inventory').publishesTo],
-});
+const user = redisUserOf(`${prefix}-inventory`, { prefix, service: 'inventory', redisUrl, ...reachOf('inventory') });
 /** The machine's Redis, as inventory's own user. */
 const asInventory = asRedisUser(redisUrl, user.name, password);
 let db: TestDatabase;
@@ -45,7 +41,7 @@ afterAll(async () => {
 });
 
 describe("a service's Redis user", () => {
-  it('consumes its own queues and publishes to its subscribers, through the real BullMQ scripts', async () => {
+  it('subscribes, consumes its own queues and publishes its own contracts, through the real BullMQ scripts', async () => {
     const consumer = startConsumer({
       catalogue: shop,
       consumer: 'inventory.order-placed.v1',
@@ -57,25 +53,35 @@ describe("a service's Redis user", () => {
     const orders = createPublisher({ catalogue: shop, redisUrl, prefix });
     const inventory = createPublisher({ catalogue: shop, redisUrl: asInventory, prefix });
     try {
+      await consumer.ready;
       const placed = orderPlacedMessage();
       await orders.publish([placed]);
       await waitFor(async () => (await db.prisma.processedMessage.count()) === 1, { what: 'the delivery processed' });
       await inventory.publish([testMessage('inventory.stock-reserved.v1')]);
-      expect(await inventory.jobCounts('payments.stock-reserved.v1')).toMatchObject({ waiting: 1 });
+      expect(await orders.jobCounts('payments.stock-reserved.v1')).toMatchObject({ waiting: 1 });
     } finally {
       await consumer.close();
       await Promise.all([orders.close(), inventory.close()]);
     }
   });
 
-  it('cannot add a job to a queue it does not publish to: no capture without payments', async () => {
+  it('cannot publish a contract it does not produce, nor reach a queue it does not consume: no capture without payments', async () => {
     const inventory = createPublisher({ catalogue: shop, redisUrl: asInventory, prefix });
     const payments = createPublisher({ catalogue: shop, redisUrl, prefix });
+    const redis = new Redis(asInventory, { maxRetriesPerRequest: 1 });
     try {
+      await payments.publish([testMessage('payments.payment-captured.v1')]); // its stream exists
       const forged = testMessage('payments.payment-captured.v1');
       await expect(inventory.publish([forged])).rejects.toThrow(/NOPERM/);
-      expect(await payments.jobCounts('orders.payment-captured.v1')).toMatchObject({ waiting: 0 });
+      // Not even on a stream it subscribes to: it reads orders' events, and cannot write one.
+      await expect(redis.xadd(streamOf(prefix, 'orders.order-placed.v1'), '*', 'envelope', '{}')).rejects.toThrow(
+        /NOPERM/,
+      );
+      await expect(redis.xtrim(streamOf(prefix, 'orders.order-placed.v1'), 'MAXLEN', 0)).rejects.toThrow(/NOPERM/);
+      await expect(redis.del(`${prefix}:orders.payment-captured.v1:wait`)).rejects.toThrow(/NOPERM/);
+      expect(await payments.jobCounts('orders.payment-captured.v1')).toMatchObject({ waiting: 1 });
     } finally {
+      redis.disconnect();
       await Promise.all([inventory.close(), payments.close()]);
     }
   });

@@ -1,13 +1,15 @@
 import { journalKey } from './journal.js';
 import { Cluster, Redis } from 'ioredis';
 import { queueName, type RedisClient } from './redis.js';
+import { streamOf } from './subscriptions.js';
 
 /**
- * A Redis user (ACL) for one service: it may reach the keys of the queues it consumes and of
- * those it publishes to, its own journal stream and its own rate limits — nothing else (no other
- * service's counters to reset, no entries to write in another's name). With one
- * password for all, any process could add any job to any queue (mark an order paid with no
- * charge); with these, a service's credentials reach only its own part of the flow.
+ * A Redis user (ACL) for one service: it may reach the keys of the queues it consumes, the streams
+ * of the contracts it publishes, its own journal stream and its own rate limits, and on the streams
+ * it subscribes to only its subscriptions' commands (read, acknowledge, create a group: never
+ * append) — nothing else (no other service's counters to reset, no entries to write in another's
+ * name). With one password for all, any process could publish any event (mark an order paid with
+ * no charge); with these, a service's credentials reach only its own part of the flow.
  */
 export interface RedisUser {
   readonly name: string;
@@ -15,7 +17,26 @@ export interface RedisUser {
   readonly keys: readonly string[];
   /** Key patterns it may only read (ACL `%R~pattern`). @defaultValue none */
   readonly readOnlyKeys?: readonly string[];
+  /** Streams it subscribes to: reached by {@link SUBSCRIPTION_COMMANDS} alone (an ACL selector). @defaultValue none */
+  readonly subscriptions?: readonly string[];
 }
+
+/**
+ * What a subscriber may do on a stream it does not publish to: create its group (and the stream,
+ * when no producer has yet), read and acknowledge entries, take back entries its dead instances
+ * left pending, and count what waits. Redis's ACLs cannot tell one group from another: a service's
+ * credentials could acknowledge entries of another subscriber's group of the same contract (lose
+ * it deliveries), never append one.
+ */
+export const SUBSCRIPTION_COMMANDS = [
+  '+exists',
+  '+xgroup|create',
+  '+xreadgroup',
+  '+xack',
+  '+xautoclaim',
+  '+xinfo|groups',
+  '+xrange',
+] as const;
 
 /**
  * The commands every idem process needs, as ACL rules: all but the server's administration and
@@ -42,19 +63,33 @@ export const REDIS_USER_COMMANDS = [
 /** Where `service` keeps its rate limits' counters (its Redis user reaches these and no other's). */
 export const rateLimitPrefix = (prefix: string, service: string) => `${prefix}:rate-limit:${service}`;
 
-/** The user of `name` for `service`: it reaches `queues` (consumer names) of the system under `prefix`. */
+/** What a service reaches at the broker, as `reachOf` in @idem/contracts names it. */
+export interface Reach {
+  /** Its consumers: their queues. */
+  readonly consumes: readonly string[];
+  /** The contracts it publishes: their streams. */
+  readonly publishes: readonly string[];
+  /** The contracts its consumers subscribe to: their subscriptions on those streams. */
+  readonly subscribes: readonly string[];
+}
+
+/** The user of `name` for `service` of the system under `prefix`, reaching what `reach` names. */
 export function redisUserOf(
   name: string,
-  {
-    prefix,
-    service,
-    redisUrl,
-    queues,
-  }: { prefix: string; service: string; redisUrl: string; queues: readonly string[] },
+  { prefix, service, redisUrl, ...reach }: { prefix: string; service: string; redisUrl: string } & Reach,
 ): RedisUser {
-  const queueKeys = [...new Set(queues)].sort().map((queue) => `${prefix}:${globEscape(queueName(queue, redisUrl))}:*`);
+  const streams = (contracts: readonly string[]) =>
+    [...new Set(contracts)].sort().map((contract) => globEscape(streamOf(prefix, contract)));
+  const queues = [...new Set(reach.consumes)]
+    .sort()
+    .map((queue) => `${prefix}:${globEscape(queueName(queue, redisUrl))}:*`);
   const own = [globEscape(journalKey(prefix, service)), `${globEscape(rateLimitPrefix(prefix, service))}:*`];
-  return { name, keys: [...queueKeys, ...own] };
+  const published = new Set(reach.publishes);
+  return {
+    name,
+    keys: [...queues, ...streams(reach.publishes), ...own],
+    subscriptions: streams(reach.subscribes.filter((contract) => !published.has(contract))),
+  };
 }
 
 /**
@@ -76,6 +111,9 @@ export function aclRules(user: RedisUser, password: string): string[] {
     ...(user.readOnlyKeys ?? []).map((key) => `%R~${key}`),
     'resetchannels',
     ...REDIS_USER_COMMANDS,
+    ...(user.subscriptions?.length
+      ? [`(${[...user.subscriptions.map((key) => `~${key}`), ...SUBSCRIPTION_COMMANDS].join(' ')})`]
+      : []),
   ];
 }
 

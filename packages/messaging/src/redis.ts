@@ -98,13 +98,14 @@ export function queueName(consumer: string, redisUrl: string): string {
  * a cluster client that fails fast (no offline queue) refuses that until it is ready; one Redis
  * BullMQ waits for itself.
  */
-export async function clusterReady(redis: RedisClient, timeoutMs = 10_000): Promise<void> {
-  if (!(redis instanceof Cluster) || redis.status === 'ready') return;
+export const clusterReady = (redis: RedisClient, timeoutMs = 10_000): Promise<void> =>
+  redis instanceof Cluster ? whenReady(redis, timeoutMs) : Promise.resolve();
+
+/** Resolves once `redis` is ready for commands (one that fails fast refuses them before), or fails after `timeoutMs`. */
+export async function whenReady(redis: RedisClient, timeoutMs = 10_000): Promise<void> {
+  if (redis.status === 'ready') return;
   await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(
-      () => done(new Error(`the Redis Cluster was not ready within ${timeoutMs} ms`)),
-      timeoutMs,
-    );
+    const timer = setTimeout(() => done(new Error(`Redis was not ready within ${timeoutMs} ms`)), timeoutMs);
     const ready = () => done();
     const done = (error?: Error) => {
       clearTimeout(timer);
@@ -127,6 +128,7 @@ export function createRedis(redisUrl: string, role: 'producer', timeoutMs: numbe
 export function createRedis(redisUrl: string, role: 'worker' | 'producer', timeoutMs?: number): RedisClient {
   if (role === 'worker') return connectRedis(redisUrl, { maxRetriesPerRequest: null });
   const redis = connectRedis(redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false });
+  redis.on('error', () => {}); // its commands fail, and say why: no unhandled error event besides
   let timer: NodeJS.Timeout | undefined;
   redis.on('connect', () => {
     clearTimeout(timer);

@@ -16,7 +16,14 @@ const port = randomInt(32_200, 32_300); // above the systems' ports, below the e
 const url = `redis://127.0.0.1:${port}`;
 const password = randomBytes(16).toString('hex');
 const userOf = (service: string) =>
-  redisUserOf(`idem-${service}`, { prefix: 'idem', service, redisUrl: url, queues: [] });
+  redisUserOf(`idem-${service}`, {
+    prefix: 'idem',
+    service,
+    redisUrl: url,
+    consumes: [],
+    publishes: [],
+    subscribes: [],
+  });
 let server: ChildProcess;
 
 /** A client that is connected (and its ready check done) before any script runs, and never reconnects. */

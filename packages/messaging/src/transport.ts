@@ -1,8 +1,9 @@
-import { defaultDeliveryPolicy, subscriptionsOf, type DeliveryPolicy, type Transport } from '@idem/transport';
+import { defaultDeliveryPolicy, type DeliveryPolicy, type Transport } from '@idem/transport';
 import { startConsumer, type ConsumerOptions } from './consumer.js';
 import type { DURABILITIES } from './durability.js';
 import { createPublisher, type Publisher, type PublisherOptions } from './publisher.js';
 import type { BrokerOptions } from './redis.js';
+import { subscribeConsumer } from './subscriptions.js';
 
 /** BullMQ on Redis as a transport: its Redis, delivery policy, durability and locks, for every publisher and consumer of it. */
 export interface BullmqOptions
@@ -17,9 +18,10 @@ export interface BullmqOptions
 }
 
 /**
- * The BullMQ transport: a queue per consumer, a job per message under its message id, retries by
- * BullMQ's exponential backoff, a lock per delivery that another instance takes over when its owner
- * dies. The publisher writes to the queue of each consumer the catalogue subscribes to the contract.
+ * The BullMQ transport: a stream per contract where producers publish, a group on it per
+ * subscribing consumer that forwards to the consumer's queue (subscriptions.ts), a job per message
+ * under its message id, retries by BullMQ's exponential backoff, a lock per delivery that another
+ * instance takes over when its owner dies.
  */
 export function bullmq(options: BullmqOptions = {}): Transport<Publisher> {
   const policy = options.policy ?? defaultDeliveryPolicy;
@@ -27,8 +29,7 @@ export function bullmq(options: BullmqOptions = {}): Transport<Publisher> {
     system: 'bullmq',
     policy,
     createPublisher: (publishing) => createPublisher({ ...options, ...publishing, policy }),
-    // A consumer's queue is written to by the producers whose catalogue names it: nothing to declare.
-    subscribe: async ({ catalogue, consumer }) => void subscriptionsOf(catalogue, consumer),
+    subscribe: ({ catalogue, consumer }) => subscribeConsumer({ ...options, catalogue, consumer }),
     startConsumer: (consuming) => startConsumer({ ...options, ...consuming }),
   };
 }

@@ -12,6 +12,7 @@ import {
   type DeliveryPolicy,
   type DeliveryReport,
   type Received,
+  UnservedSubscriptionError,
 } from '@idem/transport';
 import { connect, type Channel, type ChannelModel, type ConfirmChannel, type ConsumeMessage } from 'amqplib';
 import {
@@ -26,20 +27,6 @@ import {
 
 /** The header that counts a message's attempts (1 for the first delivery); the retry copy carries the next. */
 export const ATTEMPT_HEADER = 'x-idem-attempt';
-
-/** A subscription no producer serves yet: the consumer runs, and receives from the first publication on. */
-export class UnservedSubscriptionError extends Error {
-  readonly code = 'unserved_subscription';
-  constructor(
-    readonly consumer: string,
-    readonly contract: string,
-  ) {
-    super(
-      `${consumer} subscribes to ${contract}, which no producer has declared yet: ` +
-        `it receives what is published from now on, nothing from before`,
-    );
-  }
-}
 
 /** What a consumer on RabbitMQ adds to any transport's: how often a dying consumer may be handed a message. */
 export interface RabbitConsumerSettings {

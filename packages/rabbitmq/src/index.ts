@@ -1,3 +1,4 @@
 export { deleteTopology, rabbitmq, type RabbitmqOptions } from './transport.js';
-export { ATTEMPT_HEADER, UnservedSubscriptionError } from './consumer.js';
+export { ATTEMPT_HEADER } from './consumer.js';
+export { UnservedSubscriptionError } from '@idem/transport';
 export { deadQueueOf, exchangeOf, queueOf, retryQueueOf } from './topology.js';

@@ -3,7 +3,7 @@ import {
   defineCatalogue,
   isConsumerName as isAnyConsumerName,
   isEventType as isAnyEventType,
-  queuesOf as queuesOfAny,
+  reachOf as reachOfAny,
   subscribersOf as subscribersOfAny,
   type ConsumerName as AnyConsumerName,
   type ContractOf as AnyContractOf,
@@ -106,8 +106,8 @@ export const consumers = shop.consumers;
 
 export const subscribersOf = <T extends EventType>(type: T) => subscribersOfAny(shop, type);
 
-/** The queues a shop service consumes and publishes to (its Redis user's keys). */
-export const queuesOf = (service: string) => queuesOfAny(shop, service);
+/** What a shop service reaches at the broker (its Redis user's keys). */
+export const reachOf = (service: string) => reachOfAny(shop, service);
 
 /** A shop event's envelope (its id, producer and time given), for tests and tools. */
 export const createEnvelope = <T extends EventType>(draft: EventDraft<T>, now: Date) =>

@@ -3,7 +3,7 @@ export {
   subscriptions,
   consumers,
   subscribersOf,
-  queuesOf,
+  reachOf,
   createEnvelope,
   isEventType,
   isConsumerName,

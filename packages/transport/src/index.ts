@@ -3,6 +3,7 @@ export {
   consumerRunnerOf,
   PUBLISH_TIMEOUT_MS,
   subscriptionsOf,
+  UnservedSubscriptionError,
   type Consumer,
   type ConsumerOptions,
   type Publisher,

@@ -104,6 +104,20 @@ export function subscriptionsOf(catalogue: Catalogue, consumer: string): readonl
   return contracts;
 }
 
+/** A subscription no producer serves yet: the consumer runs, and receives from the first publication on. */
+export class UnservedSubscriptionError extends Error {
+  readonly code = 'unserved_subscription';
+  constructor(
+    readonly consumer: string,
+    readonly contract: string,
+  ) {
+    super(
+      `${consumer} subscribes to ${contract}, which no producer has declared yet: ` +
+        `it receives what is published from now on, nothing from before`,
+    );
+  }
+}
+
 /** The consumer runner of a consumer's options, on the transport named `system`. */
 export function consumerRunnerOf<Tx extends SqlClient, S extends CatalogueSpec, C extends ConsumerName<S>>(
   options: ConsumerOptions<Tx, S, C>,
