@@ -20,6 +20,7 @@ import { NotDurableError } from './durability.js';
 import { createDeliveryJournal, deliveryEntry, readJournal } from './journal.js';
 import { createPublisher } from './publisher.js';
 import { connectRedis, queueName } from './redis.js';
+import { streamOf } from './subscriptions.js';
 import { shop } from '@idem/shop';
 
 /**
@@ -111,13 +112,13 @@ describe('on a Redis Cluster', () => {
 
   it('confirms a publication on the replica of the master that took it, and refuses it while that replica is stopped', async () => {
     const publisher = createPublisher({ catalogue: shop, redisUrl: cluster.url, prefix, durabilityTimeoutMs: 300 });
-    const { replica } = await cluster.roleOf(`${prefix}:{${CONSUMER}}:id`);
+    const { replica } = await cluster.roleOf(streamOf(prefix, 'orders.order-placed.v1'));
     try {
       const placed = () => testMessage('orders.order-placed.v1', { body: exampleBodies['orders.order-placed.v1'] });
       await publishUntilAccepted(() => publisher.publish([placed()]), 'a first publication');
       expect(await publisher.durability()).toBe('replica');
       replica!.process.kill('SIGSTOP');
-      // order-placed goes to two queues; the one whose master's replica is stopped is not confirmed.
+      // order-placed goes to its stream, whose master's replica is stopped: not confirmed.
       await expect(publisher.publish([placed()])).rejects.toBeInstanceOf(NotDurableError);
       replica!.process.kill('SIGCONT');
       await publishUntilAccepted(() => publisher.publish([placed()]), 'a confirmed publication');
@@ -127,7 +128,7 @@ describe('on a Redis Cluster', () => {
     }
   });
 
-  it('loses a job its master acknowledged and died with before its replica had it, unless the publication waited for the replica', async () => {
+  it('loses a publication its master acknowledged and died with before its replica had it, unless the publication waited for the replica', async () => {
     // The failure window, made to happen: the replica lags (stopped, its link cut); the master
     // takes a job and is killed; the replica, continued, is promoted without it.
     const lost = async (durability: 'none' | 'replica') => {
@@ -139,13 +140,13 @@ describe('on a Redis Cluster', () => {
         durabilityTimeoutMs: 300,
       });
       const message = testMessage('orders.order-placed.v1', { body: { orderId: randomUUID() } });
-      const jobKey = `${prefix}:{${CONSUMER}}:${message.messageId}`;
+      const stream = streamOf(prefix, 'orders.order-placed.v1');
       try {
         await publishUntilAccepted(
           () => publisher.publish([testMessage('orders.order-placed.v1')]),
           'the publisher to reach the cluster',
         );
-        const { master, replica } = await cluster.roleOf(jobKey);
+        const { master, replica } = await cluster.roleOf(stream);
         // The replica stopped, and its link cut, so it can neither read nor reconnect.
         replica!.process.kill('SIGSTOP');
         const direct = new Redis({ host: '127.0.0.1', port: master.port });
@@ -157,14 +158,15 @@ describe('on a Redis Cluster', () => {
         );
         await cluster.kill(master);
         replica!.process.kill('SIGCONT');
-        await waitFor(async () => (await cluster.roleOf(jobKey).catch(() => undefined))?.master === replica, {
+        await waitFor(async () => (await cluster.roleOf(stream).catch(() => undefined))?.master === replica, {
           timeoutMs: 30_000,
           what: 'the replica promoted',
         });
         await cluster.restart(master); // back as the new master's replica, for what follows
         const redis = connectRedis(cluster.url);
         try {
-          return { published, kept: (await redis.exists(jobKey)) === 1 };
+          const entries = await redis.xrange(stream, '-', '+');
+          return { published, kept: entries.some(([, fields]) => fields.join(' ').includes(message.messageId)) };
         } finally {
           redis.disconnect();
         }

@@ -12,6 +12,7 @@ import {
   exited,
   printed,
   startScript,
+  startNetworkPath,
 } from '@idem/testkit';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
@@ -300,6 +301,27 @@ describe('startConsumer', () => {
       expect.objectContaining({ message: expect.stringMatching(/its worker was replaced$/) }),
     );
   }, 40_000);
+
+  it('subscribes and takes deliveries once Redis is back, when it started with its link dead', async () => {
+    const link = await startNetworkPath({ host: '127.0.0.1', port: Number(new URL(redisUrl).port || 6379) });
+    try {
+      link.blackhole();
+      const errors: unknown[] = [];
+      start({ redisUrl: `redis://127.0.0.1:${link.port}`, onError: (error) => errors.push(error) });
+      await new Promise((resolve) => setTimeout(resolve, 2_000));
+      link.restore();
+      const message = orderPlacedMessage();
+      await publisher.publish([message]);
+      // Its first try to subscribe timed out behind the dead link, a later one subscribed; its
+      // worker's connection stayed dead too, and the liveness watch replaced it (two looks, 5 s apart).
+      const taken = () => outcomesOf(message.messageId).length > 0 && outcomesOf(message.messageId);
+      expect(await waitFor(taken, { timeoutMs: 40_000, what: 'the delivery taken' })).toEqual(['processed']);
+      expect(errors).toContainEqual(expect.objectContaining({ message: expect.stringMatching(/not ready within/) }));
+    } finally {
+      await Promise.all(running.splice(0).map((consumer) => consumer.close(1000)));
+      await link.close();
+    }
+  }, 60_000);
 
   it('completes a stale delivery after committing its record', async () => {
     start({ handler: async () => ({ outcome: 'stale', reason: 'order already cancelled' }) });

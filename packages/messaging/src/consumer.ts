@@ -16,8 +16,8 @@ import {
 import { noFaults } from '@idem/faults';
 import { QueueKeys, UnrecoverableError, Worker, type Job, type WorkerOptions } from 'bullmq';
 import { SILENT, watchLiveness } from './liveness.js';
-import { whenReady, createRedis, queueName, resolveBroker, type BrokerOptions, type RedisClient } from './redis.js';
-import { startForwarder, streamOf, subscribe } from './subscriptions.js';
+import { createRedis, queueName, resolveBroker, type BrokerOptions, type RedisClient } from './redis.js';
+import { startForwarder, streamOf, subscribeConsumer } from './subscriptions.js';
 
 export type { DeliveryReport };
 
@@ -87,7 +87,7 @@ export function startConsumer<Tx extends SqlClient, S extends CatalogueSpec, C e
       void close(wedged, 1_000).catch(onError);
     },
   });
-  const subscriptions = subscribeAndForward(options, { redisUrl, prefix, connection: current.connection });
+  const subscriptions = subscribeAndForward(options, { redisUrl, prefix });
   const ready = Promise.all([current.worker.waitUntilReady(), subscriptions.ready]).then(() => undefined);
   ready.catch(onError);
   return {
@@ -105,21 +105,29 @@ export function startConsumer<Tx extends SqlClient, S extends CatalogueSpec, C e
 
 /**
  * Creates the consumer's subscriptions (a group on each of its contracts' streams, saying which no
- * producer has declared yet), then forwards each to its queue (subscriptions.ts).
+ * producer has declared yet) — again and again until Redis lets it, on connections of their own,
+ * so a consumer started while Redis is out of reach subscribes once it is back —, then forwards
+ * each to its queue (subscriptions.ts).
  */
 function subscribeAndForward<Tx extends SqlClient, S extends CatalogueSpec, C extends ConsumerName<S>>(
   options: ConsumerOptions<Tx, S, C>,
-  { redisUrl, prefix, connection }: { redisUrl: string; prefix: string; connection: RedisClient },
+  { redisUrl, prefix }: { redisUrl: string; prefix: string },
 ): { ready: Promise<void>; close(): Promise<void> } {
   const { consumer, stalledIntervalMs = 30_000, onError = () => {} } = options;
   const contracts = subscriptionsOf(options.catalogue as never, consumer);
   let forwarders: { close(): Promise<void> }[] = [];
   let closed = false;
   const ready = (async () => {
-    await whenReady(connection);
-    for (const contract of contracts) {
-      const served = await subscribe(connection, streamOf(prefix, contract), consumer);
-      if (!served) onError(new UnservedSubscriptionError(consumer, contract));
+    for (;;) {
+      try {
+        const unserved = await subscribeConsumer({ redisUrl, prefix, catalogue: options.catalogue, consumer });
+        for (const contract of unserved) onError(new UnservedSubscriptionError(consumer, contract));
+        break;
+      } catch (error) {
+        if (closed) return;
+        onError(error);
+        await new Promise((resolve) => setTimeout(resolve, 1_000));
+      }
     }
     if (closed) return;
     forwarders = contracts.map((contract) =>

@@ -52,22 +52,27 @@ export async function subscribe(redis: RedisClient, stream: string, consumer: st
 }
 
 /**
- * Creates a consumer's subscriptions without taking deliveries (`Transport.subscribe`): from then
- * on what is published to its contracts waits in its groups.
+ * Creates a consumer's subscriptions (`Transport.subscribe`, and a consumer's start), on a
+ * connection of its own: from then on what is published to its contracts waits in its groups.
+ * Resolves to the contracts whose stream no producer had declared yet.
  */
 export async function subscribeConsumer(
   options: BrokerOptions & { readonly catalogue: Catalogue; readonly consumer: string },
-): Promise<void> {
+): Promise<string[]> {
   const { redisUrl, prefix } = resolveBroker(options);
-  const redis = createRedis(redisUrl, 'producer', 10_000);
+  const redis = createRedis(redisUrl, 'producer', SUBSCRIBE_TIMEOUT_MS);
   try {
-    await whenReady(redis);
+    await whenReady(redis, SUBSCRIBE_TIMEOUT_MS);
+    const unserved: string[] = [];
     for (const contract of subscriptionsOf(options.catalogue, options.consumer))
-      await subscribe(redis, streamOf(prefix, contract), options.consumer);
+      if (!(await subscribe(redis, streamOf(prefix, contract), options.consumer))) unserved.push(contract);
+    return unserved;
   } finally {
     redis.disconnect();
   }
 }
+
+const SUBSCRIBE_TIMEOUT_MS = 10_000;
 
 /** Entries of `consumer`'s group on `stream` it has not forwarded: read by none, or read and not acknowledged. */
 export async function backlogOf(redis: RedisClient, stream: string, consumer: string): Promise<number> {

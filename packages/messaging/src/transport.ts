@@ -29,7 +29,7 @@ export function bullmq(options: BullmqOptions = {}): Transport<Publisher> {
     system: 'bullmq',
     policy,
     createPublisher: (publishing) => createPublisher({ ...options, ...publishing, policy }),
-    subscribe: ({ catalogue, consumer }) => subscribeConsumer({ ...options, catalogue, consumer }),
+    subscribe: async ({ catalogue, consumer }) => void (await subscribeConsumer({ ...options, catalogue, consumer })),
     startConsumer: (consuming) => startConsumer({ ...options, ...consuming }),
   };
 }
