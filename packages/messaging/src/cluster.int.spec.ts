@@ -128,6 +128,46 @@ describe('on a Redis Cluster', () => {
     }
   });
 
+  it("acknowledges a forwarded entry in its stream only once the queue's replica has the job", async () => {
+    const at = `${prefix}_forward`;
+    const errors: unknown[] = [];
+    const publisher = createPublisher({ catalogue: shop, redisUrl: cluster.url, prefix: at, durability: 'none' });
+    const consumer = startConsumer({
+      catalogue: shop,
+      consumer: CONSUMER,
+      redisUrl: cluster.url,
+      prefix: at,
+      durability: 'replica',
+      durabilityTimeoutMs: 200,
+      stalledIntervalMs: 500,
+      inbox: createInbox({ db: db.prisma }),
+      handler: reserveOneUnit(CONSUMER),
+      onError: (error) => errors.push(error),
+    });
+    const redis = connectRedis(cluster.url);
+    const pending = async () =>
+      Number(((await redis.xpending(streamOf(at, 'orders.order-placed.v1'), CONSUMER)) as unknown[])[0]);
+    const { replica } = await cluster.roleOf(`${at}:{${CONSUMER}}:id`);
+    try {
+      await consumer.ready;
+      replica!.process.kill('SIGSTOP');
+      await publishUntilAccepted(() => publisher.publish([testMessage('orders.order-placed.v1')]), 'the publication');
+      await waitFor(() => errors.some((error) => error instanceof NotDurableError), {
+        what: 'the forward not confirmed',
+      });
+      expect(await pending()).toBe(1); // not acknowledged: a master dying now loses nothing
+      replica!.process.kill('SIGCONT');
+      await waitFor(async () => (await pending()) === 0, {
+        what: 'the entry forwarded again, confirmed, acknowledged',
+      });
+    } finally {
+      replica!.process.kill('SIGCONT');
+      redis.disconnect();
+      await consumer.close(1000);
+      await publisher.close();
+    }
+  });
+
   it('loses a publication its master acknowledged and died with before its replica had it, unless the publication waited for the replica', async () => {
     // The failure window, made to happen: the replica lags (stopped, its link cut); the master
     // takes a job and is killed; the replica, continued, is promoted without it.

@@ -15,6 +15,7 @@ import {
 } from '@idem/transport';
 import { noFaults } from '@idem/faults';
 import { QueueKeys, UnrecoverableError, Worker, type Job, type WorkerOptions } from 'bullmq';
+import { DURABILITY_TIMEOUT_MS, type DURABILITIES } from './durability.js';
 import { SILENT, watchLiveness } from './liveness.js';
 import { createRedis, queueName, resolveBroker, type BrokerOptions, type RedisClient } from './redis.js';
 import { startForwarder, streamOf, subscribeConsumer } from './subscriptions.js';
@@ -35,6 +36,10 @@ export interface ConsumerOptions<Tx extends SqlClient, S extends CatalogueSpec, 
   readonly maxStalledCount?: number;
   /** How the jobs forwarded from its subscriptions are retried and kept. @defaultValue defaultDeliveryPolicy */
   readonly policy?: DeliveryPolicy;
+  /** What a forwarded job waits for before its stream entry is acknowledged (durability.ts). @defaultValue 'auto' */
+  readonly durability?: (typeof DURABILITIES)[number];
+  /** How long that wait may take. @defaultValue 1000 */
+  readonly durabilityTimeoutMs?: number;
 }
 
 /** A running consumer: its BullMQ worker, and how to stop it. */
@@ -139,6 +144,8 @@ function subscribeAndForward<Tx extends SqlClient, S extends CatalogueSpec, C ex
         policy: options.policy ?? defaultDeliveryPolicy,
         faults: options.faults ?? noFaults,
         claimIdleMs: stalledIntervalMs,
+        durability: options.durability ?? 'auto',
+        durabilityTimeoutMs: options.durabilityTimeoutMs ?? DURABILITY_TIMEOUT_MS,
         onError,
       }),
     );

@@ -17,6 +17,9 @@ export const DURABILITIES = ['auto', 'none', 'replica', 'disk'] as const;
 /** The publication reached Redis but not the durability asked for: the relay publishes it again. */
 export class NotDurableError extends Error {}
 
+/** How long a write waits for its durability by default. */
+export const DURABILITY_TIMEOUT_MS = 1_000;
+
 /** `auto` resolved against the server: `replica` where every master has one connected, else `none`. */
 export async function resolveDurability(redis: RedisClient, asked: (typeof DURABILITIES)[number]): Promise<Durability> {
   if (asked !== 'auto') return asked;
@@ -69,4 +72,23 @@ export async function confirmDurable(
       }
     }),
   );
+}
+
+/**
+ * Confirms writes as durably as `asked`: `auto` resolved on the first write, once Redis can say
+ * whether it has a replica (asked again after a failure). What a publisher waits for after its
+ * append, and a forwarder after its jobs are added, before it acknowledges their entries.
+ */
+export function durableWrites(
+  redis: RedisClient,
+  asked: (typeof DURABILITIES)[number],
+  timeoutMs: number,
+): { resolved(): Promise<Durability>; confirm(keys: readonly string[]): Promise<void> } {
+  let durability: Promise<Durability> | undefined;
+  const resolved = () =>
+    (durability ??= resolveDurability(redis, asked).catch((error: unknown) => {
+      durability = undefined;
+      throw error;
+    }));
+  return { resolved, confirm: async (keys) => confirmDurable(redis, await resolved(), timeoutMs, keys) };
 }

@@ -11,7 +11,7 @@ import {
 } from '@idem/transport';
 import { Queue } from 'bullmq';
 import { jobOptions } from './delivery-policy.js';
-import { confirmDurable, resolveDurability, type DURABILITIES, type Durability } from './durability.js';
+import { DURABILITY_TIMEOUT_MS, durableWrites, type DURABILITIES, type Durability } from './durability.js';
 import {
   clusterReady,
   createRedis,
@@ -103,15 +103,7 @@ export function createPublisher(options: PublisherOptions): Publisher {
   const { catalogue } = options;
   const { timeoutMs, durabilityTimeoutMs } = timeoutsOf(options);
   const connection = createRedis(redisUrl, 'producer', timeoutMs);
-  // Resolved on the first publication, once Redis can say whether it has a replica.
-  let durability: Promise<Durability> | undefined;
-  const resolved = () =>
-    (durability ??= resolveDurability(connection, options.durability ?? 'auto').catch((error: unknown) => {
-      durability = undefined; // asked again next time
-      throw error;
-    }));
-  const durable = async (streams: readonly string[]) =>
-    confirmDurable(connection, await resolved(), durabilityTimeoutMs, streams);
+  const writes = durableWrites(connection, options.durability ?? 'auto', durabilityTimeoutMs);
   const queues = new Map<string, Queue>();
   const queue = async (consumer: string) => {
     await clusterReady(connection);
@@ -127,8 +119,16 @@ export function createPublisher(options: PublisherOptions): Publisher {
 
   return {
     publish: (envelopes) =>
-      accepted(publish(connection, envelopes, { streams, policy, faults, durable, onPublished: options.onPublished })),
-    durability: resolved,
+      accepted(
+        publish(connection, envelopes, {
+          streams,
+          policy,
+          faults,
+          durable: writes.confirm,
+          onPublished: options.onPublished,
+        }),
+      ),
+    durability: writes.resolved,
     redeliver: async (consumer, messageId, payload) =>
       accepted(redeliver(await queue(consumer), policy, messageId, payload)),
     async jobCounts(consumer) {
@@ -199,7 +199,7 @@ async function redeliver(queue: Queue, policy: DeliveryPolicy, messageId: string
 
 /** The publisher's two timeouts; a WAIT as long as `timeoutMs` would take its connection for dead. */
 function timeoutsOf(options: PublisherOptions): { timeoutMs: number; durabilityTimeoutMs: number } {
-  const { timeoutMs = PUBLISH_TIMEOUT_MS, durabilityTimeoutMs = 1000 } = options;
+  const { timeoutMs = PUBLISH_TIMEOUT_MS, durabilityTimeoutMs = DURABILITY_TIMEOUT_MS } = options;
   if (durabilityTimeoutMs >= timeoutMs)
     throw new Error(`durabilityTimeoutMs (${durabilityTimeoutMs}) must be shorter than timeoutMs (${timeoutMs})`);
   return { timeoutMs, durabilityTimeoutMs };

@@ -3,6 +3,7 @@ import type { Faults } from '@idem/faults';
 import { acceptedWithin, type DeliveryPolicy } from '@idem/transport';
 import { Queue, type JobsOptions } from 'bullmq';
 import { jobOptions } from './delivery-policy.js';
+import { durableWrites, type DURABILITIES } from './durability.js';
 import type { Catalogue } from '@idem/contracts';
 import { subscriptionsOf } from '@idem/transport';
 import { createRedis, queueName, resolveBroker, whenReady, type BrokerOptions, type RedisClient } from './redis.js';
@@ -146,6 +147,9 @@ export interface ForwarderOptions {
    * write, may go unanswered before its connection is taken for dead and dropped.
    */
   readonly claimIdleMs: number;
+  /** What forwarded jobs wait for before their entries are acknowledged (durability.ts). */
+  readonly durability: (typeof DURABILITIES)[number];
+  readonly durabilityTimeoutMs: number;
   readonly onError: (error: unknown) => void;
 }
 
@@ -164,6 +168,7 @@ export function startForwarder(options: ForwarderOptions): { close(): Promise<vo
   const { redisUrl, prefix, stream, consumer, policy, faults, claimIdleMs, onError } = options;
   const redis = createRedis(redisUrl, 'producer', BLOCK_MS + claimIdleMs);
   const queue = new Queue(queueName(consumer, redisUrl), { connection: redis, prefix });
+  const writes = durableWrites(redis, options.durability, options.durabilityTimeoutMs);
   const answered = <T>(command: Promise<T>, dueMs = 0) =>
     acceptedWithin(command, dueMs + claimIdleMs, () => redis.disconnect(true));
   let running = true;
@@ -172,7 +177,12 @@ export function startForwarder(options: ForwarderOptions): { close(): Promise<vo
   const forward = async (entries: [string, string[] | null][]) => {
     // An entry trimmed while pending comes back empty: nothing to forward, acknowledged.
     const found = entries.filter((entry): entry is [string, string[]] => entry[1] !== null);
-    if (found.length > 0) await answered(queue.addBulk(found.map((entry) => jobOf(entry, policy))));
+    if (found.length > 0) {
+      await answered(queue.addBulk(found.map((entry) => jobOf(entry, policy))));
+      // As durable as a publication, or the entries stay pending: forwarded again, never lost
+      // with a master that took the jobs and died before its replica had them.
+      await answered(writes.confirm([queue.toKey('id')]));
+    }
     if (entries.length === 0) return;
     faults.crashIf('crash-after-forward', consumer);
     await answered(redis.xack(stream, consumer, ...entries.map(([id]) => id)));
