@@ -14,7 +14,8 @@ import {
   type Received,
   UnservedSubscriptionError,
 } from '@idem/transport';
-import { connect, type Channel, type ChannelModel, type ConfirmChannel, type ConsumeMessage } from 'amqplib';
+import type { Channel, ChannelModel, ConfirmChannel, ConsumeMessage } from 'amqplib';
+import { openConnection, type Endpoint } from './connection.js';
 import {
   deadQueueOf,
   declareConsumer,
@@ -30,7 +31,7 @@ export const ATTEMPT_HEADER = 'x-idem-attempt';
 
 /** What a consumer on RabbitMQ adds to any transport's: how often a dying consumer may be handed a message. */
 export interface RabbitConsumerSettings {
-  readonly url: string;
+  readonly endpoint: Endpoint;
   readonly names: Names;
   readonly policy: DeliveryPolicy;
   /** Redeliveries after a consumer died holding a message before it is a dead letter. */
@@ -108,10 +109,10 @@ class RabbitConsumer<Tx extends SqlClient> {
 
   /** Connects, declares the queue and its bindings, and starts taking deliveries. */
   async start(): Promise<void> {
-    const { url, names, deliveryLimit } = this.#settings;
+    const { endpoint, names, deliveryLimit } = this.#settings;
     // A handshake not answered in time fails, and is tried again (failedToStart), as behind a dead
-    // link; once open, the heartbeat (transport.ts) ends a connection that hears nothing.
-    const model = await connect(url, { timeout: CONNECT_TIMEOUT_MS });
+    // link; once open, the heartbeat (connection.ts) ends a connection that hears nothing.
+    const model = await openConnection(endpoint, CONNECT_TIMEOUT_MS);
     model.on('error', this.#onError);
     try {
       await sayWhatIsUnserved(model, names, this.#consumer, this.#contracts, this.#onError);

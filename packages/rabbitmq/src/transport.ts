@@ -1,3 +1,4 @@
+import type { ConnectionOptions } from 'node:tls';
 import {
   backoffMs,
   defaultDeliveryPolicy,
@@ -5,15 +6,28 @@ import {
   type DeliveryPolicy,
   type Transport,
 } from '@idem/transport';
-import { connect } from 'amqplib';
+import { endpointOf, openConnection } from './connection.js';
 import { deadQueueOf, declareConsumer, exchangeOf, queueOf, retryQueueOf } from './topology.js';
 import { startRabbitConsumer } from './consumer.js';
 import { createRabbitPublisher } from './publisher.js';
 
 /** RabbitMQ as a transport: where it is, and how every publisher and consumer of it retries. */
 export interface RabbitmqOptions {
-  /** @defaultValue the RABBITMQ_URL variable, else amqp://guest:guest@127.0.0.1:5672 */
+  /**
+   * Where RabbitMQ is, as whom: `amqps://<user>:<password>@<host>:5671/<vhost>` (TLS), or amqp://
+   * on a network you trust; each service its own user (`rabbitmqPermissionsOf`). There is no
+   * default: without it the RABBITMQ_URL variable is read, and without that the transport refuses
+   * to start (`RabbitmqConfigError`), as it does a URL that names no user.
+   * @defaultValue the RABBITMQ_URL variable
+   */
   readonly url?: string;
+  /**
+   * For an amqps:// URL: the options of Node's `tls.connect`, passed through as they are — `ca`
+   * (RabbitMQ's certificate authority), `cert` and `key` (a client certificate), `servername`
+   * (the name checked in RabbitMQ's certificate, and sent as SNI), `rejectUnauthorized`. Refused
+   * with an amqp:// URL, which would ignore them. @defaultValue Node's: the system's CAs, the URL's host
+   */
+  readonly tls?: ConnectionOptions;
   /** The first part of every exchange and queue name, so systems can share a virtual host. @defaultValue 'idem' */
   readonly prefix?: string;
   /** @defaultValue defaultDeliveryPolicy; RabbitMQ keeps no delivered message, so its keepCompletedMs is moot */
@@ -34,13 +48,13 @@ export interface RabbitmqOptions {
  * retries through delay queues, dead letters into the inbox's table.
  */
 export function rabbitmq(options: RabbitmqOptions = {}): Transport {
-  const { url, names, policy, deliveryLimit } = settingsOf(options);
+  const { endpoint, names, policy, deliveryLimit } = settingsOf(options);
   return {
     system: 'rabbitmq',
     policy,
-    createPublisher: (publishing) => createRabbitPublisher(url, names, publishing),
+    createPublisher: (publishing) => createRabbitPublisher(endpoint, names, publishing),
     async subscribe({ catalogue, consumer }) {
-      const model = await connect(url);
+      const model = await openConnection(endpoint);
       try {
         await declareConsumer(
           await model.createChannel(),
@@ -53,27 +67,17 @@ export function rabbitmq(options: RabbitmqOptions = {}): Transport {
         await model.close();
       }
     },
-    startConsumer: (consuming) => startRabbitConsumer({ url, names, policy, deliveryLimit }, consuming),
+    startConsumer: (consuming) => startRabbitConsumer({ endpoint, names, policy, deliveryLimit }, consuming),
   };
 }
 
 /** The options with their defaults. */
 const settingsOf = (options: RabbitmqOptions) => ({
-  url: withHeartbeat(
-    options.url ?? process.env.RABBITMQ_URL ?? 'amqp://guest:guest@127.0.0.1:5672',
-    options.heartbeatSeconds ?? 10,
-  ),
+  endpoint: endpointOf(options),
   names: { prefix: options.prefix ?? 'idem' },
   policy: options.policy ?? defaultDeliveryPolicy,
   deliveryLimit: options.deliveryLimit ?? 5,
 });
-
-/** `url` asking for a heartbeat of `seconds`, unless it asks for one already. */
-function withHeartbeat(url: string, seconds: number): string {
-  const parsed = new URL(url);
-  if (!parsed.searchParams.has('heartbeat')) parsed.searchParams.set('heartbeat', String(seconds));
-  return parsed.toString();
-}
 
 /**
  * Deletes what the transport with these options declared for `consumers` — each one's queue, retry
@@ -84,9 +88,9 @@ export async function deleteTopology(
   options: RabbitmqOptions,
   { consumers, contracts = [] }: { readonly consumers: readonly string[]; readonly contracts?: readonly string[] },
 ): Promise<void> {
-  const { url, names, policy } = settingsOf(options);
+  const { endpoint, names, policy } = settingsOf(options);
   const delays = Array.from({ length: policy.attempts }, (_, i) => backoffMs(policy, i + 1));
-  const model = await connect(url);
+  const model = await openConnection(endpoint);
   try {
     const channel = await model.createChannel();
     for (const consumer of consumers) {
