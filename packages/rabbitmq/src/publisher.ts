@@ -4,7 +4,7 @@ import { acceptedWithin, PUBLISH_TIMEOUT_MS, type Publisher, type PublisherOptio
 import type { Socket } from 'node:net';
 import type { ChannelModel, ConfirmChannel } from 'amqplib';
 import { openConnection, type Endpoint } from './connection.js';
-import { declareExchange, exchangeOf, queueOf, type Names } from './topology.js';
+import { declareExchange, exchangeOf, redeliveryExchangeOf, type Names } from './topology.js';
 
 /** A message as the transport puts it on RabbitMQ: JSON, persistent, under its message id. */
 export const propertiesOf = (messageId: string, type: string, headers: Record<string, unknown> = {}) => ({
@@ -71,9 +71,11 @@ export function createRabbitPublisher(endpoint: Endpoint, names: Names, options:
 
   async function redeliver(channel: ConfirmChannel, consumer: string, messageId: string, payload: unknown) {
     const type = (payload as { type?: unknown } | null)?.type;
-    // To the consumer's own queue (the default exchange routes by queue name), no one else's.
-    channel.sendToQueue(
-      queueOf(names, consumer),
+    // To the consumer's own queue through its redelivery exchange, which only its service's user
+    // may write; a first attempt again, as it carries no attempt count.
+    channel.publish(
+      redeliveryExchangeOf(names, consumer),
+      '',
       Buffer.from(JSON.stringify(payload)),
       propertiesOf(messageId, typeof type === 'string' ? type : 'unknown'),
     );

@@ -7,9 +7,19 @@ import {
   type Transport,
 } from '@idem/transport';
 import { endpointOf, openConnection } from './connection.js';
-import { deadQueueOf, declareConsumer, exchangeOf, queueOf, retryQueueOf } from './topology.js';
+import {
+  bindSubscriptions,
+  deadQueueOf,
+  declareConsumer,
+  exchangeOf,
+  queueOf,
+  redeliveryExchangeOf,
+  retryExchangeOf,
+  retryQueueOf,
+} from './topology.js';
 import { startRabbitConsumer } from './consumer.js';
 import { createRabbitPublisher } from './publisher.js';
+import { UnboundSubscriptionError } from './unbound-subscription-error.js';
 
 /** RabbitMQ as a transport: where it is, and how every publisher and consumer of it retries. */
 export interface RabbitmqOptions {
@@ -53,16 +63,19 @@ export function rabbitmq(options: RabbitmqOptions = {}): Transport {
     system: 'rabbitmq',
     policy,
     createPublisher: (publishing) => createRabbitPublisher(endpoint, names, publishing),
+    /**
+     * Declares the consumer's queues and binds them. A contract whose exchange no producer has
+     * declared is declared here if the user may; if it may not, the rest is done and this rejects
+     * (`UnboundSubscriptionError`): nothing of that contract would wait for the consumer.
+     */
     async subscribe({ catalogue, consumer }) {
       const model = await openConnection(endpoint);
       try {
-        await declareConsumer(
-          await model.createChannel(),
-          names,
-          consumer,
-          subscriptionsOf(catalogue, consumer),
-          deliveryLimit,
-        );
+        const channel = await model.createChannel();
+        channel.on('error', () => {}); // a refused declaration rejects below, and closes this channel only
+        await declareConsumer(channel, names, consumer, deliveryLimit);
+        const { unbound } = await bindSubscriptions(model, names, consumer, subscriptionsOf(catalogue, consumer));
+        if (unbound[0] !== undefined) throw new UnboundSubscriptionError(consumer, unbound[0]);
       } finally {
         await model.close();
       }
@@ -81,8 +94,9 @@ const settingsOf = (options: RabbitmqOptions) => ({
 
 /**
  * Deletes what the transport with these options declared for `consumers` — each one's queue, retry
- * queues and dead queue, with the messages in them — and the exchanges of `contracts`: for a
- * consumer retired for good, or a system torn down (tests). Never for a consumer still deployed.
+ * queues and dead queue, with the messages in them, and its exchanges — and the exchanges of
+ * `contracts`: for a consumer retired for good, or a system torn down (tests). Never for a consumer
+ * still deployed.
  */
 export async function deleteTopology(
   options: RabbitmqOptions,
@@ -93,10 +107,17 @@ export async function deleteTopology(
   const model = await openConnection(endpoint);
   try {
     const channel = await model.createChannel();
+    channel.on('error', () => {}); // a refused deletion rejects below
     for (const consumer of consumers) {
       const retryQueues = delays.map((delay) => retryQueueOf(names, consumer, delay));
       for (const queue of [queueOf(names, consumer), deadQueueOf(names, consumer), ...retryQueues])
         await channel.deleteQueue(queue);
+      for (const exchange of [
+        redeliveryExchangeOf(names, consumer),
+        retryExchangeOf(names, consumer),
+        deadQueueOf(names, consumer),
+      ])
+        await channel.deleteExchange(exchange);
     }
     for (const contract of contracts) await channel.deleteExchange(exchangeOf(names, contract));
   } finally {
