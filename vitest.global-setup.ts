@@ -1,10 +1,8 @@
 // Before any test: PostgreSQL, Redis and RabbitMQ must answer, or `pnpm test` says which is
 // missing and how to get it, instead of a stack trace from every test file.
 import { unreachablePrerequisites } from '@idem/native-run';
-import { postgresServerUrl, redisUrl } from '@idem/testkit';
+import { postgresServerUrl, rabbitmqUrl, redisUrl } from '@idem/testkit';
 import { connect } from 'amqplib';
-
-const rabbitmqUrl = process.env.RABBITMQ_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
 
 export default async function checkPrerequisites(): Promise<void> {
   const missing = [

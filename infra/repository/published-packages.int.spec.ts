@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { dropDatabase } from '@idem/database';
-import { deleteQueues, pnpm, postgresServerUrl, uniqueName } from '@idem/testkit';
+import { deleteQueues, pnpm, postgresServerUrl, rabbitmqUrl, uniqueName } from '@idem/testkit';
 import { deleteTopology } from '@idem/rabbitmq';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -95,6 +95,7 @@ function run<T>(name: 'producer' | 'consumer', script: string, database: string,
     DATABASE_URL: database,
     QUEUE_PREFIX: prefix,
     TRANSPORT: transport,
+    RABBITMQ_URL: rabbitmqUrl,
   });
   return JSON.parse(output.trim().split('\n').at(-1)!) as T;
 }
@@ -124,7 +125,7 @@ afterAll(async () => {
   );
   await deleteQueues(prefix);
   await deleteTopology(
-    { prefix },
+    { url: rabbitmqUrl, prefix },
     { consumers: ['billing.book-lent.v1', 'reminders.book-lent.v1'], contracts: ['library.book-lent.v1'] },
   );
   rmSync(work, { recursive: true, force: true });
@@ -194,6 +195,7 @@ describe('the packages, installed outside the workspace', () => {
           DATABASE_URL: databases[transport].producer,
           QUEUE_PREFIX: prefix,
           TRANSPORT: transport,
+          RABBITMQ_URL: rabbitmqUrl,
         },
       });
       published = JSON.parse(output.trim().split('\n').at(-1)!) as typeof published;

@@ -1,4 +1,4 @@
-// The one line that names the broker: BullMQ on Redis, or RabbitMQ with TRANSPORT=rabbitmq.
+// The one line that names the broker: BullMQ on Redis, or RabbitMQ with TRANSPORT=rabbitmq (at RABBITMQ_URL).
 // Everything else in this service is the same code on either.
 import { bullmq } from '@idem/messaging';
 import { rabbitmq } from '@idem/rabbitmq';

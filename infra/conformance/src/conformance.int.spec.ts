@@ -15,6 +15,7 @@ import {
   deleteQueues,
   exited,
   printed,
+  rabbitmqUrl,
   startScript,
   uniqueName,
   waitFor,
@@ -53,7 +54,7 @@ afterAll(async () => {
 const cleanUp = (name: TransportName, prefix: string, consumers: string[]) =>
   name === 'bullmq'
     ? deleteQueues(prefix)
-    : deleteTopology({ prefix, policy }, { consumers, contracts: Object.keys(catalogue.contracts) });
+    : deleteTopology({ url: rabbitmqUrl, prefix, policy }, { consumers, contracts: Object.keys(catalogue.contracts) });
 
 const fees = async () => (await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM fees')).rows[0]!.n;
 
@@ -305,7 +306,10 @@ describe('RabbitMQ: a retry copy RabbitMQ refuses', () => {
   const refusing = `${prefix}_refuse_retries`;
   const rabbitmqctl = (...args: string[]) => execFileSync('rabbitmqctl', ['--quiet', ...args], { stdio: 'pipe' });
   afterAll(async () => {
-    await deleteTopology({ prefix, policy }, { consumers: [CONSUMER], contracts: Object.keys(catalogue.contracts) });
+    await deleteTopology(
+      { url: rabbitmqUrl, prefix, policy },
+      { consumers: [CONSUMER], contracts: Object.keys(catalogue.contracts) },
+    );
   });
 
   it('holds the delivery and tries again after a wait, never counted as a consumer that died', async () => {
@@ -320,7 +324,7 @@ describe('RabbitMQ: a retry copy RabbitMQ refuses', () => {
       '--apply-to',
       'queues',
     );
-    const transport = rabbitmq({ prefix, policy, deliveryLimit: 1 }); // one message handed back ends it
+    const transport = rabbitmq({ url: rabbitmqUrl, prefix, policy, deliveryLimit: 1 }); // one message handed back ends it
     const errors: unknown[] = [];
     const consumer = transport.startConsumer({
       catalogue,
@@ -354,12 +358,15 @@ describe('RabbitMQ: a retry copy RabbitMQ refuses', () => {
 describe('RabbitMQ: an onRecorded that throws', () => {
   const prefix = uniqueName('idem_throwing_recorded');
   afterAll(() =>
-    deleteTopology({ prefix, policy }, { consumers: [CONSUMER], contracts: Object.keys(catalogue.contracts) }),
+    deleteTopology(
+      { url: rabbitmqUrl, prefix, policy },
+      { consumers: [CONSUMER], contracts: Object.keys(catalogue.contracts) },
+    ),
   );
 
   it('settles each delivery once all the same: no second acknowledgement, no second run', async () => {
     await pool.query('TRUNCATE fees, failing_books, processed_messages, dead_letters');
-    const transport = rabbitmq({ prefix, policy });
+    const transport = rabbitmq({ url: rabbitmqUrl, prefix, policy });
     const errors: unknown[] = [];
     const outcomes: string[] = [];
     const consumer = transport.startConsumer({
@@ -392,7 +399,10 @@ describe('RabbitMQ: an onRecorded that throws', () => {
 describe('RabbitMQ: a consumer killed between its retry copy and its acknowledgement', () => {
   const prefix = uniqueName('idem_retry_copy_crash');
   afterAll(() =>
-    deleteTopology({ prefix, policy }, { consumers: [CONSUMER], contracts: Object.keys(catalogue.contracts) }),
+    deleteTopology(
+      { url: rabbitmqUrl, prefix, policy },
+      { consumers: [CONSUMER], contracts: Object.keys(catalogue.contracts) },
+    ),
   );
 
   it('leaves two copies, the delivery and its retry: the fee is charged once, nothing dead-lettered', async () => {

@@ -9,6 +9,7 @@ import { bullmq } from '@idem/messaging';
 import { rabbitmq } from '@idem/rabbitmq';
 import { processed, transientFailure, type MessageHandler } from '@idem/inbox';
 import { testEnvelope } from '@idem/testing';
+import { rabbitmqUrl } from '@idem/testkit';
 import { defaultDeliveryPolicy, type Transport } from '@idem/transport';
 import { z } from 'zod';
 
@@ -36,7 +37,7 @@ export type TransportName = (typeof TRANSPORTS)[number];
 export const transportOf = (name: TransportName, prefix: string): Transport =>
   name === 'bullmq'
     ? bullmq({ prefix, policy, lockDurationMs: 1000, stalledIntervalMs: 300 })
-    : rabbitmq({ prefix, policy });
+    : rabbitmq({ url: rabbitmqUrl, prefix, policy });
 
 /**
  * Charges a fee per loan in the inbox's transaction. A book whose ISBN is in `failing` (a table

@@ -14,23 +14,29 @@ import {
   type Received,
   UnservedSubscriptionError,
 } from '@idem/transport';
-import { connect, type Channel, type ChannelModel, type ConfirmChannel, type ConsumeMessage } from 'amqplib';
+import type { Channel, ChannelModel, ConfirmChannel, ConsumeMessage } from 'amqplib';
+import { openConnection, type Endpoint } from './connection.js';
 import {
+  bindSubscriptions,
   deadQueueOf,
   declareConsumer,
   declareRetryQueue,
-  exchangeOf,
   queueOf,
-  retryQueueOf,
+  redeliveryExchangeOf,
+  retryExchangeOf,
   type Names,
 } from './topology.js';
+import { UnboundSubscriptionError } from './unbound-subscription-error.js';
 
-/** The header that counts a message's attempts (1 for the first delivery); the retry copy carries the next. */
+/**
+ * The header that counts a message's attempts (1 for the first delivery); the retry copy carries
+ * the next. Read only on what came back through the consumer's own redelivery exchange.
+ */
 export const ATTEMPT_HEADER = 'x-idem-attempt';
 
 /** What a consumer on RabbitMQ adds to any transport's: how often a dying consumer may be handed a message. */
 export interface RabbitConsumerSettings {
-  readonly url: string;
+  readonly endpoint: Endpoint;
   readonly names: Names;
   readonly policy: DeliveryPolicy;
   /** Redeliveries after a consumer died holding a message before it is a dead letter. */
@@ -79,6 +85,7 @@ class RabbitConsumer<Tx extends SqlClient> {
   readonly #onRecorded: ((report: DeliveryReport) => void) | undefined;
   readonly #onError: (error: unknown) => void;
   readonly #faults: Faults;
+  /** The retry queues declared on this connection (one per delay). */
   readonly #retryQueues = new Set<number>();
   /** The deliveries being settled: close() waits for them. */
   readonly #inFlight = new Set<Promise<void>>();
@@ -108,13 +115,13 @@ class RabbitConsumer<Tx extends SqlClient> {
 
   /** Connects, declares the queue and its bindings, and starts taking deliveries. */
   async start(): Promise<void> {
-    const { url, names, deliveryLimit } = this.#settings;
+    const { endpoint, names, deliveryLimit } = this.#settings;
     // A handshake not answered in time fails, and is tried again (failedToStart), as behind a dead
-    // link; once open, the heartbeat (transport.ts) ends a connection that hears nothing.
-    const model = await connect(url, { timeout: CONNECT_TIMEOUT_MS });
+    // link; once open, the heartbeat (connection.ts) ends a connection that hears nothing.
+    const model = await openConnection(endpoint, CONNECT_TIMEOUT_MS);
     model.on('error', this.#onError);
+    this.#retryQueues.clear(); // a queue deleted meanwhile is declared again
     try {
-      await sayWhatIsUnserved(model, names, this.#consumer, this.#contracts, this.#onError);
       const channel = await model.createChannel();
       const retries = await model.createConfirmChannel();
       // A channel RabbitMQ closes (a refused declaration, a failed confirm) ends the session: the
@@ -123,7 +130,15 @@ class RabbitConsumer<Tx extends SqlClient> {
         opened.on('error', this.#onError);
         opened.on('close', () => void model.close().catch(() => {}));
       }
-      await declareConsumer(channel, names, this.#consumer, this.#contracts, deliveryLimit);
+      await declareConsumer(channel, names, this.#consumer, deliveryLimit);
+      const { missing, unbound } = await bindSubscriptions(model, names, this.#consumer, this.#contracts);
+      for (const contract of missing)
+        this.#onError(
+          unbound.includes(contract)
+            ? new UnboundSubscriptionError(this.#consumer, contract)
+            : new UnservedSubscriptionError(this.#consumer, contract),
+        );
+      this.#bindWhenDeclared(model, unbound);
       await channel.prefetch(this.#concurrency);
       const tags = [
         (await channel.consume(queueOf(names, this.#consumer), (m) => this.#deliver(channel, retries, m))).consumerTag,
@@ -140,6 +155,30 @@ class RabbitConsumer<Tx extends SqlClient> {
       this.failedToStart(new Error(`${this.#consumer}: the connection to RabbitMQ closed; connecting again`));
     });
     if (this.#closing) await model.close();
+  }
+
+  /**
+   * Binds the subscriptions its user could not declare once their producers did, checking every
+   * second while the connection lasts (a reconnection starts over): the exchange is the
+   * producer's, and only its producer's user may declare it.
+   */
+  #bindWhenDeclared(model: ChannelModel, contracts: readonly string[]): void {
+    let closed = false;
+    model.on('close', () => (closed = true));
+    const check = (pending: readonly string[]) => {
+      if (pending.length === 0) return;
+      setTimeout(() => {
+        if (closed || this.#closing) return;
+        bindSubscriptions(model, this.#settings.names, this.#consumer, pending, { declare: false }).then(
+          ({ unbound }) => check(unbound),
+          (error: unknown) => {
+            this.#onError(error);
+            check(pending);
+          },
+        );
+      }, SUBSCRIPTION_CHECK_MS).unref();
+    };
+    check(contracts);
   }
 
   /** Says why it is not running, and starts again in a second (until it is closed). */
@@ -191,7 +230,7 @@ class RabbitConsumer<Tx extends SqlClient> {
 
   /** One delivery through the runner; acknowledged only after its commit, and after its retry was written. */
   async #settle(channel: Channel, retries: ConfirmChannel, message: ConsumeMessage): Promise<DeliveryReport> {
-    const attempt = Number(message.properties.headers?.[ATTEMPT_HEADER] ?? 1);
+    const attempt = attemptOf(message, redeliveryExchangeOf(this.#settings.names, this.#consumer));
     const received: Received = {
       data: parse(message.content),
       brokerId: message.properties.messageId as string | undefined,
@@ -209,7 +248,10 @@ class RabbitConsumer<Tx extends SqlClient> {
     return settlement.report;
   }
 
-  /** Writes the message, its attempt counted on, to the queue where it waits its backoff. */
+  /**
+   * Writes the message, its attempt counted on, to its retry exchange, routed to the queue where it
+   * waits its backoff; from there RabbitMQ sends it on to the consumer's redelivery exchange.
+   */
   async #retry(retries: ConfirmChannel, message: ConsumeMessage, attempt: number, counted: number): Promise<void> {
     const { names, policy } = this.#settings;
     const delayMs = backoffMs(policy, attempt);
@@ -218,7 +260,7 @@ class RabbitConsumer<Tx extends SqlClient> {
       this.#retryQueues.add(delayMs);
     }
     const headers = { ...message.properties.headers, [ATTEMPT_HEADER]: attempt + counted };
-    retries.sendToQueue(retryQueueOf(names, this.#consumer, delayMs), message.content, {
+    retries.publish(retryExchangeOf(names, this.#consumer), String(delayMs), message.content, {
       ...message.properties,
       headers,
     });
@@ -245,6 +287,19 @@ class RabbitConsumer<Tx extends SqlClient> {
   }
 }
 
+/**
+ * Which attempt a delivery is. Only a message that came back through the consumer's own redelivery
+ * exchange carries a count the consumer wrote: RabbitMQ names the exchange a delivery came through,
+ * and only the consumer's user may write to that one (`rabbitmqPermissionsOf`). Anything else — a
+ * contract's exchange, whatever its publisher put in the header — is a first attempt, so no
+ * publisher can skip a consumer's retries or prolong them.
+ */
+function attemptOf(message: ConsumeMessage, redeliveryExchange: string): number {
+  if (message.fields.exchange !== redeliveryExchange) return 1;
+  const counted: unknown = message.properties.headers?.[ATTEMPT_HEADER];
+  return typeof counted === 'number' && Number.isSafeInteger(counted) && counted >= 1 ? counted : 1;
+}
+
 /** A message's body as the runner reads it: its JSON, or the text itself when it is none. */
 function parse(content: Buffer): unknown {
   const text = content.toString('utf8');
@@ -257,26 +312,5 @@ function parse(content: Buffer): unknown {
 
 /** How long opening a connection may take before it fails and is tried again. */
 const CONNECT_TIMEOUT_MS = 10_000;
-
-/**
- * Says (through `onError`) which of a consumer's subscriptions no producer serves yet: an exchange
- * no one declared. Each check on a channel of its own, since a failed check closes its channel.
- */
-async function sayWhatIsUnserved(
-  model: ChannelModel,
-  names: Names,
-  consumer: string,
-  contracts: readonly string[],
-  onError: (error: unknown) => void,
-) {
-  for (const contract of contracts) {
-    const channel = await model.createChannel();
-    channel.on('error', () => {}); // the 404 of a missing exchange closes this channel only
-    const served = await channel.checkExchange(exchangeOf(names, contract)).then(
-      () => true,
-      () => false,
-    );
-    if (served) await channel.close();
-    else onError(new UnservedSubscriptionError(consumer, contract));
-  }
-}
+/** How often a consumer looks for the exchanges of the subscriptions it could not bind. */
+const SUBSCRIPTION_CHECK_MS = 1000;

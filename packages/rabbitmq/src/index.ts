@@ -1,4 +1,7 @@
 export { deleteTopology, rabbitmq, type RabbitmqOptions } from './transport.js';
 export { ATTEMPT_HEADER } from './consumer.js';
 export { UnservedSubscriptionError } from '@idem/transport';
-export { deadQueueOf, exchangeOf, queueOf, retryQueueOf } from './topology.js';
+export { UnboundSubscriptionError } from './unbound-subscription-error.js';
+export { RabbitmqConfigError } from './rabbitmq-config-error.js';
+export { rabbitmqPermissionsOf, type RabbitmqPermissions, type Reach } from './permissions.js';
+export { deadQueueOf, exchangeOf, queueOf, redeliveryExchangeOf, retryExchangeOf, retryQueueOf } from './topology.js';

@@ -2,8 +2,9 @@ import type { AnyEnvelope } from '@idem/contracts';
 import { noFaults } from '@idem/faults';
 import { acceptedWithin, PUBLISH_TIMEOUT_MS, type Publisher, type PublisherOptions } from '@idem/transport';
 import type { Socket } from 'node:net';
-import { connect, type ChannelModel, type ConfirmChannel } from 'amqplib';
-import { declareExchange, exchangeOf, queueOf, type Names } from './topology.js';
+import type { ChannelModel, ConfirmChannel } from 'amqplib';
+import { openConnection, type Endpoint } from './connection.js';
+import { declareExchange, exchangeOf, redeliveryExchangeOf, type Names } from './topology.js';
 
 /** A message as the transport puts it on RabbitMQ: JSON, persistent, under its message id. */
 export const propertiesOf = (messageId: string, type: string, headers: Record<string, unknown> = {}) => ({
@@ -19,7 +20,7 @@ export const propertiesOf = (messageId: string, type: string, headers: Record<st
  * on a confirm channel; a publication counts only once RabbitMQ confirmed every message of it
  * (for a quorum queue: written to a majority of its replicas). It needs no list of consumers.
  */
-export function createRabbitPublisher(url: string, names: Names, options: PublisherOptions): Publisher {
+export function createRabbitPublisher(endpoint: Endpoint, names: Names, options: PublisherOptions): Publisher {
   const faults = options.faults ?? noFaults;
   // Each contract's exchange, declared once per connection: publications that meet a declaration
   // under way wait for it, rather than queue one each behind it (a channel runs one at a time).
@@ -35,7 +36,7 @@ export function createRabbitPublisher(url: string, names: Names, options: Publis
   const timeoutMs = options.timeoutMs ?? PUBLISH_TIMEOUT_MS;
   // A lost connection is opened again by the next publication; what was not confirmed was not
   // published, and the relay publishes it again.
-  const connection = reopening(url, timeoutMs, () => declared.clear());
+  const connection = reopening(endpoint, timeoutMs, () => declared.clear());
   // On the connection, confirmed within `timeoutMs`, or that connection is taken for dead and dropped.
   const confirmed = (publication: (channel: ConfirmChannel) => Promise<void>) => {
     const opening = connection.open();
@@ -70,9 +71,11 @@ export function createRabbitPublisher(url: string, names: Names, options: Publis
 
   async function redeliver(channel: ConfirmChannel, consumer: string, messageId: string, payload: unknown) {
     const type = (payload as { type?: unknown } | null)?.type;
-    // To the consumer's own queue (the default exchange routes by queue name), no one else's.
-    channel.sendToQueue(
-      queueOf(names, consumer),
+    // To the consumer's own queue through its redelivery exchange, which only its service's user
+    // may write; a first attempt again, as it carries no attempt count.
+    channel.publish(
+      redeliveryExchangeOf(names, consumer),
+      '',
       Buffer.from(JSON.stringify(payload)),
       propertiesOf(messageId, typeof type === 'string' ? type : 'unknown'),
     );
@@ -90,10 +93,10 @@ interface Opened {
  * failed, or was dropped (a channel RabbitMQ closes ends the whole connection: never left half
  * working; `lost` is told). Opening one fails after `timeoutMs`, as behind a dead link.
  */
-function reopening(url: string, timeoutMs: number, lost: () => void) {
+function reopening(endpoint: Endpoint, timeoutMs: number, lost: () => void) {
   let opened: Promise<Opened> | undefined;
   const connectOnce = async (end: () => void): Promise<Opened> => {
-    const model = await connect(url, { timeout: timeoutMs });
+    const model = await openConnection(endpoint, timeoutMs);
     const ending = () => {
       end();
       void model.close().catch(() => {});

@@ -1,3 +1,4 @@
+import type { ConnectionOptions } from 'node:tls';
 import {
   backoffMs,
   defaultDeliveryPolicy,
@@ -5,15 +6,38 @@ import {
   type DeliveryPolicy,
   type Transport,
 } from '@idem/transport';
-import { connect } from 'amqplib';
-import { deadQueueOf, declareConsumer, exchangeOf, queueOf, retryQueueOf } from './topology.js';
+import { endpointOf, openConnection } from './connection.js';
+import {
+  bindSubscriptions,
+  deadQueueOf,
+  declareConsumer,
+  exchangeOf,
+  queueOf,
+  redeliveryExchangeOf,
+  retryExchangeOf,
+  retryQueueOf,
+} from './topology.js';
 import { startRabbitConsumer } from './consumer.js';
 import { createRabbitPublisher } from './publisher.js';
+import { UnboundSubscriptionError } from './unbound-subscription-error.js';
 
 /** RabbitMQ as a transport: where it is, and how every publisher and consumer of it retries. */
 export interface RabbitmqOptions {
-  /** @defaultValue the RABBITMQ_URL variable, else amqp://guest:guest@127.0.0.1:5672 */
+  /**
+   * Where RabbitMQ is, as whom: `amqps://<user>:<password>@<host>:5671/<vhost>` (TLS), or amqp://
+   * on a network you trust; each service its own user (`rabbitmqPermissionsOf`). There is no
+   * default: without it the RABBITMQ_URL variable is read, and without that the transport refuses
+   * to start (`RabbitmqConfigError`), as it does a URL that names no user.
+   * @defaultValue the RABBITMQ_URL variable
+   */
   readonly url?: string;
+  /**
+   * For an amqps:// URL: the options of Node's `tls.connect`, passed through as they are — `ca`
+   * (RabbitMQ's certificate authority), `cert` and `key` (a client certificate), `servername`
+   * (the name checked in RabbitMQ's certificate, and sent as SNI), `rejectUnauthorized`. Refused
+   * with an amqp:// URL, which would ignore them. @defaultValue Node's: the system's CAs, the URL's host
+   */
+  readonly tls?: ConnectionOptions;
   /** The first part of every exchange and queue name, so systems can share a virtual host. @defaultValue 'idem' */
   readonly prefix?: string;
   /** @defaultValue defaultDeliveryPolicy; RabbitMQ keeps no delivered message, so its keepCompletedMs is moot */
@@ -34,65 +58,66 @@ export interface RabbitmqOptions {
  * retries through delay queues, dead letters into the inbox's table.
  */
 export function rabbitmq(options: RabbitmqOptions = {}): Transport {
-  const { url, names, policy, deliveryLimit } = settingsOf(options);
+  const { endpoint, names, policy, deliveryLimit } = settingsOf(options);
   return {
     system: 'rabbitmq',
     policy,
-    createPublisher: (publishing) => createRabbitPublisher(url, names, publishing),
+    createPublisher: (publishing) => createRabbitPublisher(endpoint, names, publishing),
+    /**
+     * Declares the consumer's queues and binds them. A contract whose exchange no producer has
+     * declared is declared here if the user may; if it may not, the rest is done and this rejects
+     * (`UnboundSubscriptionError`): nothing of that contract would wait for the consumer.
+     */
     async subscribe({ catalogue, consumer }) {
-      const model = await connect(url);
+      const model = await openConnection(endpoint);
       try {
-        await declareConsumer(
-          await model.createChannel(),
-          names,
-          consumer,
-          subscriptionsOf(catalogue, consumer),
-          deliveryLimit,
-        );
+        const channel = await model.createChannel();
+        channel.on('error', () => {}); // a refused declaration rejects below, and closes this channel only
+        await declareConsumer(channel, names, consumer, deliveryLimit);
+        const { unbound } = await bindSubscriptions(model, names, consumer, subscriptionsOf(catalogue, consumer));
+        if (unbound[0] !== undefined) throw new UnboundSubscriptionError(consumer, unbound[0]);
       } finally {
         await model.close();
       }
     },
-    startConsumer: (consuming) => startRabbitConsumer({ url, names, policy, deliveryLimit }, consuming),
+    startConsumer: (consuming) => startRabbitConsumer({ endpoint, names, policy, deliveryLimit }, consuming),
   };
 }
 
 /** The options with their defaults. */
 const settingsOf = (options: RabbitmqOptions) => ({
-  url: withHeartbeat(
-    options.url ?? process.env.RABBITMQ_URL ?? 'amqp://guest:guest@127.0.0.1:5672',
-    options.heartbeatSeconds ?? 10,
-  ),
+  endpoint: endpointOf(options),
   names: { prefix: options.prefix ?? 'idem' },
   policy: options.policy ?? defaultDeliveryPolicy,
   deliveryLimit: options.deliveryLimit ?? 5,
 });
 
-/** `url` asking for a heartbeat of `seconds`, unless it asks for one already. */
-function withHeartbeat(url: string, seconds: number): string {
-  const parsed = new URL(url);
-  if (!parsed.searchParams.has('heartbeat')) parsed.searchParams.set('heartbeat', String(seconds));
-  return parsed.toString();
-}
-
 /**
  * Deletes what the transport with these options declared for `consumers` — each one's queue, retry
- * queues and dead queue, with the messages in them — and the exchanges of `contracts`: for a
- * consumer retired for good, or a system torn down (tests). Never for a consumer still deployed.
+ * queues and dead queue, with the messages in them, and its exchanges — and the exchanges of
+ * `contracts`: for a consumer retired for good, or a system torn down (tests). Never for a consumer
+ * still deployed.
  */
 export async function deleteTopology(
   options: RabbitmqOptions,
   { consumers, contracts = [] }: { readonly consumers: readonly string[]; readonly contracts?: readonly string[] },
 ): Promise<void> {
-  const { url, names, policy } = settingsOf(options);
+  const { endpoint, names, policy } = settingsOf(options);
   const delays = Array.from({ length: policy.attempts }, (_, i) => backoffMs(policy, i + 1));
-  const model = await connect(url);
+  const model = await openConnection(endpoint);
   try {
     const channel = await model.createChannel();
+    channel.on('error', () => {}); // a refused deletion rejects below
     for (const consumer of consumers) {
       const retryQueues = delays.map((delay) => retryQueueOf(names, consumer, delay));
       for (const queue of [queueOf(names, consumer), deadQueueOf(names, consumer), ...retryQueues])
         await channel.deleteQueue(queue);
+      for (const exchange of [
+        redeliveryExchangeOf(names, consumer),
+        retryExchangeOf(names, consumer),
+        deadQueueOf(names, consumer),
+      ])
+        await channel.deleteExchange(exchange);
     }
     for (const contract of contracts) await channel.deleteExchange(exchangeOf(names, contract));
   } finally {

@@ -19,6 +19,7 @@ import { deleteTopology, rabbitmq } from '@idem/rabbitmq';
 import {
   createTestDatabase,
   deleteQueues,
+  rabbitmqUrl,
   startNetworkPath,
   uniqueName,
   waitFor,
@@ -52,7 +53,10 @@ const TRANSPORTS = {
     transport: (prefix: string, port: number): Transport =>
       rabbitmq({ url: `amqp://guest:guest@127.0.0.1:${port}`, prefix, policy, heartbeatSeconds: 1 }),
     cleanUp: (prefix: string) =>
-      deleteTopology({ prefix, policy }, { consumers: [CONSUMER], contracts: Object.keys(catalogue.contracts) }),
+      deleteTopology(
+        { url: rabbitmqUrl, prefix, policy },
+        { consumers: [CONSUMER], contracts: Object.keys(catalogue.contracts) },
+      ),
   },
   bullmq: {
     server: { host: '127.0.0.1', port: 6379 },

@@ -11,7 +11,7 @@ import { permanentFailure, processed, type MessageHandler } from '@idem/inbox';
 import { bullmq } from '@idem/messaging';
 import { enqueue } from '@idem/outbox';
 import { deleteTopology, rabbitmq } from '@idem/rabbitmq';
-import { createTestDatabase, deleteQueues, uniqueName, waitFor, type TestDatabase } from '@idem/testkit';
+import { createTestDatabase, deleteQueues, rabbitmqUrl, uniqueName, waitFor, type TestDatabase } from '@idem/testkit';
 import { defaultDeliveryPolicy, type Transport } from '@idem/transport';
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -32,7 +32,7 @@ type BookLent = MessageOf<typeof catalogue.contracts, typeof CONSUMER>;
 const policy = { ...defaultDeliveryPolicy, attempts: 3, backoffDelayMs: 50, keepCompletedMs: 0, keepFailedMs: 1000 };
 const TRANSPORTS = {
   bullmq: (prefix: string): Transport => bullmq({ prefix, policy, lockDurationMs: 1000, stalledIntervalMs: 300 }),
-  rabbitmq: (prefix: string): Transport => rabbitmq({ prefix, policy }),
+  rabbitmq: (prefix: string): Transport => rabbitmq({ url: rabbitmqUrl, prefix, policy }),
 };
 
 let database: TestDatabase;
@@ -126,7 +126,10 @@ describe.each(Object.keys(TRANSPORTS) as (keyof typeof TRANSPORTS)[])('startIdem
     await idem?.stop();
     if (name === 'bullmq') await deleteQueues(prefix);
     else
-      await deleteTopology({ prefix, policy }, { consumers: [CONSUMER], contracts: Object.keys(catalogue.contracts) });
+      await deleteTopology(
+        { url: rabbitmqUrl, prefix, policy },
+        { consumers: [CONSUMER], contracts: Object.keys(catalogue.contracts) },
+      );
   });
 
   it('publishes what the outbox holds to the consumer, which charges once however often it comes', async () => {

@@ -39,6 +39,8 @@ export const testkitPrismaDir = join(dirname(fileURLToPath(import.meta.url)), '.
 
 export const postgresServerUrl = process.env.TEST_POSTGRES_URL ?? 'postgresql://postgres@127.0.0.1:5432';
 export const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+/** The machine's RabbitMQ as its administrator (`guest` on `/`, loopback only): tests name it, the transport never assumes it. */
+export const rabbitmqUrl = process.env.RABBITMQ_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
 
 /** A name no other test file or run will use: `<label>_<time>_<random>`. */
 export function uniqueName(label: string): string {
