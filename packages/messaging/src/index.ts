@@ -58,7 +58,6 @@ export {
   consoleRedisUser,
   rateLimitPrefix,
   REDIS_USER_COMMANDS,
-  SUBSCRIPTION_COMMANDS,
   setRedisUser,
   type Reach,
   type RedisUser,
