@@ -58,6 +58,7 @@ export {
   consoleRedisUser,
   rateLimitPrefix,
   REDIS_USER_COMMANDS,
+  NO_CONSUMER_GROUPS,
   setRedisUser,
   type Reach,
   type RedisUser,

@@ -48,9 +48,10 @@ export const REDIS_USER_COMMANDS = [
 ] as const;
 
 /**
- * Consumer groups, refused to every idem user: no process uses them (a subscription is a position
- * of its consumer's own, subscriptions.ts), and Redis lets a user that may only read a stream run
- * `XREADGROUP` — `NOACK` on another's group would have moved it past entries its consumer never got.
+ * Consumer groups, refused to a subscriber's user: no idem process uses them (a subscription is a
+ * position of its consumer's own, subscriptions.ts), and Redis lets a user that may only read a
+ * stream run `XREADGROUP` — `NOACK` on another's group would move it past entries its consumer
+ * never got.
  */
 export const NO_CONSUMER_GROUPS = ['-xreadgroup', '-xgroup', '-xack', '-xclaim', '-xautoclaim'] as const;
 
@@ -122,8 +123,10 @@ export function aclRules(user: RedisUser, password: string): string[] {
     ...(user.readOnlyKeys ?? []).map((key) => `%R~${key}`),
     'resetchannels',
     ...REDIS_USER_COMMANDS,
-    ...NO_CONSUMER_GROUPS,
-    ...(user.addOnlyKeys?.length ? [`(${[...user.addOnlyKeys.map((key) => `%W~${key}`), '+sadd'].join(' ')})`] : []),
+    // A subscriber's: no consumer group, and its names added to the subscribers of what it reads.
+    ...(user.addOnlyKeys?.length
+      ? [...NO_CONSUMER_GROUPS, `(${[...user.addOnlyKeys.map((key) => `%W~${key}`), '+sadd'].join(' ')})`]
+      : []),
   ];
 }
 

@@ -23,13 +23,12 @@ import { createRedis, queueName, resolveBroker, whenReady, type BrokerOptions, t
  *     <prefix>:lease:<contract>:<consumer>      which instance of it forwards
  *     <prefix>:<consumer>:…                     the consumer's BullMQ queue, where its deliveries wait
  *
- * Each key has one writer: a stream, its subscribers and the positions on it are the producer's
- * (it also subscribes the consumers its catalogue names, before its first append); a position and
- * a lease are their consumer's, which can add only its name to the subscribers. No consumer can
- * read as another, move another's position or hold the stream for another (docs/operations.md
- * "Redis users"). The producer trims its stream to the oldest position of its subscribers, and
- * never the last minute; a consumer that is gone for good holds entries until its position is
- * removed (docs/scaling.md, "Subscriptions").
+ * Who writes what: the producer its stream, and the positions and names of the consumers its
+ * catalogue names, before its first append; a consumer its own position and lease, and its name to
+ * the subscribers — the stream it only reads. No consumer can read as another, move another's
+ * position or hold the stream for another (docs/operations.md "Redis users"). The producer trims
+ * its stream to the oldest position of its subscribers, never the last minute; a consumer gone for
+ * good holds entries until its position is removed (docs/scaling.md "Subscriptions on Redis").
  */
 export const streamOf = (prefix: string, contract: string) => `${prefix}:stream:${contract}`;
 /** Who subscribes to `contract`: a set of consumer names. */
@@ -211,7 +210,7 @@ return 0`;
  * own (it blocks on the stream): each entry becomes a job under its message id, and the position
  * moves past it only once the job is added, as durably as asked. The instance holding the lease
  * forwards; the others block on the stream too and, woken by an entry, look whether the lease is
- * free (given up by an instance that stopped, or expired after one died). A command unanswered
+ * free (released by an instance that stopped, or expired after one died). A command unanswered
  * `leaseMs` past its due (a dead link) drops the connection, and the next one opens another.
  */
 export function startForwarder(options: ForwarderOptions): { close(): Promise<void> } {
@@ -275,7 +274,7 @@ export function startForwarder(options: ForwarderOptions): { close(): Promise<vo
 
 /**
  * An instance's lease on a subscription (`key`): taken or renewed by `holds`, at most once every
- * `renewEveryMs` (a lease with most of its time left needs no round trip); given up by `release`.
+ * `renewEveryMs` (a lease with most of its time left needs no round trip); let go by `release`.
  */
 function leaseFor(redisUrl: string, key: string, { leaseMs, renewEveryMs }: { leaseMs: number; renewEveryMs: number }) {
   const holder = randomUUID();
