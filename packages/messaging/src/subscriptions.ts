@@ -201,7 +201,7 @@ const HOLD = `local holder = redis.call('GET', KEYS[1])
 if holder and holder ~= ARGV[1] then return 0 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return 1`;
-/** Gives the lease up, if it is still this holder's. */
+/** Lets the lease go, if it is still this holder's. */
 const RELEASE = `if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 0`;
 
