@@ -8,6 +8,7 @@
 import { execFileSync } from 'node:child_process';
 import { fromNodePostgres, type SqlClient } from '@idem/database';
 import { defineCatalogue } from '@idem/contracts';
+import { connectRedis } from '@idem/messaging';
 import { deleteTopology, rabbitmq, UnservedSubscriptionError } from '@idem/rabbitmq';
 import { createInbox, type Inbox } from '@idem/inbox';
 import {
@@ -16,6 +17,7 @@ import {
   exited,
   printed,
   rabbitmqUrl,
+  redisUrl,
   startScript,
   uniqueName,
   waitFor,
@@ -258,7 +260,7 @@ describe.each(TRANSPORTS)('%s: subscriptions belong to consumers', (name) => {
   });
 });
 
-describe('BullMQ: a consumer killed between forwarding its subscription and acknowledging it', () => {
+describe('BullMQ: a consumer killed between forwarding its subscription and moving its position', () => {
   const prefix = uniqueName('idem_forward_crash');
   afterAll(() => deleteQueues(prefix));
 
@@ -279,7 +281,7 @@ describe('BullMQ: a consumer killed between forwarding its subscription and ackn
       await printed(child, 'ready');
       const messages = await Promise.all(Array.from({ length: 6 }, () => bookLent()));
       await publisher.publish(messages);
-      expect(await exited(child)).toBe('SIGKILL'); // its queue holds them, the stream still has them pending
+      expect(await exited(child)).toBe('SIGKILL'); // its queue holds them, its position is still before them
       consumer = transport.startConsumer({
         catalogue,
         consumer: CONSUMER,
@@ -291,6 +293,19 @@ describe('BullMQ: a consumer killed between forwarding its subscription and ackn
       await consumer.ready;
       for (const { messageId } of messages)
         await waitFor(() => settled.get(messageId)?.includes('processed'), { what: `${messageId} processed` });
+      // Forwarded again from the position the killed instance never moved: each message's job
+      // added twice (or met under its id, still waiting).
+      const redis = connectRedis(redisUrl);
+      const adds = async (messageId: string) =>
+        (await redis.xrange(`${prefix}:${CONSUMER}:events`, '-', '+')).filter(
+          ([, fields]) => fields.includes(messageId) && (fields.includes('added') || fields.includes('duplicated')),
+        ).length;
+      try {
+        for (const { messageId } of messages)
+          await waitFor(async () => (await adds(messageId)) >= 2, { what: `${messageId} forwarded again` });
+      } finally {
+        redis.disconnect();
+      }
       expect(await fees()).toBe(messages.length);
       // Forwarded twice, each message is still one job (its id) or one more copy the inbox absorbs.
       for (const outcomes of settled.values()) expect(outcomes.filter((o) => o !== 'duplicate')).toEqual(['processed']);

@@ -6,7 +6,7 @@ import { createInbox } from '@idem/inbox';
 import { startConsumer } from '@idem/messaging';
 import { PrismaClient } from '@idem/testkit';
 import { PrismaPg } from '@prisma/adapter-pg';
-import { LESSON_CONSUMER, takeOneUnit } from './effect.js';
+import { LESSON_CONSUMER, LESSON_POLICY, takeOneUnit } from './effect.js';
 import { MISTAKES, wrongWay, type Mistake } from './wrong-ways.js';
 import { shop } from '@idem/shop';
 
@@ -20,6 +20,7 @@ const running = startConsumer({
   ...(mistake ? wrongWay(mistake, { db, faults, rightWay }) : { inbox: rightWay, faults }),
   handler: takeOneUnit,
   prefix: process.env.IDEM_PREFIX!,
+  policy: LESSON_POLICY,
   lockDurationMs: 1000,
   stalledIntervalMs: 300,
   onDelivery: (report) => console.log(`delivery ${report.outcome.outcome}`),

@@ -1,12 +1,6 @@
 import { createFaults, noFaults, parseFaultRules } from '@idem/faults';
 import { createInbox } from '@idem/inbox';
-import {
-  createPublisher,
-  defaultDeliveryPolicy,
-  startConsumer,
-  type Consumer,
-  type DeliveryReport,
-} from '@idem/messaging';
+import { createPublisher, startConsumer, type Consumer, type DeliveryReport } from '@idem/messaging';
 import {
   createTestDatabase,
   deleteQueues,
@@ -18,7 +12,7 @@ import {
   waitFor,
   type TestDatabase,
 } from '@idem/testkit';
-import { LESSON_CONSUMER, STOCK, takeOneUnit } from './effect.js';
+import { LESSON_CONSUMER, LESSON_POLICY, STOCK, takeOneUnit } from './effect.js';
 import { wrongWay, type Mistake } from './wrong-ways.js';
 import { shop } from '@idem/shop';
 
@@ -161,8 +155,6 @@ export async function runLesson(name: LessonName, way: 'wrong' | 'right'): Promi
   const consumers: Consumer[] = [];
   const deliveries: DeliveryReport[] = [];
   const message = orderPlacedMessage();
-  // Completed jobs are removed at once, so a copy under another job id (or the same one) is delivered.
-  const policy = { ...defaultDeliveryPolicy, keepCompletedMs: 0 };
   const context: LessonContext = {
     db,
     prefix,
@@ -178,6 +170,7 @@ export async function runLesson(name: LessonName, way: 'wrong' | 'right'): Promi
         ...(mistake ? wrongWay(mistake, { db: client, faults: noFaults, rightWay }) : { inbox: rightWay }),
         handler: takeOneUnit,
         prefix,
+        policy: LESSON_POLICY,
         // Each delivery its own transaction, side by side: two copies in one instance race as
         // they would in two (group commit would queue the second behind the first).
         maxBatch: 1,
@@ -195,7 +188,6 @@ export async function runLesson(name: LessonName, way: 'wrong' | 'right'): Promi
       const publisher = createPublisher({
         catalogue: shop,
         prefix,
-        policy,
         faults: createFaults(parseFaultRules(faults)),
       });
       await publisher.publish([message]);

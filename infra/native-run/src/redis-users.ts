@@ -13,8 +13,8 @@ import {
 } from '@idem/messaging';
 
 /**
- * A Redis user for each service, as compose and Kubernetes give them: each reaches only the
- * queues it consumes and publishes to (docs/operations.md "Redis users"); and the console's, which
+ * A Redis user for each service, as compose and Kubernetes give them: each reaches only its own
+ * queues, streams and subscriptions (docs/operations.md "Redis users"); and the console's, which
  * reads the journal and owns its lessons' queues. Made with a fresh password on the system's Redis
  * (every node of a cluster) as the system starts, removed as it stops. `as` turns a service's (or
  * the console's) REDIS_URL into one that logs in as its user.

@@ -86,14 +86,18 @@ export function serviceOf(name: string): string {
 
 /**
  * What a service reaches at the broker: the queues of its own consumers (named `<service>.…`), the
- * contracts it publishes (their streams), and the contracts its consumers subscribe to (their
- * subscriptions, on the producers' streams). What its Redis user may reach (@idem/messaging's
- * `redisUserOf`), and nothing more.
+ * contracts it publishes (their streams), and its consumers' subscriptions (each consumer and a
+ * contract it subscribes to, on the producer's stream). What its Redis user may reach
+ * (@idem/messaging's `redisUserOf`), and nothing more.
  */
 export function reachOf<S extends CatalogueSpec>(
   catalogue: Catalogue<S>,
   service: string,
-): { consumes: ConsumerName<S>[]; publishes: EventType<S>[]; subscribes: EventType<S>[] } {
+): {
+  consumes: ConsumerName<S>[];
+  publishes: EventType<S>[];
+  subscribes: { contract: EventType<S>; consumer: ConsumerName<S> }[];
+} {
   const consumes = (Object.keys(catalogue.consumers) as ConsumerName<S>[]).filter(
     (name) => serviceOf(name) === service,
   );
@@ -101,8 +105,8 @@ export function reachOf<S extends CatalogueSpec>(
   return {
     consumes,
     publishes: types.filter((type) => catalogue.contracts[type]!.producer === service),
-    subscribes: types.filter((type) =>
-      (catalogue.contracts[type]!.consumers as readonly string[]).some((name) => serviceOf(name) === service),
+    subscribes: consumes.flatMap((consumer) =>
+      (catalogue.consumers[consumer] as readonly EventType<S>[]).map((contract) => ({ contract, consumer })),
     ),
   };
 }

@@ -64,7 +64,7 @@ describe("a user's catalogue", () => {
     expect(reachOf(library, 'library')).toEqual({
       consumes: ['library.member-joined.v1'],
       publishes: ['library.book-lent.v1', 'library.book-returned.v1', 'library.book-returned.v2'],
-      subscribes: ['members.member-joined.v1'],
+      subscribes: [{ contract: 'members.member-joined.v1', consumer: 'library.member-joined.v1' }],
     });
   });
 

@@ -18,9 +18,8 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { HOLDING_SKU, reserveOneUnit, type Tx } from '../test/fixtures.js';
+import { HOLDING_SKU, KEEP_NOTHING, reserveOneUnit, type Tx } from '../test/fixtures.js';
 import { startConsumer, type Consumer, type ConsumerOptions, type DeliveryReport } from './consumer.js';
-import { defaultDeliveryPolicy } from '@idem/transport';
 import { createPublisher, type Publisher } from './publisher.js';
 import { createDeliveryJournal, deliveryEntry, readJournal } from './journal.js';
 import { replayDeadLetters, ReplayWindowError } from '@idem/transport';
@@ -36,13 +35,7 @@ const running: Consumer[] = [];
 
 beforeAll(async () => {
   db = await createTestDatabase('consumer');
-  // Completed jobs are removed at once, so a second publication of a message really reaches
-  // the consumer instead of being swallowed by BullMQ's jobId dedupe: the inbox must suppress it.
-  publisher = createPublisher({
-    catalogue: shop,
-    prefix,
-    policy: { ...defaultDeliveryPolicy, attempts: 3, backoffDelayMs: 50, keepCompletedMs: 0 },
-  });
+  publisher = createPublisher({ catalogue: shop, prefix, policy: KEEP_NOTHING });
   queue = new Queue(CONSUMER, { connection: new Redis(redisUrl, { maxRetriesPerRequest: null }), prefix });
 });
 
@@ -73,6 +66,7 @@ function start(overrides: Partial<ConsumerOptions<Tx, Shop, typeof CONSUMER>> = 
     prefix,
     lockDurationMs: 1000,
     stalledIntervalMs: 300,
+    policy: KEEP_NOTHING,
     onDelivery: (report) => reports.push(report),
     ...overrides,
   });

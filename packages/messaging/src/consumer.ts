@@ -18,7 +18,7 @@ import { QueueKeys, UnrecoverableError, Worker, type Job, type WorkerOptions } f
 import { DURABILITY_TIMEOUT_MS, type DURABILITIES } from './durability.js';
 import { SILENT, watchLiveness } from './liveness.js';
 import { createRedis, queueName, resolveBroker, type BrokerOptions, type RedisClient } from './redis.js';
-import { startForwarder, streamOf, subscribeConsumer } from './subscriptions.js';
+import { startForwarder, subscribeConsumer } from './subscriptions.js';
 
 export type { DeliveryReport };
 
@@ -29,14 +29,19 @@ export interface ConsumerOptions<Tx extends SqlClient, S extends CatalogueSpec, 
   readonly lockDurationMs?: number;
   /**
    * How often this instance looks for deliveries whose owner died, and (no more often than every
-   * 5 s) whether its own worker still takes the deliveries that wait (liveness.ts). @defaultValue 30000
+   * 5 s) whether its own worker still takes the deliveries that wait (liveness.ts); also how long
+   * an instance that died keeps its subscriptions' forwarding before another takes it over
+   * (subscriptions.ts). @defaultValue 30000
    */
   readonly stalledIntervalMs?: number;
   /** Redeliveries after an owner died before the message is dead-lettered. @defaultValue 5 */
   readonly maxStalledCount?: number;
-  /** How the jobs forwarded from its subscriptions are retried and kept. @defaultValue defaultDeliveryPolicy */
+  /**
+   * How the jobs forwarded from its subscriptions are retried and kept: its own, whatever the
+   * producer's. @defaultValue defaultDeliveryPolicy
+   */
   readonly policy?: DeliveryPolicy;
-  /** What a forwarded job waits for before its stream entry is acknowledged (durability.ts). @defaultValue 'auto' */
+  /** What a forwarded job waits for before its position on the stream moves past it (durability.ts). @defaultValue 'auto' */
   readonly durability?: (typeof DURABILITIES)[number];
   /** How long that wait may take. @defaultValue 1000 */
   readonly durabilityTimeoutMs?: number;
@@ -109,10 +114,10 @@ export function startConsumer<Tx extends SqlClient, S extends CatalogueSpec, C e
 }
 
 /**
- * Creates the consumer's subscriptions (a group on each of its contracts' streams, saying which no
- * producer has declared yet) — again and again until Redis lets it, on connections of their own,
- * so a consumer started while Redis is out of reach subscribes once it is back —, then forwards
- * each to its queue (subscriptions.ts).
+ * Subscribes the consumer to its contracts' streams (saying which no producer has declared yet) —
+ * again and again until Redis lets it, on connections of their own, so a consumer started while
+ * Redis is out of reach subscribes once it is back —, then forwards each to its queue
+ * (subscriptions.ts).
  */
 function subscribeAndForward<Tx extends SqlClient, S extends CatalogueSpec, C extends ConsumerName<S>>(
   options: ConsumerOptions<Tx, S, C>,
@@ -139,11 +144,11 @@ function subscribeAndForward<Tx extends SqlClient, S extends CatalogueSpec, C ex
       startForwarder({
         redisUrl,
         prefix,
-        stream: streamOf(prefix, contract),
+        contract,
         consumer,
         policy: options.policy ?? defaultDeliveryPolicy,
         faults: options.faults ?? noFaults,
-        claimIdleMs: stalledIntervalMs,
+        leaseMs: stalledIntervalMs,
         durability: options.durability ?? 'auto',
         durabilityTimeoutMs: options.durabilityTimeoutMs ?? DURABILITY_TIMEOUT_MS,
         onError,

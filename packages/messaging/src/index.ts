@@ -58,7 +58,7 @@ export {
   consoleRedisUser,
   rateLimitPrefix,
   REDIS_USER_COMMANDS,
-  SUBSCRIPTION_COMMANDS,
+  NO_CONSUMER_GROUPS,
   setRedisUser,
   type Reach,
   type RedisUser,

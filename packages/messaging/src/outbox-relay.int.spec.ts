@@ -13,9 +13,8 @@ import {
   startScript,
 } from '@idem/testkit';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { orderPlaced, reserveOneUnit, writeOrders as writeOrdersIn } from '../test/fixtures.js';
+import { KEEP_NOTHING, orderPlaced, reserveOneUnit, writeOrders as writeOrdersIn } from '../test/fixtures.js';
 import { startConsumer, type DeliveryReport } from './consumer.js';
-import { defaultDeliveryPolicy } from '@idem/transport';
 import { createPublisher } from './publisher.js';
 import { shop } from '@idem/shop';
 
@@ -50,14 +49,12 @@ function subscribe() {
       inbox: createInbox({ db: db.prisma }),
       handler: reserveOneUnit(consumer),
       prefix,
+      policy: KEEP_NOTHING, // a second publication of a message id is a second job
       onDelivery: (report) => reports.push(report),
     }),
   );
   return { reports, consumers };
 }
-
-/** Completed jobs not kept: a second publication of a message id is a second job. */
-const KEEP_NOTHING = { ...defaultDeliveryPolicy, keepCompletedMs: 0 };
 
 /** Runs `script` (in test/) with its fault switch set to kill it after it published 5 rows and before it marked them. */
 async function killedBetweenPublishAndMark(script: string, env: Record<string, string>) {
@@ -93,7 +90,7 @@ describe('outbox relay over BullMQ', () => {
       await waitFor(() => count('processed') === 10, { what: 'the first copies' });
 
       // A healthy relay publishes the unmarked rows again: the accepted duplicate.
-      const publisher = createPublisher({ catalogue: shop, prefix, policy: KEEP_NOTHING });
+      const publisher = createPublisher({ catalogue: shop, prefix });
       const relay = createRelay({ db: db.prisma, publish: (batch) => publisher.publish(batch) });
       expect(await relay.publishBatch()).toEqual({ published: 5 });
       await publisher.close();
@@ -279,7 +276,7 @@ describe('outbox relay over BullMQ', () => {
       await waitFor(() => count('processed') === 10, { what: 'the first copies' });
 
       // What the writer left, the relay sweeps: the accepted duplicate.
-      const publisher = createPublisher({ catalogue: shop, prefix, policy: KEEP_NOTHING });
+      const publisher = createPublisher({ catalogue: shop, prefix });
       const relay = createRelay({ db: db.prisma, publish: (batch) => publisher.publish(batch) });
       let swept = 0; // each row comes due on its own (written a moment apart): one sweep may take some
       await waitFor(async () => (swept += (await relay.publishBatch()).published) === 5, { what: 'the sweep' });

@@ -26,7 +26,10 @@ import { backlogOf, entryOf, streamOf, subscribe, trimStream } from './subscript
 
 /** A publisher's options on BullMQ: the transport's, its Redis, its delivery policy and durability. */
 export interface PublisherOptions extends AnyPublisherOptions, BrokerOptions {
-  /** How the jobs are retried and kept. @defaultValue defaultDeliveryPolicy */
+  /**
+   * How the jobs it adds again to its own service's queues (dead-letter replays) are retried and
+   * kept; what it publishes runs under each consumer's own. @defaultValue defaultDeliveryPolicy
+   */
   readonly policy?: DeliveryPolicy;
   /** What "published" waits for (durability.ts). @defaultValue 'auto' */
   readonly durability?: (typeof DURABILITIES)[number];
@@ -91,10 +94,10 @@ function startSendBatch(spans: Span[]): Span {
 }
 
 /**
- * A publisher on the broker: each envelope is appended to its contract's stream, whose groups (the
- * consumers' subscriptions) forward it to the consumers' queues (subscriptions.ts). The consumers
- * its catalogue names are subscribed before its first publication of a contract, so none of them
- * misses one for having started later.
+ * A publisher on the broker: each envelope is appended to its contract's stream, from where each
+ * subscribing consumer forwards it to its own queue (subscriptions.ts). The consumers its catalogue
+ * names are subscribed before its first publication of a contract, so none of them misses one for
+ * having started later.
  */
 export function createPublisher(options: PublisherOptions): Publisher {
   const { redisUrl, prefix } = resolveBroker(options);
@@ -122,7 +125,6 @@ export function createPublisher(options: PublisherOptions): Publisher {
       accepted(
         publish(connection, envelopes, {
           streams,
-          policy,
           faults,
           durable: writes.confirm,
           onPublished: options.onPublished,
@@ -136,7 +138,7 @@ export function createPublisher(options: PublisherOptions): Publisher {
       // What its subscriptions hold that it has not forwarded to its queue yet waits too.
       const contracts = (catalogue.consumers as Record<string, readonly string[] | undefined>)[consumer] ?? [];
       const forwarding = await Promise.all(
-        contracts.map((contract) => backlogOf(connection, streamOf(prefix, contract), consumer)),
+        contracts.map((contract) => backlogOf(connection, prefix, contract, consumer)),
       );
       return {
         waiting: (counts.waiting ?? 0) + forwarding.reduce((sum, n) => sum + n, 0),
@@ -156,8 +158,8 @@ export function createPublisher(options: PublisherOptions): Publisher {
 const TRIM_EVERY_MS = 5_000;
 
 /**
- * The streams of a publisher's contracts: each declared once, before its first entry, with a group
- * for every consumer the catalogue names (the subscriptions it knows of; others bring their own),
+ * The streams of a publisher's contracts: each declared once, before its first entry, with every
+ * consumer the catalogue names subscribed (the subscriptions it knows of; others bring their own),
  * and trimmed now and then after a publication.
  */
 function streamsOf(redis: RedisClient, prefix: string, catalogue: Catalogue) {
@@ -165,25 +167,24 @@ function streamsOf(redis: RedisClient, prefix: string, catalogue: Catalogue) {
   const trimmedAt = new Map<string, number>();
   return {
     async declare(contract: string): Promise<string> {
-      const stream = streamOf(prefix, contract);
       const consumers = catalogue.contracts[contract]?.consumers;
       if (!consumers) throw new Error(`${contract} is not in the catalogue: nobody subscribes to it`);
       let done = declared.get(contract);
       if (!done) {
         done = whenReady(redis)
-          .then(() => Promise.all(consumers.map((consumer) => subscribe(redis, stream, consumer))))
+          .then(() => Promise.all(consumers.map((consumer) => subscribe(redis, prefix, contract, consumer))))
           .then(() => undefined);
         declared.set(contract, done);
         done.catch(() => declared.delete(contract)); // declared again next time
       }
       await done;
-      return stream;
+      return streamOf(prefix, contract);
     },
-    /** Trims `stream` if it was not for a while; never fails the publication that asked. */
-    trim(stream: string): void {
-      if (Date.now() - (trimmedAt.get(stream) ?? 0) < TRIM_EVERY_MS) return;
-      trimmedAt.set(stream, Date.now());
-      trimStream(redis, stream).catch(() => trimmedAt.delete(stream));
+    /** Trims `contract`'s stream if it was not for a while; never fails the publication that asked. */
+    trim(contract: string): void {
+      if (Date.now() - (trimmedAt.get(contract) ?? 0) < TRIM_EVERY_MS) return;
+      trimmedAt.set(contract, Date.now());
+      trimStream(redis, prefix, contract).catch(() => trimmedAt.delete(contract));
     },
   };
 }
@@ -214,13 +215,11 @@ async function publish(
   envelopes: readonly AnyEnvelope[],
   {
     streams,
-    policy,
     faults,
     durable,
     onPublished,
   }: Pick<PublisherOptions, 'onPublished'> & {
     streams: ReturnType<typeof streamsOf>;
-    policy: DeliveryPolicy;
     faults: Faults;
     durable: (streams: readonly string[]) => Promise<void>;
   },
@@ -237,22 +236,23 @@ async function publish(
   }
   const writeSpan = spans.length === 1 ? spans[0]! : startSendBatch(spans);
   try {
-    // The fault's copy gets another job id, so it reaches the consumer even while the
-    // first job still exists: what a relay crash after BullMQ removed the job looks like.
+    // The fault's copy is forwarded under another job id, so it reaches the consumer even while
+    // the first job still exists: what a relay crash after BullMQ removed the job looks like.
     const twice = faults.fires('publish-twice', 'publisher');
-    const entries = (envelope: AnyEnvelope) => [
-      entryOf(jobOptions(policy, envelope.messageId), envelope),
-      ...(twice ? [entryOf(jobOptions(policy, `${envelope.messageId}-again`), envelope)] : []),
-    ];
+    const entries = (envelope: AnyEnvelope) => [entryOf(envelope), ...(twice ? [entryOf(envelope, true)] : [])];
     const written = await Promise.all(
-      [...byContract].map(async ([contract, batch]) => ({ stream: await streams.declare(contract), batch })),
+      [...byContract].map(async ([contract, batch]) => ({
+        contract,
+        stream: await streams.declare(contract),
+        batch,
+      })),
     );
     const writes = () => Promise.all(written.map(({ stream, batch }) => append(redis, stream, batch.flatMap(entries))));
     // The Redis writes nest under the publication: its one send span, or a batch span.
     await context.with(trace.setSpan(context.active(), writeSpan), writes);
     await durable(written.map(({ stream }) => stream)); // only a publication as durable as asked counts as published
     onPublished?.(envelopes, twice ? 2 : 1);
-    for (const { stream } of written) streams.trim(stream);
+    for (const { contract } of written) streams.trim(contract);
   } catch (error) {
     for (const span of spans) {
       span.recordException(error as Error);

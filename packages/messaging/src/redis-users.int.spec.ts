@@ -18,7 +18,7 @@ import { createPublisher } from './publisher.js';
 import { asRedisUser } from './redis.js';
 import { consoleRedisUser, deleteRedisUser, rateLimitPrefix, redisUserOf, setRedisUser } from './redis-users.js';
 import { journalKey } from './journal.js';
-import { streamOf } from './subscriptions.js';
+import { leaseOf, positionOf, streamOf, subscribersOf } from './subscriptions.js';
 import { shop } from '@idem/shop';
 
 const prefix = uniqueName('idem_test_acl');
@@ -97,6 +97,66 @@ describe("a service's Redis user", () => {
     } finally {
       redis.disconnect();
       await admin.del(journalKey(prefix, 'inventory'), `${rateLimitPrefix(prefix, 'inventory')}:address:10.0.0.1`);
+    }
+  });
+});
+
+describe("a subscriber's Redis user", () => {
+  const notifications = redisUserOf(`${prefix}-notifications`, {
+    prefix,
+    service: 'notifications',
+    redisUrl,
+    ...reachOf('notifications'),
+  });
+  const asNotifications = asRedisUser(redisUrl, notifications.name, password);
+  const CONTRACT = 'payments.payment-captured.v1';
+  const ORDERS = 'orders.payment-captured.v1';
+  const stream = streamOf(prefix, CONTRACT);
+  beforeAll(() => setRedisUser(admin, notifications, password));
+  afterAll(() => deleteRedisUser(admin, notifications.name));
+
+  it("reaches only its own subscription: another consumer's is not read, acknowledged, claimed, moved or pinned", async () => {
+    const payments = createPublisher({ catalogue: shop, redisUrl, prefix });
+    const delivered: string[] = [];
+    const consumer = startConsumer({
+      catalogue: shop,
+      consumer: 'notifications.payment-captured.v1',
+      inbox: createInbox({ db: db.prisma }),
+      handler: async () => processed,
+      onDelivery: (report) => delivered.push(report.messageId),
+      redisUrl: asNotifications,
+      prefix,
+    });
+    const redis = new Redis(asNotifications, { maxRetriesPerRequest: 1 });
+    try {
+      await consumer.ready;
+      const captured = testMessage(CONTRACT);
+      await payments.publish([captured]);
+      const [[id]] = (await redis.xrange(stream, '-', '+')) as [[string, string[]]]; // it reads the stream
+      // Orders' subscription to payments' captures, as a stranger would silence it or pin the stream:
+      await expect(
+        redis.xreadgroup('GROUP', ORDERS, 'x', 'COUNT', 10, 'NOACK', 'STREAMS', stream, '>'),
+      ).rejects.toThrow(/NOPERM/);
+      await expect(redis.xack(stream, ORDERS, id)).rejects.toThrow(/NOPERM/);
+      await expect(redis.xclaim(stream, ORDERS, 'x', 0, id)).rejects.toThrow(/NOPERM/);
+      await expect(redis.xautoclaim(stream, ORDERS, 'x', 0, '0-0')).rejects.toThrow(/NOPERM/);
+      await expect(redis.xgroup('CREATE', stream, 'pin', '0')).rejects.toThrow(/NOPERM/);
+      await expect(redis.xtrim(stream, 'MAXLEN', 0)).rejects.toThrow(/NOPERM/);
+      const position = positionOf(prefix, CONTRACT, ORDERS);
+      await expect(redis.hset(position, 'id', '0-0')).rejects.toThrow(/NOPERM/);
+      await expect(redis.set(position, '0-0')).rejects.toThrow(/NOPERM/);
+      await expect(redis.del(position)).rejects.toThrow(/NOPERM/);
+      await expect(redis.set(leaseOf(prefix, CONTRACT, ORDERS), 'mine', 'PX', 60_000)).rejects.toThrow(/NOPERM/);
+      // It can add a name to the subscribers, and remove none: orders' position keeps holding the stream.
+      await expect(redis.srem(subscribersOf(prefix, CONTRACT), ORDERS)).rejects.toThrow(/NOPERM/);
+      await expect(redis.del(subscribersOf(prefix, CONTRACT))).rejects.toThrow(/NOPERM/);
+      expect(await admin.sismember(subscribersOf(prefix, CONTRACT), ORDERS)).toBe(1);
+      // Its own still delivers.
+      await waitFor(() => delivered.includes(captured.messageId), { what: 'its own delivery' });
+    } finally {
+      redis.disconnect();
+      await consumer.close();
+      await payments.close();
     }
   });
 });

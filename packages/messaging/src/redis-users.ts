@@ -1,14 +1,15 @@
 import { journalKey } from './journal.js';
 import { Cluster, Redis } from 'ioredis';
 import { queueName, type RedisClient } from './redis.js';
-import { streamOf } from './subscriptions.js';
+import { leaseOf, positionOf, streamOf, subscribersOf } from './subscriptions.js';
 
 /**
  * A Redis user (ACL) for one service: it may reach the keys of the queues it consumes, the streams
- * of the contracts it publishes, its own journal stream and its own rate limits, and on the streams
- * it subscribes to only its subscriptions' commands (read, acknowledge, create a group: never
- * append) — nothing else (no other service's counters to reset, no entries to write in another's
- * name). With one password for all, any process could publish any event (mark an order paid with
+ * of the contracts it publishes (with their subscribers and positions), its own journal stream and
+ * its own rate limits, and of the streams it subscribes to, only to read them, keep its own
+ * consumers' positions and add their names to the subscribers — nothing else (no other service's
+ * counters to reset, no entries to write in another's name, no other subscriber's position to
+ * move). With one password for all, any process could publish any event (mark an order paid with
  * no charge); with these, a service's credentials reach only its own part of the flow.
  */
 export interface RedisUser {
@@ -17,26 +18,12 @@ export interface RedisUser {
   readonly keys: readonly string[];
   /** Key patterns it may only read (ACL `%R~pattern`). @defaultValue none */
   readonly readOnlyKeys?: readonly string[];
-  /** Streams it subscribes to: reached by {@link SUBSCRIPTION_COMMANDS} alone (an ACL selector). @defaultValue none */
-  readonly subscriptions?: readonly string[];
+  /**
+   * Sets it may only add members to (`SADD`, an ACL selector): the subscribers of the contracts it
+   * subscribes to, where it adds its consumers' names and can remove nobody's. @defaultValue none
+   */
+  readonly addOnlyKeys?: readonly string[];
 }
-
-/**
- * What a subscriber may do on a stream it does not publish to: create its group (and the stream,
- * when no producer has yet), read and acknowledge entries, take back entries its dead instances
- * left pending, and count what waits. Redis's ACLs cannot tell one group from another: a service's
- * credentials could acknowledge entries of another subscriber's group of the same contract (lose
- * it deliveries), never append one.
- */
-export const SUBSCRIPTION_COMMANDS = [
-  '+exists',
-  '+xgroup|create',
-  '+xreadgroup',
-  '+xack',
-  '+xautoclaim',
-  '+xinfo|groups',
-  '+xrange',
-] as const;
 
 /**
  * The commands every idem process needs, as ACL rules: all but the server's administration and
@@ -60,6 +47,14 @@ export const REDIS_USER_COMMANDS = [
   '+wait',
 ] as const;
 
+/**
+ * Consumer groups, refused to a subscriber's user: no idem process uses them (a subscription is a
+ * position of its consumer's own, subscriptions.ts), and Redis lets a user that may only read a
+ * stream run `XREADGROUP` — `NOACK` on another's group would move it past entries its consumer
+ * never got.
+ */
+export const NO_CONSUMER_GROUPS = ['-xreadgroup', '-xgroup', '-xack', '-xclaim', '-xautoclaim'] as const;
+
 /** Where `service` keeps its rate limits' counters (its Redis user reaches these and no other's). */
 export const rateLimitPrefix = (prefix: string, service: string) => `${prefix}:rate-limit:${service}`;
 
@@ -69,8 +64,8 @@ export interface Reach {
   readonly consumes: readonly string[];
   /** The contracts it publishes: their streams. */
   readonly publishes: readonly string[];
-  /** The contracts its consumers subscribe to: their subscriptions on those streams. */
-  readonly subscribes: readonly string[];
+  /** Its consumers' subscriptions: each consumer and a contract it subscribes to, on that contract's stream. */
+  readonly subscribes: readonly { readonly contract: string; readonly consumer: string }[];
 }
 
 /** The user of `name` for `service` of the system under `prefix`, reaching what `reach` names. */
@@ -78,17 +73,34 @@ export function redisUserOf(
   name: string,
   { prefix, service, redisUrl, ...reach }: { prefix: string; service: string; redisUrl: string } & Reach,
 ): RedisUser {
-  const streams = (contracts: readonly string[]) =>
-    [...new Set(contracts)].sort().map((contract) => globEscape(streamOf(prefix, contract)));
   const queues = [...new Set(reach.consumes)]
     .sort()
     .map((queue) => `${prefix}:${globEscape(queueName(queue, redisUrl))}:*`);
+  // What it publishes is its own: the stream, its subscribers, their positions (which it writes
+  // when it subscribes the consumers its catalogue names; it could drop the stream as well).
+  const publishes = [...new Set(reach.publishes)].sort();
+  const published = publishes.flatMap((contract) => [
+    globEscape(streamOf(prefix, contract)),
+    globEscape(subscribersOf(prefix, contract)),
+    `${globEscape(positionOf(prefix, contract, ''))}*`,
+  ]);
+  // Its consumers' own positions and leases; another's stream and its subscribers, only to read
+  // and to add a name to.
+  const subscriptions = reach.subscribes
+    .flatMap(({ contract, consumer }) => [positionOf(prefix, contract, consumer), leaseOf(prefix, contract, consumer)])
+    .sort()
+    .map(globEscape);
+  const subscribed = [...new Set(reach.subscribes.map(({ contract }) => contract))]
+    .filter((contract) => !publishes.includes(contract))
+    .sort();
   const own = [globEscape(journalKey(prefix, service)), `${globEscape(rateLimitPrefix(prefix, service))}:*`];
-  const published = new Set(reach.publishes);
   return {
     name,
-    keys: [...queues, ...streams(reach.publishes), ...own],
-    subscriptions: streams(reach.subscribes.filter((contract) => !published.has(contract))),
+    keys: [...queues, ...published, ...subscriptions, ...own],
+    readOnlyKeys: subscribed.flatMap((contract) =>
+      [streamOf(prefix, contract), subscribersOf(prefix, contract)].map(globEscape),
+    ),
+    addOnlyKeys: subscribed.map((contract) => globEscape(subscribersOf(prefix, contract))),
   };
 }
 
@@ -111,8 +123,9 @@ export function aclRules(user: RedisUser, password: string): string[] {
     ...(user.readOnlyKeys ?? []).map((key) => `%R~${key}`),
     'resetchannels',
     ...REDIS_USER_COMMANDS,
-    ...(user.subscriptions?.length
-      ? [`(${[...user.subscriptions.map((key) => `~${key}`), ...SUBSCRIPTION_COMMANDS].join(' ')})`]
+    // A subscriber's: no consumer group, and its names added to the subscribers of what it reads.
+    ...(user.addOnlyKeys?.length
+      ? [...NO_CONSUMER_GROUPS, `(${[...user.addOnlyKeys.map((key) => `%W~${key}`), '+sadd'].join(' ')})`]
       : []),
   ];
 }

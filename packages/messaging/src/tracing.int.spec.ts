@@ -15,9 +15,8 @@ import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-ho
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { reserveOneUnit } from '../test/fixtures.js';
+import { KEEP_NOTHING, reserveOneUnit } from '../test/fixtures.js';
 import { startConsumer, type Consumer } from './consumer.js';
-import { defaultDeliveryPolicy } from '@idem/transport';
 import { createPublisher, type Publisher } from './publisher.js';
 import { shop } from '@idem/shop';
 
@@ -35,7 +34,7 @@ beforeAll(async () => {
   propagation.setGlobalPropagator(new W3CTraceContextPropagator());
   db = await createTestDatabase('tracing');
   await db.prisma.stockItem.create({ data: { sku: CONSUMER, available: 10 } });
-  publisher = createPublisher({ catalogue: shop, prefix, policy: { ...defaultDeliveryPolicy, keepCompletedMs: 0 } });
+  publisher = createPublisher({ catalogue: shop, prefix });
   queue = new Queue(CONSUMER, { connection: new Redis(redisUrl, { maxRetriesPerRequest: null }), prefix });
   consumer = startConsumer({
     catalogue: shop,
@@ -43,6 +42,7 @@ beforeAll(async () => {
     inbox: createInbox({ db: db.prisma }),
     handler: reserveOneUnit(CONSUMER),
     prefix,
+    policy: KEEP_NOTHING,
   });
 });
 afterAll(async () => {

@@ -4,7 +4,7 @@ import { faultsFromEnv } from '@idem/faults';
 import { createInbox } from '@idem/inbox';
 import { PrismaClient } from '@idem/testkit';
 import { startConsumer } from '../src/index.js';
-import { reserveOneUnit } from './fixtures.js';
+import { KEEP_NOTHING, reserveOneUnit } from './fixtures.js';
 import { shop } from '@idem/shop';
 
 const consumer = 'inventory.order-placed.v1';
@@ -20,6 +20,7 @@ const running = startConsumer({
   // BullMQ runs one stalled-job check per interval across all instances (a shared Redis key),
   // so every instance of a consumer must use the same short interval in tests.
   stalledIntervalMs: 300,
+  policy: KEEP_NOTHING,
   faults,
   onDelivery: (report) => console.log(`delivery ${report.messageId} ${report.outcome.outcome}`),
 });

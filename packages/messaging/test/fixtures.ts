@@ -7,6 +7,7 @@ import { shop, type Envelope, type EventDraft } from '@idem/shop';
 import { processed, stale, type MessageHandler } from '@idem/inbox';
 import { enqueue } from '@idem/outbox';
 import type { PrismaClient } from '@idem/testkit';
+import { defaultDeliveryPolicy } from '@idem/transport';
 
 export type Tx = Parameters<Parameters<PrismaClient['$transaction']>[0]>[0];
 
@@ -15,6 +16,13 @@ export type Tx = Parameters<Parameters<PrismaClient['$transaction']>[0]>[0];
  * the deliveries that arrive meanwhile wait for that commit and then commit together, one batch.
  */
 export const HOLDING_SKU = 'hold-the-line';
+
+/**
+ * A consumer's policy in these tests: fast retries, and completed jobs removed at once, so a second
+ * publication of a message really reaches the consumer instead of being swallowed by BullMQ's
+ * jobId dedupe — the inbox must suppress it. Every instance of a consumer uses the same.
+ */
+export const KEEP_NOTHING = { ...defaultDeliveryPolicy, attempts: 3, backoffDelayMs: 50, keepCompletedMs: 0 };
 
 /** Takes one unit of stock for the consumer (its own stock row) and records the reservation. */
 export const reserveOneUnit =

@@ -6,17 +6,13 @@ import { runningAfterCommit } from '@idem/database';
 import { handoffFor } from '@idem/outbox';
 import { PrismaClient } from '@idem/testkit';
 import { shop } from '@idem/shop';
-import { createPublisher, defaultDeliveryPolicy } from '../src/index.js';
+import { createPublisher } from '../src/index.js';
 import { writeOrders } from './fixtures.js';
 
 const db = runningAfterCommit(
   new PrismaClient({ adapter: new PrismaPg({ connectionString: process.env.DATABASE_URL! }) }),
 );
-const publisher = createPublisher({
-  catalogue: shop,
-  prefix: process.env.IDEM_PREFIX!,
-  policy: { ...defaultDeliveryPolicy, keepCompletedMs: 0 },
-});
+const publisher = createPublisher({ catalogue: shop, prefix: process.env.IDEM_PREFIX! });
 handoffFor(db).start({
   publish: (envelopes) => publisher.publish(envelopes),
   sweepAfterMs: Number(process.env.SWEEP_AFTER_MS),

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Envelope } from '@idem/shop';
 import { createInbox, type LocksFirst, type MessageHandler } from '@idem/inbox';
-import { createPublisher, defaultDeliveryPolicy, type Publisher } from '@idem/messaging';
+import { createFaults, parseFaultRules } from '@idem/faults';
+import { createPublisher, type Publisher } from '@idem/messaging';
 import {
   deleteQueues,
   finishedOrWaiting,
@@ -609,6 +610,12 @@ const deliveriesLine = (metrics: string, labels: Record<string, string>) =>
 
 describe('inventory service', () => {
   let publisher: Publisher;
+  /**
+   * A relay publishing again what the consumer's queue no longer keeps a job of (its policy keeps
+   * them a day): each copy arrives under a job id of its own (publish-twice), as a republication
+   * does once BullMQ removed the first job.
+   */
+  let republisher: Publisher;
   let service: Awaited<ReturnType<typeof startInventory>>;
   const prefix = uniqueName('idem_test_inventory');
 
@@ -622,12 +629,13 @@ describe('inventory service', () => {
         LOG_LEVEL: 'silent',
       }),
     );
-    // Completed jobs are removed at once, so a republication really reaches the consumer.
-    publisher = createPublisher({ catalogue: shop, prefix, policy: { ...defaultDeliveryPolicy, keepCompletedMs: 0 } });
+    publisher = createPublisher({ catalogue: shop, prefix });
+    const twice = createFaults(parseFaultRules('publish-twice target=publisher'));
+    republisher = createPublisher({ catalogue: shop, prefix, faults: twice });
   });
   afterAll(async () => {
     await service.stop();
-    await publisher.close();
+    await Promise.all([publisher.close(), republisher.close()]);
     await deleteQueues(prefix);
   });
 
@@ -650,7 +658,7 @@ describe('inventory service', () => {
     await publisher.publish([message]);
     await waitFor(async () => (await db.processedMessage.count()) === 1);
     const before = await db.processedMessage.count();
-    await publisher.publish([message]); // the relay's accepted duplicate
+    await republisher.publish([message]); // the relay's accepted duplicate
     const placedDuplicate = {
       consumer: 'inventory.order-placed.v1',
       contract: 'orders.order-placed.v1',
@@ -764,7 +772,7 @@ describe('inventory service', () => {
     // dedupe key (consumer, message_id) spans versions, so it applies nothing, and the changed body is reported.
     const records = () => db.processedMessage.count({ where: { consumer: 'inventory.order-cancelled.v1' } });
     const before = await records();
-    await publisher.publish([{ ...v2, messageId: v1.messageId, body: { ...v2.body, orderId: first.body.orderId } }]);
+    await republisher.publish([{ ...v2, messageId: v1.messageId, body: { ...v2.body, orderId: first.body.orderId } }]);
     await waitFor(async () =>
       deliveriesLine(await (await fetch(url('/metrics'))).text(), {
         consumer: 'inventory.order-cancelled.v1',
