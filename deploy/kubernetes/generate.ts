@@ -49,6 +49,14 @@ export interface SecretVariable {
   readonly optional?: true;
 }
 
+/**
+ * The proxies whose X-Forwarded-For the services believe (TRUST_PROXY, in idem-config): the
+ * ingress controller's pods. The base names the pod network of kind and kubeadm with flannel
+ * (the dev overlay's clusters); a cluster's operator sets their own — the controller's range,
+ * else the pod CIDR (docs/operations.md "Behind a proxy": what goes wrong when it is wrong).
+ */
+export const INGRESS_ADDRESS_RANGE = '10.244.0.0/16';
+
 /** The namespace the base names where a name must be qualified; each overlay replaces it with its own. */
 export const BASE_NAMESPACE = 'idem';
 
@@ -344,7 +352,7 @@ function sharedObjects(): Record<string, object[]> {
         apiVersion: 'v1',
         kind: 'ConfigMap',
         metadata: { name: 'idem-config', labels: labelsOf('idem') },
-        data: { IDEM_QUEUE_PREFIX: QUEUE_PREFIX, LOG_LEVEL: 'info' },
+        data: { IDEM_QUEUE_PREFIX: QUEUE_PREFIX, LOG_LEVEL: 'info', TRUST_PROXY: INGRESS_ADDRESS_RANGE },
       },
     ],
     'redis.yaml': redisObjects(),
