@@ -71,7 +71,7 @@ export const migratorSecretOf = (service: ServiceName) => `${service}-database-o
 
 /**
  * The Secrets each service's pods read; deploy/kubernetes/README.md lists them for production.
- * Only the API's pods get the keys that admit callers (the operator token, the customer-token
+ * Only the API's pods get the keys that admit callers (its own operator token, the customer-token
  * key): a worker serves no caller and holds no key it never uses.
  */
 export function secretVariablesOf(service: ServiceName, component: 'api' | 'worker' = 'api'): SecretVariable[] {
@@ -81,7 +81,8 @@ export function secretVariablesOf(service: ServiceName, component: 'api' | 'work
     { variable: 'DATABASE_URL', secret: `${service}-database`, key: 'url' },
     // As its own Redis user, which reaches only its queues (redis-users.acl).
     { variable: 'REDIS_URL', secret: `${service}-redis`, key: 'url' },
-    ...(api ? [{ variable: 'ADMIN_TOKEN', secret: 'idem-admin', key: 'token', optional: true as const }] : []),
+    // Its own operator token: it opens this API's operator endpoints and no other service's.
+    ...(api ? [{ variable: 'ADMIN_TOKEN', secret: `${service}-admin`, key: 'token', optional: true as const }] : []),
     ...(api && service === 'orders' ? [{ variable: 'JWT_SECRET', secret: 'idem-jwt', key: 'secret' }] : []),
     ...(service === 'payments' ? [{ variable: 'STRIPE_API_KEY', secret: 'idem-stripe', key: 'api-key' }] : []),
     ...(service === 'notifications' ? [{ variable: 'SMTP_URL', secret: 'idem-smtp', key: 'url' }] : []),

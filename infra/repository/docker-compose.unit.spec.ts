@@ -71,6 +71,7 @@ describe('docker-compose.yml', () => {
           `${s}-runtime-db-password`,
           `${s}-redis-password`,
           `${s}-faults-token`,
+          `${s}-admin-token`,
         ]),
       ].sort(),
     );
@@ -112,14 +113,17 @@ describe('docker-compose.yml', () => {
         .map(([container]) => container)
         .sort();
     expect(holders('postgres-password')).toEqual(['postgres']);
-    // The APIs, the console, and the one-shot seed that puts the demo shop in through the operator API.
-    expect(holders('admin-token')).toEqual(['console', 'seed', ...Object.keys(SERVICES).map((s) => `${s}-api`)].sort());
+    // The console's own (its login): no API takes it.
+    expect(holders('admin-token')).toEqual(['console']);
     expect(holders('jwt-secret')).toEqual(['console', 'orders-api']);
     expect(holders('redis-password')).toEqual(['redis']);
     for (const service of Object.keys(SERVICES)) {
       expect(holders(`${service}-database-url`), service).toEqual([service, `${service}-api`].sort());
       expect(holders(`${service}-redis-url`), service).toEqual([service, `${service}-api`].sort());
       expect(Object.keys(environments[service]!), service).not.toContain('ADMIN_TOKEN');
+      // Its API's operator token: the API, and the one-shot seed for the two it puts the demo shop into.
+      const seeds = service === 'orders' || service === 'inventory' ? ['seed'] : [];
+      expect(holders(`${service}-admin-token`), service).toEqual([`${service}-api`, ...seeds].sort());
       // Its switches token, its API's too, and the console's for it: no other process holds it.
       expect(holders(`${service}-faults-token`), service).toEqual(['console', service, `${service}-api`].sort());
       for (const container of [service, `${service}-api`])
@@ -138,6 +142,18 @@ describe('docker-compose.yml', () => {
       .map(([container]) => container);
     expect(liveHolders.sort()).toEqual(['payments', 'payments-api']);
     expect(live.console!['console-stripe-api-key']).toBe('');
+  });
+
+  it("gives each API an operator token of its own: notifications' opens no other API, the console's none", () => {
+    const apis = Object.keys(SERVICES).map((service) => `${service}-api`);
+    const tokenOf = (container: string) => environments[container]!.ADMIN_TOKEN;
+    for (const api of apis) expect(tokenOf(api), api).toMatch(/^[0-9a-f]{48}$/);
+    expect(new Set(apis.map(tokenOf)).size).toBe(apis.length);
+    expect(tokenOf('orders-api')).not.toBe(tokenOf('notifications-api'));
+    expect(apis.map(tokenOf)).not.toContain(environments.console!.ADMIN_TOKEN);
+    // The seed sends each API its own.
+    expect(environments.seed!.ORDERS_ADMIN_TOKEN).toBe(tokenOf('orders-api'));
+    expect(environments.seed!.INVENTORY_ADMIN_TOKEN).toBe(tokenOf('inventory-api'));
   });
 
   it('documents every other variable in .env.example, with the default compose uses', () => {
