@@ -2,8 +2,8 @@
 # The compose system's secrets, made on its first start by the one-shot `secrets` service: a
 # random password for each database role, each service's Redis user, Redis's default user and
 # Grafana's admin, each API's operator token and the console's, each service's fault switches
-# token, the key customer tokens are signed with, the Stripe simulator's key, and the connection
-# URLs made of them. There are no
+# token, the key customer tokens are signed with, the console's customer token, the Stripe
+# simulator's key, and the connection URLs made of them. There are no
 # default passwords, and nothing to run before `docker compose up`. A file that exists is kept,
 # so a restart or a second `up` changes nothing; `docker compose down -v` forgets them all.
 #
@@ -42,6 +42,19 @@ secret grafana-admin-password
 secret admin-token
 secret jwt-secret
 keep simulator-api-key "sk_test_idem_simulator_$(random)"
+# The console's customer token: customer `console` (its receipts to student@example.com), signed
+# with the customer-token key (orders' default issuer and audience) and valid for 30 days, made
+# afresh on every start (a restarted console reads the new one). The console places and cancels
+# its orders with it and holds no key: it can act as no other customer.
+put console-customer-token "$(node -e '
+const { createHmac } = require("node:crypto");
+const key = require("node:fs").readFileSync(process.argv[1]);
+const part = (value) => Buffer.from(JSON.stringify(value)).toString("base64url");
+const now = Math.floor(Date.now() / 1000);
+const claims = { sub: "console", email: "student@example.com", email_verified: true };
+const body = `${part({ alg: "HS256", typ: "JWT" })}.${part({ ...claims, iss: "idem", aud: "idem-orders", iat: now, exp: now + 30 * 86400 })}`;
+process.stdout.write(`${body}.${createHmac("sha256", key).update(body).digest("base64url")}`);
+' "$dir/jwt-secret")"
 keep redis-url "redis://:$(value redis-password)@redis:6379"
 # The console's Redis user reads the services' journals and owns its lessons' queues, nothing else.
 secret console-redis-password
@@ -116,7 +129,7 @@ for service in $services; do
   share "$service-api" "$service-database-url" "$service-redis-url" "$service-faults-token" "$service-admin-token" $api
   share "$service" "$service-database-url" "$service-redis-url" "$service-faults-token" $own
 done
-share console console-redis-url admin-token jwt-secret console-stripe-api-key lessons-postgres-url \
+share console console-redis-url admin-token console-customer-token console-stripe-api-key lessons-postgres-url \
   $(for s in $services; do echo "console-$s-database-url $s-faults-token"; done)
 share stripe-sim simulator-api-key
 share seed orders-admin-token inventory-admin-token

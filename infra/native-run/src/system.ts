@@ -8,7 +8,7 @@ import { DEVELOPMENT_JWT_SECRET, isLoopbackAddress } from '@idem/http';
 import { asRole, databaseRolesOf, provisionDatabase } from './databases.js';
 import { bundleNamedBy, IMAGE_ENV, SERVICE_IMAGE_COMMAND } from './deployed.js';
 import { hasLuaSandboxFixes, provisionRedisUsers } from './redis-users.js';
-import { customerTokensOf, operatorTokenVariable } from './tokens.js';
+import { consoleCustomerToken, customerTokensOf, operatorTokenVariable } from './tokens.js';
 
 /** What every key the Stripe simulator accepts begins with (payments' configuration knows it so). */
 const SIMULATOR_KEY_PREFIX = 'sk_test_idem_simulator';
@@ -212,7 +212,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
   });
   const log = options.log ?? colouredStdout();
   const env = { ...process.env, ...options.env };
-  // Customer tokens are checked by orders and minted by the console (and by any client: tokens.ts).
+  // Customer tokens are checked by orders, minted here for the console and by any client (tokens.ts).
   const jwtSecret = customerTokensOf(env).secret;
   const bindAddress = options.bindAddress ?? env.IDEM_BIND_ADDRESS ?? '127.0.0.1';
   // Every system has an operator: ADMIN_TOKEN for the console and the doubles, and for each API a
@@ -316,7 +316,8 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
         ...Object.fromEntries(SERVICES.map((s) => [`${s.toUpperCase()}_FAULTS_TOKEN`, faultsTokens[s]])),
         // The services' broker lock: a delivery whose journal entry has not arrived by then died.
         ...(env.CONSUMER_LOCK_MS ? { CONSUMER_LOCK_MS: env.CONSUMER_LOCK_MS } : {}),
-        JWT_SECRET: jwtSecret,
+        // Its customer's token, not the key that signs them: it can act as no other customer.
+        CUSTOMER_TOKEN: await consoleCustomerToken(env),
       },
       health: `${urls.console}/health`,
     };

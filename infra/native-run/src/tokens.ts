@@ -24,6 +24,16 @@ export function customerToken(
   return mintCustomerToken(customerTokensOf(env), customerId, { email });
 }
 
+/**
+ * The console's customer token: customer `console` (its receipts to student@example.com), minted
+ * at every start by whoever starts the console — here `pnpm start`, in compose its secrets step —
+ * and lasting 30 days, longer than any run of either. The console gets the token, never the key:
+ * it can act as no other customer.
+ */
+export function consoleCustomerToken(env: NodeJS.ProcessEnv = process.env): Promise<string> {
+  return mintCustomerToken(customerTokensOf(env), 'console', { email: 'student@example.com', expiresIn: '30d' });
+}
+
 /** `Authorization` for a request as this customer. */
 export async function asCustomer(customerId: string): Promise<{ authorization: string }> {
   return { authorization: `Bearer ${await customerToken(customerId)}` };
