@@ -108,21 +108,18 @@ export function limitFailedAuthentications({
   return (req, res, next) => {
     const count: FailureCount = {
       failed: async (claimed) => {
-        const counted = [
-          { limit: byAddress, spent: limiters.address.consume(addressOf(req)) },
-          // A digest: the claim comes from a token that did not verify, of any length and content.
-          ...(claimed === undefined
-            ? []
-            : [{ limit: byCustomer, spent: limiters.customer.consume(digestOf(claimed)) }]),
-        ];
-        for (const { limit, spent } of counted) {
-          try {
-            await spent;
-          } catch (rejection) {
-            if (!(rejection instanceof RateLimiterRes)) throw rejection;
-            throw rateLimited(limit, rejection, 'failed authentications');
-          }
-        }
+        const limits = [byAddress, ...(claimed === undefined ? [] : [byCustomer])];
+        // Both counted at once, each whatever the other says; a digest of the claim, which comes
+        // from a token that did not verify, of any length and content.
+        const spent = await Promise.allSettled([
+          limiters.address.consume(addressOf(req)),
+          ...(claimed === undefined ? [] : [limiters.customer.consume(digestOf(claimed))]),
+        ]);
+        spent.forEach((outcome, i) => {
+          if (outcome.status === 'fulfilled') return;
+          if (!(outcome.reason instanceof RateLimiterRes)) throw outcome.reason;
+          throw rateLimited(limits[i]!, outcome.reason, 'failed authentications');
+        });
       },
     };
     res.locals.failureCount = count;

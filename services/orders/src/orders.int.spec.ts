@@ -700,6 +700,7 @@ describe('failed authentications: limited per address and per claimed customer, 
     const limited = await instance({
       TRUST_PROXY: 'loopback',
       RATE_LIMIT_FAILED_AUTHENTICATIONS_PER_CUSTOMER: '3',
+      RATE_LIMIT_FAILED_AUTHENTICATIONS_PER_ADDRESS: '3',
     });
     try {
       const port = limited.http.port;
@@ -717,6 +718,9 @@ describe('failed authentications: limited per address and per claimed customer, 
         email: 'ada@example.com',
       });
       expect(await statusOf(port, '/orders', from('203.0.113.252', `Bearer ${expired}`))).toBe(401);
+      // Past both limits at once (an address that kept forging ada's), still one 429 each.
+      const spent = await repeat(4, () => statusOf(port, '/orders', from('203.0.113.9', `Bearer ${forged}`)));
+      expect(spent).toEqual([429, 429, 429, 429]);
       // A forgery claiming another customer, from a fresh address, is still only told it is wrong.
       const bob = await tokenOf('bob', { secret: 'not-the-orders-signing-key-0123456789' });
       expect(await statusOf(port, '/orders', from('203.0.113.253', `Bearer ${bob}`))).toBe(401);
