@@ -2,6 +2,7 @@
  * The teaching console in a real browser, the way a student uses it: switch a fault on, place
  * an order from the form, and watch the order's timeline fill in live.
  */
+import { randomUUID } from 'node:crypto';
 import { createServer, request, type Server } from 'node:http';
 import { asOperator, duplicateStory, getJson, SERVICES, type RunningSystem } from '@idem/native-run';
 import type { Browser, Page } from 'playwright-core';
@@ -10,7 +11,6 @@ import { launchChromium, screenshotPath } from './browser.js';
 import { EXERCISE_TIMEOUT_MS, EXERCISES, placeOrder, switchAllOff, switchOn, type Classroom } from './exercises.js';
 import { readRows, startIsolatedSystem } from './support.js';
 
-const ADMIN_TOKEN = 'console-e2e-admin-token-0123';
 let system: RunningSystem;
 let browser: Browser;
 let page: Page;
@@ -19,7 +19,7 @@ beforeAll(async () => {
   system = await startIsolatedSystem({
     console: true,
     restartOnExit: true,
-    env: { IDEM_FAULTS_ENABLED: '1', ADMIN_TOKEN },
+    env: { IDEM_FAULTS_ENABLED: '1' },
   });
   browser = await launchChromium();
   page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
@@ -37,6 +37,21 @@ const classroom = (): Classroom => ({ page, console: system.urls.console, runs: 
 
 describe("concepts.md's exercises, as written, under pnpm start", () => {
   for (const exercise of EXERCISES) it(exercise.title, () => exercise.run(classroom()), EXERCISE_TIMEOUT_MS);
+});
+
+describe("each API's operator token", () => {
+  it("opens that API alone: notifications' is refused by orders and by payments, and taken by notifications", async () => {
+    const read = async (url: string, token: string) =>
+      (await fetch(url, { headers: { authorization: `Bearer ${token}` } })).status;
+    const notifications = system.adminTokens.notifications;
+    expect(await read(`${system.urls.orders}/dead-letters`, notifications)).toBe(403);
+    expect(await read(`${system.urls.orders}/orders`, notifications)).toBe(401); // no customer either
+    expect(await read(`${system.urls.payments}/payments?orderId=${randomUUID()}`, notifications)).toBe(403);
+    expect(await read(`${system.urls.notifications}/emails?orderId=${randomUUID()}`, notifications)).toBe(200);
+    expect(await read(`${system.urls.orders}/dead-letters`, system.adminTokens.orders)).toBe(200);
+    // The console's own token (its login beyond loopback) opens no API.
+    expect(await read(`${system.urls.orders}/dead-letters`, system.adminToken)).toBe(403);
+  });
 });
 
 describe('the console', () => {
@@ -77,7 +92,7 @@ describe('the console', () => {
 
   it("pnpm demo's story with a duplicate counts, per consumer, one processed and one suppressed delivery", async () => {
     const story = await duplicateStory(system.urls, {
-      adminToken: ADMIN_TOKEN,
+      ordersToken: system.adminTokens.orders,
       redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
       queuePrefix: system.queuePrefix,
     });
@@ -129,7 +144,8 @@ describe('the console', () => {
     const ordersPlaced = async () =>
       Number((await readRows<{ n: string }>(system.databaseUrls.orders, 'SELECT count(*) AS n FROM orders'))[0]!.n);
     const rulesInOrders = async () =>
-      (await getJson<{ rules: unknown[] }>(`${system.urls.orders}/faults`, asOperator(ADMIN_TOKEN))).rules.length;
+      (await getJson<{ rules: unknown[] }>(`${system.urls.orders}/faults`, asOperator(system.adminTokens.orders))).rules
+        .length;
 
     it('auto-submitting each state-changing form of the console changes nothing: every post is refused', async () => {
       await switchOn(classroom(), 'orders', 'crash-after-commit', 'nobody.v1'); // something "switch all off" could clear

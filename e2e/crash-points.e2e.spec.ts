@@ -97,7 +97,7 @@ describe('crash points, on real processes', () => {
     }
     const emails = await getJson<{ emails: { kind: string }[] }>(
       `${system.urls.notifications}/emails?orderId=${orderId}`,
-      asOperator(system.adminToken),
+      asOperator(system.adminTokens.notifications),
     );
     expect(emails.emails.filter((e) => e.kind === 'order-received')).toHaveLength(1);
   }, 120_000);
@@ -124,7 +124,7 @@ describe('crash points, on real processes', () => {
       async () => {
         const { emails } = await getJson<{ emails: { kind: string; status: string; messageId: string }[] }>(
           `${system.urls.notifications}/emails?orderId=${orderId}`,
-          asOperator(system.adminToken),
+          asOperator(system.adminTokens.notifications),
         );
         const received = emails.find((e) => e.kind === 'order-received');
         return received?.status === 'sent' && received;

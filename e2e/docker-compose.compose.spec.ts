@@ -57,7 +57,14 @@ const urls = {
 };
 
 let project: string;
-let secrets: { adminToken: string; jwtSecret: string; consoleDbPassword: string; simulatorKey: string };
+let secrets: {
+  adminToken: string;
+  paymentsAdminToken: string;
+  notificationsAdminToken: string;
+  jwtSecret: string;
+  consoleDbPassword: string;
+  simulatorKey: string;
+};
 
 /** A compose command in the project, as it ended. */
 const composeRun = (args: string[], timeoutMs = 120_000) =>
@@ -147,6 +154,7 @@ function cleanCopy(): string {
   return dir;
 }
 
+/** The console's operator (its login); each API has a token of its own. */
 const operator = () => asOperator(secrets.adminToken);
 
 /** The checker against the compose system: its databases as the read-only console role. */
@@ -261,6 +269,9 @@ beforeAll(async () => {
     compose(['exec', '-T', container, 'cat', `/run/idem-secrets/${name}`]);
   secrets = {
     adminToken: secret('console', 'admin-token'), // README's step 1
+    // docs/compose.md: each API's operator token, in its own container.
+    paymentsAdminToken: secret('payments-api', 'payments-admin-token'),
+    notificationsAdminToken: secret('notifications-api', 'notifications-admin-token'),
     jwtSecret: secret('orders-api', 'jwt-secret'),
     consoleDbPassword: new URL(secret('console', 'console-orders-database-url')).password,
     simulatorKey: secret('stripe-sim', 'simulator-api-key'),
@@ -308,11 +319,16 @@ describe('docker compose up on a real engine', () => {
     expect(configuration).toContain('JWT_SECRET_FILE=/run/idem-secrets/jwt-secret');
   });
 
-  it("gives each container only its own secrets: a worker reads neither the superuser's password nor the operator token, and its Redis user reaches only its queues", async () => {
+  it("gives each container only its own secrets: a worker reads neither the superuser's password nor an operator token, an API no other API's, and its Redis user reaches only its queues", async () => {
     const read = (container: string, name: string) =>
       composeRun(['exec', '-T', container, 'cat', `/run/idem-secrets/${name}`]);
-    for (const name of ['postgres-password', 'admin-token', 'jwt-secret', 'orders-database-url'])
+    for (const name of ['postgres-password', 'admin-token', 'orders-admin-token', 'jwt-secret', 'orders-database-url'])
       expect(read('inventory', name).status, name).not.toBe(0);
+    // An API holds its own operator token, no other API's, and it opens no other API.
+    expect(read('inventory-api', 'orders-admin-token').status).not.toBe(0);
+    const inventoryToken = read('inventory-api', 'inventory-admin-token').stdout;
+    expect((await fetch(`${urls.orders}/dead-letters`, { headers: asOperator(inventoryToken) })).status).toBe(403);
+    expect((await fetch(`${urls.inventory}/dead-letters`, { headers: asOperator(inventoryToken) })).status).toBe(200);
     expect(read('postgres', 'postgres-password').status).toBe(0);
     const redis = new URL(read('inventory', 'inventory-redis-url').stdout.trim());
     redis.host = `127.0.0.1:${PORTS.REDIS_HOST_PORT}`;
@@ -345,7 +361,10 @@ describe('docker compose up on a real engine', () => {
   });
 
   it('tells the demo stories through the published ports: paid, rejected, declined, refunded', async () => {
-    const results = await runStories(urls, secrets.adminToken);
+    const results = await runStories(urls, {
+      payments: secrets.paymentsAdminToken,
+      notifications: secrets.notificationsAdminToken,
+    });
     expect(results.map((r) => [r.story, r.status, r.ok])).toEqual([
       ['paid', 'PAID', true],
       ['rejected for stock', 'REJECTED', true],
@@ -454,8 +473,12 @@ describe('docker compose up on a real engine', () => {
       expect(migrateLog).toContain(`${service}: database up to date (0 migration(s) applied)`);
     expect(migrateLog).not.toContain('applied migration');
     expect(
-      (await getJson<{ emails: unknown[] }>(`${urls.notifications}/emails?orderId=${order!.orderId}`, operator()))
-        .emails,
+      (
+        await getJson<{ emails: unknown[] }>(
+          `${urls.notifications}/emails?orderId=${order!.orderId}`,
+          asOperator(secrets.notificationsAdminToken),
+        )
+      ).emails,
     ).not.toEqual([]);
   }, 900_000);
 

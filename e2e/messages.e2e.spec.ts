@@ -13,14 +13,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readRows, startIsolatedSystem } from './support.js';
 import { shop } from '@idem/shop';
 
-const ADMIN_TOKEN = 'e2e-admin-token-0123456789';
 let system: RunningSystem;
 beforeAll(async () => {
-  system = await startIsolatedSystem({ env: { ADMIN_TOKEN } });
+  system = await startIsolatedSystem();
 }, 180_000);
 afterAll(() => system?.stop(), 60_000);
 
-const admin = { authorization: `Bearer ${ADMIN_TOKEN}` };
+/** Inventory's operator: the dead letters below are inventory's. */
+const admin = () => ({ authorization: `Bearer ${system.adminTokens.inventory}` });
 const envelope = <T extends Envelope['type']>(
   type: T,
   body: Extract<Envelope, { type: T }>['body'],
@@ -110,7 +110,7 @@ describe('unexpected messages, on the running system', () => {
 
       type DeadLetters = { deadLetters: { messageId: string; code: string; reason: string; replayCount: number }[] };
       const list = () =>
-        fetch(`${system.urls.inventory}/dead-letters?consumer=inventory.order-placed.v1`, { headers: admin }).then(
+        fetch(`${system.urls.inventory}/dead-letters?consumer=inventory.order-placed.v1`, { headers: admin() }).then(
           (r) => r.json() as Promise<DeadLetters>,
         );
       const dead = await waitFor(async () => {
@@ -128,7 +128,7 @@ describe('unexpected messages, on the running system', () => {
 
       const replay = await fetch(`${system.urls.inventory}/dead-letters/replay`, {
         method: 'POST',
-        headers: { ...admin, 'content-type': 'application/json' },
+        headers: { ...admin(), 'content-type': 'application/json' },
         body: JSON.stringify({ consumer: 'inventory.order-placed.v1' }),
       });
       expect(replay.status).toBe(200);

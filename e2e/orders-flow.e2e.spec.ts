@@ -6,6 +6,7 @@ import {
   waitForStatus,
   runStories,
   type RunningSystem,
+  type ServiceName,
 } from '@idem/native-run';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
@@ -39,7 +40,7 @@ afterAll(async () => {
 
 describe('the whole system, as native processes', () => {
   it('tells the four demo stories: paid, rejected for stock, declined, refunded after cancel', async () => {
-    const results = await runStories(system.urls, system.adminToken);
+    const results = await runStories(system.urls, system.adminTokens);
     expect(results.map((r) => [r.story, r.status, r.ok])).toEqual([
       ['paid', 'PAID', true],
       ['rejected for stock', 'REJECTED', true],
@@ -86,7 +87,7 @@ describe('the whole system, as native processes', () => {
         emails = (
           await getJson<{ emails: typeof emails }>(
             `${system.urls.notifications}/emails?orderId=${order.orderId}`,
-            asOperator(system.adminToken),
+            asOperator(system.adminTokens.notifications),
           )
         ).emails;
       } while (
@@ -165,11 +166,12 @@ describe('Redis users', () => {
 
 describe('what an order costs: the catalog decides, the order keeps it', () => {
   type Intent = { id: string; amount: number; currency: string; metadata: { order_id: string } };
-  const operator = () => asOperator(system.adminToken);
-  const put = (url: string, body: unknown) =>
+  /** As the operator of one API (orders unless told otherwise), with that API's own token. */
+  const operator = (service: ServiceName = 'orders') => asOperator(system.adminTokens[service]);
+  const put = (service: ServiceName, url: string, body: unknown) =>
     fetch(url, {
       method: 'PUT',
-      headers: { 'content-type': 'application/json', ...operator() },
+      headers: { 'content-type': 'application/json', ...operator(service) },
       body: JSON.stringify(body),
     });
 
@@ -198,15 +200,25 @@ describe('what an order costs: the catalog decides, the order keeps it', () => {
 
   it('charges and refunds the price an order was placed at, whatever the catalog says by then', async () => {
     expect(
-      (await put(`${system.urls.orders}/catalog/lamp`, { name: 'Desk lamp', unitPriceCents: 2500, currency: 'eur' }))
-        .status,
+      (
+        await put('orders', `${system.urls.orders}/catalog/lamp`, {
+          name: 'Desk lamp',
+          unitPriceCents: 2500,
+          currency: 'eur',
+        })
+      ).status,
     ).toBe(200);
-    expect((await put(`${system.urls.inventory}/stock/lamp`, { available: 10 })).status).toBe(200);
+    expect((await put('inventory', `${system.urls.inventory}/stock/lamp`, { available: 10 })).status).toBe(200);
     const order = await placeOrder(system.urls, [{ sku: 'lamp', quantity: 2 }]);
     // The operator changes the price before the order is paid.
     expect(
-      (await put(`${system.urls.orders}/catalog/lamp`, { name: 'Desk lamp', unitPriceCents: 1, currency: 'eur' }))
-        .status,
+      (
+        await put('orders', `${system.urls.orders}/catalog/lamp`, {
+          name: 'Desk lamp',
+          unitPriceCents: 1,
+          currency: 'eur',
+        })
+      ).status,
     ).toBe(200);
     await waitForStatus(system.urls, order.orderId, new Set(['PAID']));
     const [intent] = (await stripe<Intent>('/v1/payment_intents')).filter((i) => i.metadata.order_id === order.orderId);

@@ -1,7 +1,7 @@
 /**
  * `bash scripts/start.sh`, README's first command, on a machine that has everything: it starts
  * the system with the fault switches available and says where the console is and the operator
- * token — without asking anything or installing anything (apt-get, sudo and npm on its PATH only
+ * tokens — without asking anything or installing anything (apt-get, sudo and npm on its PATH only
  * record that they were called).
  */
 import { spawn } from 'node:child_process';
@@ -29,7 +29,8 @@ afterAll(async () => {
   await Promise.all(SERVICES.map((s) => dropDatabase(system.databaseUrls[s])));
   await deleteQueues(system.queuePrefix);
   rmSync(bin, { recursive: true, force: true });
-  rmSync(join(root, `.idem/${system.name}.admin-token`), { force: true });
+  for (const part of ['', ...SERVICES.map((s) => `.${s}`)])
+    rmSync(join(root, `.idem/${system.name}${part}.admin-token`), { force: true });
 });
 
 describe('bash scripts/start.sh', () => {
@@ -46,14 +47,15 @@ describe('bash scripts/start.sh', () => {
       stream.on('data', (chunk: Buffer) => (output += chunk.toString()));
     const ended = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
     try {
-      await waitFor(() => output.includes('operator token') || child.exitCode !== null, {
+      await waitFor(() => output.includes('Try: pnpm demo') || child.exitCode !== null, {
         what: 'the system started',
         timeoutMs: 240_000,
         intervalMs: 500,
       });
       expect(child.exitCode, output).toBeNull();
       expect(output).toContain(`console        ${system.urls.console}`);
-      const token = /operator token\s+(\S+)/.exec(output)?.[1];
+      // Orders' own operator token, which opens orders' switches.
+      const token = /operator tokens[^\n]*\n\s+orders\s+(\S+)/.exec(output)?.[1];
       expect(token).toMatch(/^[\w-]{20,}$/);
       // Nothing was asked, installed or changed on the way.
       expect(output).not.toMatch(/^idem: /m);

@@ -37,8 +37,6 @@ export async function startIsolatedSystem(
     portOffset: randomInt(8_000, 20_000),
     env: {
       LOG_LEVEL: 'info',
-      // An operator token of its own: payments and e-mails are operator reads (system.adminToken).
-      ADMIN_TOKEN: randomBytes(16).toString('hex'),
       ...QUICK_TAKEOVER_ENV,
       ...UNLIMITED_ORDERS_ENV,
       ...options.env,

@@ -1,15 +1,16 @@
 #!/bin/sh
 # The compose system's secrets, made on its first start by the one-shot `secrets` service: a
 # random password for each database role, each service's Redis user, Redis's default user and
-# Grafana's admin, the operator token, each service's fault switches token, the key customer tokens are
-# signed with, the Stripe simulator's key, and the connection URLs made of them. There are no
+# Grafana's admin, each API's operator token and the console's, each service's fault switches
+# token, the key customer tokens are signed with, the console's customer token, the Stripe
+# simulator's key, and the connection URLs made of them. There are no
 # default passwords, and nothing to run before `docker compose up`. A file that exists is kept,
 # so a restart or a second `up` changes nothing; `docker compose down -v` forgets them all.
 #
 # They are made in $1 (the `secrets` volume, which only this service mounts). Then each container
 # gets its own volume, $2/<container>, holding only what it needs, mounted read-only at
 # /run/idem-secrets: a worker holds no operator token and no customer-token key, no service holds
-# another's database or Redis password, and only PostgreSQL holds its superuser's.
+# another's operator token, database or Redis password, and only PostgreSQL holds its superuser's.
 # Read one with `docker compose exec <container> cat /run/idem-secrets/<name>` (docs/compose.md).
 set -eu
 dir=${1:-/run/idem-secrets}
@@ -37,9 +38,23 @@ secret console-db-password
 secret lessons-db-password
 secret redis-password
 secret grafana-admin-password
+# The console's operator token: its login (it serves the compose network). It opens no API.
 secret admin-token
 secret jwt-secret
 keep simulator-api-key "sk_test_idem_simulator_$(random)"
+# The console's customer token: customer `console` (its receipts to student@example.com), signed
+# with the customer-token key (orders' default issuer and audience) and valid for 30 days, made
+# afresh on every start (a restarted console reads the new one). The console places and cancels
+# its orders with it and holds no key: it can act as no other customer.
+put console-customer-token "$(node -e '
+const { createHmac } = require("node:crypto");
+const key = require("node:fs").readFileSync(process.argv[1]);
+const part = (value) => Buffer.from(JSON.stringify(value)).toString("base64url");
+const now = Math.floor(Date.now() / 1000);
+const claims = { sub: "console", email: "student@example.com", email_verified: true };
+const body = `${part({ alg: "HS256", typ: "JWT" })}.${part({ ...claims, iss: "idem", aud: "idem-orders", iat: now, exp: now + 30 * 86400 })}`;
+process.stdout.write(`${body}.${createHmac("sha256", key).update(body).digest("base64url")}`);
+' "$dir/jwt-secret")"
 keep redis-url "redis://:$(value redis-password)@redis:6379"
 # The console's Redis user reads the services' journals and owns its lessons' queues, nothing else.
 secret console-redis-password
@@ -54,8 +69,10 @@ for service in $services; do
   keep "$service-database-url" \
     "postgresql://${service}_runtime:$(value "$service-runtime-db-password")@postgres:5432/$service"
   keep "console-$service-database-url" "postgresql://console:$(value console-db-password)@postgres:5432/$service"
+  # Its API's operator token: it opens that API's operator endpoints and no other service's.
+  secret "$service-admin-token"
   # Its processes' fault switches token: it opens their /faults and nothing else, and no other
-  # service's; the console holds each, and never sends the operator token to a process.
+  # service's; the console holds each, and never sends an operator token to a process.
   secret "$service-faults-token"
   # Its Redis user, idem-<service>, reaches only the queues it consumes and publishes to.
   secret "$service-redis-password"
@@ -108,13 +125,13 @@ for service in $services; do
     notifications) api=smtp-url own=smtp-url ;;
     *) api= own= ;;
   esac
-  # The API: the operator's routes, and for orders the customer-token key. The workers: neither.
-  share "$service-api" "$service-database-url" "$service-redis-url" "$service-faults-token" admin-token $api
+  # The API: its own operator's routes, and for orders the customer-token key. The workers: neither.
+  share "$service-api" "$service-database-url" "$service-redis-url" "$service-faults-token" "$service-admin-token" $api
   share "$service" "$service-database-url" "$service-redis-url" "$service-faults-token" $own
 done
-share console console-redis-url admin-token jwt-secret console-stripe-api-key lessons-postgres-url \
+share console console-redis-url admin-token console-customer-token console-stripe-api-key lessons-postgres-url \
   $(for s in $services; do echo "console-$s-database-url $s-faults-token"; done)
 share stripe-sim simulator-api-key
-share seed admin-token
+share seed orders-admin-token inventory-admin-token
 share grafana grafana-admin-password
 echo "idem: the secrets are in $dir${shared:+, each container's in $shared/<container>}"

@@ -49,6 +49,14 @@ export interface SecretVariable {
   readonly optional?: true;
 }
 
+/**
+ * The proxies whose X-Forwarded-For the services believe (TRUST_PROXY, in idem-config): the
+ * ingress controller's pods. The base names the pod network of kind and kubeadm with flannel
+ * (the dev overlay's clusters); a cluster's operator sets their own — the controller's range,
+ * else the pod CIDR (docs/operations.md "Behind a proxy": what goes wrong when it is wrong).
+ */
+export const INGRESS_ADDRESS_RANGE = '10.244.0.0/16';
+
 /** The namespace the base names where a name must be qualified; each overlay replaces it with its own. */
 export const BASE_NAMESPACE = 'idem';
 
@@ -63,7 +71,7 @@ export const migratorSecretOf = (service: ServiceName) => `${service}-database-o
 
 /**
  * The Secrets each service's pods read; deploy/kubernetes/README.md lists them for production.
- * Only the API's pods get the keys that admit callers (the operator token, the customer-token
+ * Only the API's pods get the keys that admit callers (its own operator token, the customer-token
  * key): a worker serves no caller and holds no key it never uses.
  */
 export function secretVariablesOf(service: ServiceName, component: 'api' | 'worker' = 'api'): SecretVariable[] {
@@ -73,7 +81,8 @@ export function secretVariablesOf(service: ServiceName, component: 'api' | 'work
     { variable: 'DATABASE_URL', secret: `${service}-database`, key: 'url' },
     // As its own Redis user, which reaches only its queues (redis-users.acl).
     { variable: 'REDIS_URL', secret: `${service}-redis`, key: 'url' },
-    ...(api ? [{ variable: 'ADMIN_TOKEN', secret: 'idem-admin', key: 'token', optional: true as const }] : []),
+    // Its own operator token: it opens this API's operator endpoints and no other service's.
+    ...(api ? [{ variable: 'ADMIN_TOKEN', secret: `${service}-admin`, key: 'token', optional: true as const }] : []),
     ...(api && service === 'orders' ? [{ variable: 'JWT_SECRET', secret: 'idem-jwt', key: 'secret' }] : []),
     ...(service === 'payments' ? [{ variable: 'STRIPE_API_KEY', secret: 'idem-stripe', key: 'api-key' }] : []),
     ...(service === 'notifications' ? [{ variable: 'SMTP_URL', secret: 'idem-smtp', key: 'url' }] : []),
@@ -344,7 +353,7 @@ function sharedObjects(): Record<string, object[]> {
         apiVersion: 'v1',
         kind: 'ConfigMap',
         metadata: { name: 'idem-config', labels: labelsOf('idem') },
-        data: { IDEM_QUEUE_PREFIX: QUEUE_PREFIX, LOG_LEVEL: 'info' },
+        data: { IDEM_QUEUE_PREFIX: QUEUE_PREFIX, LOG_LEVEL: 'info', TRUST_PROXY: INGRESS_ADDRESS_RANGE },
       },
     ],
     'redis.yaml': redisObjects(),

@@ -166,12 +166,17 @@ export function consistencyProblems(objects: readonly K8sObject[]): string[] {
     }
   }
 
+  /** Which services' APIs read their operator token from each Secret: one token must open one API. */
+  const operatorSecrets = new Map<string, Set<string>>();
   for (const deployment of deployments) {
     const pod = deployment.spec!.template!.spec;
     for (const container of pod.containers) {
       const service = serviceOfImage(container.image);
       if (!service) continue;
       const where = `${deployment.metadata.name}/${container.name}`;
+      const operatorSecret = container.env?.find((e) => e.name === 'ADMIN_TOKEN')?.valueFrom?.secretKeyRef?.name;
+      if (operatorSecret)
+        operatorSecrets.set(operatorSecret, new Set([...(operatorSecrets.get(operatorSecret) ?? []), service]));
       // The environment: every variable one the service reads, and all together a valid configuration.
       const fromConfigMaps = Object.assign(
         {},
@@ -269,6 +274,11 @@ export function consistencyProblems(objects: readonly K8sObject[]): string[] {
         `ScaledObject/${scaled.metadata.name}: reads ${actual.join(', ')}; BullMQ waits in ${expected.join(', ')}`,
       );
   }
+  for (const [secret, services] of operatorSecrets)
+    if (services.size > 1)
+      problems.push(
+        `Secret/${secret}: the ADMIN_TOKEN of ${[...services].sort().join(' and ')}: one token opens every one of them`,
+      );
   return problems;
 }
 
@@ -496,6 +506,16 @@ describe('deploy/kubernetes', () => {
         ),
       );
       expect(consistencyProblems(objects)).toEqual(['redis/redis: puts the secret REDIS_PASSWORD on its command line']);
+    });
+
+    it("an operator token two APIs share: notifications' would open orders", () => {
+      const objects = mutated((o) => {
+        const env = find(o, 'Deployment', 'notifications-api').spec!.template!.spec.containers[0]!.env!;
+        env.find((e) => e.name === 'ADMIN_TOKEN')!.valueFrom!.secretKeyRef!.name = 'orders-admin';
+      });
+      expect(consistencyProblems(objects)).toEqual([
+        'Secret/orders-admin: the ADMIN_TOKEN of notifications and orders: one token opens every one of them',
+      ]);
     });
 
     it("a KEDA trigger's address that does not name the namespace (KEDA looks it up in its own)", () => {

@@ -5,6 +5,7 @@
  * Prometheus and Grafana look for what the code really emits, aggregated as replicas need.
  * infra/repository/compose-services.int.spec.ts runs the PostgreSQL init script and Redis's command for real.
  */
+import { createHmac } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
@@ -66,15 +67,17 @@ describe('docker-compose.yml', () => {
         'stripe-api-key',
         'console-stripe-api-key',
         'console-redis-password',
+        'console-customer-token',
         ...services_.flatMap((s) => [
           `${s}-db-password`,
           `${s}-runtime-db-password`,
           `${s}-redis-password`,
           `${s}-faults-token`,
+          `${s}-admin-token`,
         ]),
       ].sort(),
     );
-    for (const name of made.filter((n) => !n.includes('api-key')))
+    for (const name of made.filter((n) => !n.includes('api-key') && n !== 'console-customer-token'))
       expect(secrets[name], name).toMatch(/^[0-9a-f]{48}$/);
     // The simulator's key is its own, never the public placeholder; without a key in .env, payments uses it.
     expect(secrets['simulator-api-key']).toMatch(/^sk_test_idem_simulator_[0-9a-f]{48}$/);
@@ -112,14 +115,17 @@ describe('docker-compose.yml', () => {
         .map(([container]) => container)
         .sort();
     expect(holders('postgres-password')).toEqual(['postgres']);
-    // The APIs, the console, and the one-shot seed that puts the demo shop in through the operator API.
-    expect(holders('admin-token')).toEqual(['console', 'seed', ...Object.keys(SERVICES).map((s) => `${s}-api`)].sort());
-    expect(holders('jwt-secret')).toEqual(['console', 'orders-api']);
+    // The console's own (its login): no API takes it.
+    expect(holders('admin-token')).toEqual(['console']);
+    expect(holders('jwt-secret')).toEqual(['orders-api']);
     expect(holders('redis-password')).toEqual(['redis']);
     for (const service of Object.keys(SERVICES)) {
       expect(holders(`${service}-database-url`), service).toEqual([service, `${service}-api`].sort());
       expect(holders(`${service}-redis-url`), service).toEqual([service, `${service}-api`].sort());
       expect(Object.keys(environments[service]!), service).not.toContain('ADMIN_TOKEN');
+      // Its API's operator token: the API, and the one-shot seed for the two it puts the demo shop into.
+      const seeds = service === 'orders' || service === 'inventory' ? ['seed'] : [];
+      expect(holders(`${service}-admin-token`), service).toEqual([`${service}-api`, ...seeds].sort());
       // Its switches token, its API's too, and the console's for it: no other process holds it.
       expect(holders(`${service}-faults-token`), service).toEqual(['console', service, `${service}-api`].sort());
       for (const container of [service, `${service}-api`])
@@ -138,6 +144,40 @@ describe('docker-compose.yml', () => {
       .map(([container]) => container);
     expect(liveHolders.sort()).toEqual(['payments', 'payments-api']);
     expect(live.console!['console-stripe-api-key']).toBe('');
+  });
+
+  it("gives the console a customer token for `console` that lasts 30 days, and not the key that signs every customer's", () => {
+    expect(Object.keys(environments.console!)).not.toContain('JWT_SECRET');
+    const token = environments.console!.CUSTOMER_TOKEN!;
+    const [header = '', payload = '', signature] = token.split('.');
+    // What the orders API checks (jose, HS256): its key's signature over the header and payload.
+    const key = environments['orders-api']!.JWT_SECRET!;
+    expect(signature).toBe(createHmac('sha256', key).update(`${header}.${payload}`).digest('base64url'));
+    const decoded = (part: string) => JSON.parse(Buffer.from(part, 'base64url').toString()) as Record<string, unknown>;
+    expect(decoded(header)).toMatchObject({ alg: 'HS256' });
+    const claims = decoded(payload);
+    expect(claims).toMatchObject({
+      sub: 'console',
+      email: 'student@example.com',
+      email_verified: true,
+      iss: 'idem',
+      aud: 'idem-orders',
+    });
+    const now = Date.now() / 1000;
+    expect(Number(claims.iat)).toBeGreaterThan(now - 60);
+    expect(Number(claims.exp) - Number(claims.iat)).toBe(30 * 86_400);
+  });
+
+  it("gives each API an operator token of its own: notifications' opens no other API, the console's none", () => {
+    const apis = Object.keys(SERVICES).map((service) => `${service}-api`);
+    const tokenOf = (container: string) => environments[container]!.ADMIN_TOKEN;
+    for (const api of apis) expect(tokenOf(api), api).toMatch(/^[0-9a-f]{48}$/);
+    expect(new Set(apis.map(tokenOf)).size).toBe(apis.length);
+    expect(tokenOf('orders-api')).not.toBe(tokenOf('notifications-api'));
+    expect(apis.map(tokenOf)).not.toContain(environments.console!.ADMIN_TOKEN);
+    // The seed sends each API its own.
+    expect(environments.seed!.ORDERS_ADMIN_TOKEN).toBe(tokenOf('orders-api'));
+    expect(environments.seed!.INVENTORY_ADMIN_TOKEN).toBe(tokenOf('inventory-api'));
   });
 
   it('documents every other variable in .env.example, with the default compose uses', () => {

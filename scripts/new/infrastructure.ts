@@ -96,7 +96,7 @@ export function addToInfrastructure(name: string, port: number): void {
     volumes: [secrets-${name}-api:/run/idem-secrets:ro]
     environment:
       <<: *${name}-env
-      ADMIN_TOKEN_FILE: /run/idem-secrets/admin-token
+      ADMIN_TOKEN_FILE: /run/idem-secrets/${name}-admin-token
       FAULTS_TOKEN_FILE: /run/idem-secrets/${name}-faults-token
       IDEM_ROLES: http
     ports:
@@ -147,6 +147,14 @@ export function addToInfrastructure(name: string, port: number): void {
     `  - name: ${name}-redis
     literals:
       - url=redis://idem-${name}:dev-${name}-redis-password@redis:6379`,
+  );
+  insert(
+    `${dev}/kustomization.yaml`,
+    'after',
+    `- token=dev-${last}-operator-token-0123456789`,
+    `  - name: ${name}-admin
+    literals:
+      - token=dev-${name}-operator-token-0123456789`,
   );
   insert(
     `${dev}/postgres.yaml`,

@@ -1,4 +1,4 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { dropDatabase } from '@idem/database';
 import {
   deployServices,
@@ -79,26 +79,25 @@ export async function startLoadedSystem(
   options: Pick<EndToEndOptions, 'portOffset' | 'log'>,
   extra: Pick<SystemOptions, 'nodeOptions' | 'env' | 'redisUrl' | 'deployed'> = {},
 ): Promise<RunningSystem> {
-  const adminToken = randomBytes(16).toString('hex');
   const system = await startSystem({
     name: `bench_${Date.now().toString(36)}`,
     portOffset: options.portOffset,
     ...extra,
-    env: { ADMIN_TOKEN: adminToken, ...UNLIMITED_ORDERS_ENV, ...extra.env },
+    env: { ...UNLIMITED_ORDERS_ENV, ...extra.env },
     log: (part, line) => {
       if (/^(error|fatal)\b/.test(line)) options.log(`${part}: ${line}`);
     },
   });
   // The bench's SKU: priced in the catalog (orders) and stocked without limit (inventory).
-  const put = (url: string, body: unknown) =>
-    fetch(url, {
+  const put = (service: 'orders' | 'inventory', path: string, body: unknown) =>
+    fetch(`${system.urls[service]}${path}`, {
       method: 'PUT',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${adminToken}` },
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${system.adminTokens[service]}` },
       body: JSON.stringify(body),
     });
   for (const res of [
-    await put(`${system.urls.orders}/catalog/${SKU}`, { name: 'Bench item', unitPriceCents: 500, currency: 'eur' }),
-    await put(`${system.urls.inventory}/stock/${SKU}`, { available: 1_000_000_000 }),
+    await put('orders', `/catalog/${SKU}`, { name: 'Bench item', unitPriceCents: 500, currency: 'eur' }),
+    await put('inventory', `/stock/${SKU}`, { available: 1_000_000_000 }),
   ]) {
     if (res.ok) continue;
     const answer = `PUT ${new URL(res.url).pathname} answered ${res.status}: ${await res.text()}`;

@@ -2,8 +2,10 @@ import { randomUUID } from 'node:crypto';
 import { createServer, request, type Server } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { SERVICE_NAMES, type ServiceName } from '@idem/shop';
-import { createHttpApp, listen, type RunningServer } from '@idem/http';
+import { faultsFromEnv } from '@idem/faults';
+import { createHttpApp, DEFAULT_TOKEN_CLAIMS, listen, mintCustomerToken, type RunningServer } from '@idem/http';
 import { journalKey } from '@idem/messaging';
+import type { RunningService } from '@idem/runtime';
 import { createMigratedDatabase, redisUrl, uniqueName } from '@idem/testkit';
 import { Redis } from 'ioredis';
 import pg from 'pg';
@@ -390,7 +392,7 @@ describe('the console beyond loopback', () => {
     ).toThrow(/set ADMIN_TOKEN/);
   });
 
-  it('serves only the operator: a login form for the token, a session once given it, and no more guesses from an address that keeps failing', async () => {
+  it('serves only the operator: a login form for the token, a session once given it, no more guesses from an address that keeps failing, and the token all the same', async () => {
     await withConsole({ host: '0.0.0.0', adminToken: OPERATOR }, async (base) => {
       const anonymous = await fetch(`${base}/`);
       expect(anonymous.status).toBe(401);
@@ -408,7 +410,8 @@ describe('the console beyond loopback', () => {
       expect((await fetch(`${base}/`, { headers: { authorization: `Bearer ${OPERATOR}` } })).status).toBe(200);
 
       for (let guess = 0; guess < 9; guess++) await login(base, `guess-${guess}`);
-      expect((await login(base, OPERATOR)).status).toBe(429); // ten failures: this address waits
+      expect((await login(base, 'guess-10')).status).toBe(429); // ten failures: this address's guesses wait
+      expect((await login(base, OPERATOR)).status).toBe(303); // the operator's token never does
     });
   });
 
@@ -416,5 +419,78 @@ describe('the console beyond loopback', () => {
     await withConsole({ adminToken: OPERATOR }, async (base) => {
       expect((await fetch(`${base}/`)).status).toBe(200);
     });
+  });
+});
+
+describe('the console’s orders', () => {
+  const OPERATOR = 'console-orders-operator-token-0123';
+  /** The orders API, for real, on the console's orders database, checking tokens with `key`. */
+  async function ordersApi(key: string): Promise<RunningService> {
+    // By a path the console's own code never imports (as demo-data.int.spec.ts starts services).
+    const service = 'orders';
+    const { startOrders } = (await import(`../../../services/${service}/src/service.ts`)) as {
+      startOrders: (config: unknown, options: object) => Promise<RunningService>;
+    };
+    return startOrders(
+      SERVICE_CONFIGS.orders.load({
+        DATABASE_URL: databaseUrls.orders,
+        IDEM_QUEUE_PREFIX: prefix,
+        PORT: '0',
+        LOG_LEVEL: 'silent',
+        IDEM_ROLES: 'http',
+        JWT_SECRET: key,
+        ADMIN_TOKEN: OPERATOR,
+      }),
+      { faults: faultsFromEnv({}) },
+    );
+  }
+  /** Posts the console's own order form for `scenario`, as its page does. */
+  async function order(base: string, scenario: string) {
+    const csrf = formTokenOf(await (await fetch(`${base}/`)).text())!;
+    return fetch(`${base}/orders`, {
+      method: 'POST',
+      redirect: 'manual',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', origin: base, 'sec-fetch-site': 'same-origin' },
+      body: new URLSearchParams({ scenario, csrf }).toString(),
+    });
+  }
+
+  it('places an order as customer `console` with the token it was given, holding no key, and says so once that token expired', async () => {
+    const key = 'console-test-customer-token-key-0123456789';
+    const orders = await ordersApi(key);
+    const api = `http://127.0.0.1:${orders.http.port}`;
+    const orderRows = new pg.Pool({ connectionString: databaseUrls.orders, max: 1 });
+    try {
+      const priced = await fetch(`${api}/catalog/keyboard`, {
+        method: 'PUT',
+        headers: { authorization: `Bearer ${OPERATOR}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ name: 'Mechanical keyboard', unitPriceCents: 4999, currency: 'eur' }),
+      });
+      expect(priced.status).toBe(200);
+      const claims = { ...DEFAULT_TOKEN_CLAIMS, secret: key };
+      const token = await mintCustomerToken(claims, 'console', { email: 'student@example.com', expiresIn: '30d' });
+      await withConsole({ ordersApi: api, customerToken: token }, async (base) => {
+        const placed = await order(base, 'paid');
+        expect(placed.status).toBe(303);
+        const orderId = /^\/orders\/([\w-]+)$/.exec(placed.headers.get('location') ?? '')?.[1];
+        expect(orderId).toBeDefined();
+        const { rows } = await orderRows.query<{ customer_id: string; customer_email: string }>(
+          'SELECT customer_id, customer_email FROM orders WHERE id = $1',
+          [orderId],
+        );
+        expect(rows).toEqual([{ customer_id: 'console', customer_email: 'student@example.com' }]);
+      });
+      const expired = await mintCustomerToken(claims, 'console', { email: 'student@example.com', expiresIn: '-1m' });
+      await withConsole({ ordersApi: api, customerToken: expired }, async (base) => {
+        const refused = await order(base, 'paid');
+        expect(refused.status).toBe(303);
+        const notice = new URL(refused.headers.get('location')!, base).searchParams.get('notice');
+        expect(notice).toMatch(/refused the console's customer token \(401/);
+        expect(notice).toMatch(/Start the console again/);
+      });
+    } finally {
+      await orderRows.end();
+      await orders.stop();
+    }
   });
 });

@@ -44,8 +44,12 @@ export interface ConsoleOptions {
    * reach. @defaultValue none
    */
   readonly faultsTokens?: Partial<Record<Service, string>>;
-  /** Signs the console in as its customer (`console`), to place and cancel orders; without it the orders API refuses them. */
-  readonly customerToken?: () => Promise<string>;
+  /**
+   * A customer token for customer `console`, given by whoever starts the console (compose's
+   * secrets step, `pnpm start`), with which it places and cancels its orders. The console holds no
+   * key that signs tokens: it can act as no other customer. Without it the orders API refuses them.
+   */
+  readonly customerToken?: string;
   /** Every service process whose fault switches the console may set: name → base URL. */
   readonly processes: Record<string, string>;
   /** How often the live view looks for new journal entries. @defaultValue 500 */
@@ -351,10 +355,9 @@ const ORDERS: Record<Scenario, { sku: string; paymentMethod: string }> = {
   'cancel-after-payment': { sku: 'keyboard', paymentMethod: 'pm_card_visa' },
 };
 
-/** `Authorization` as the console's customer, when it has a way to sign in. */
-async function asCustomer(options: ConsoleOptions): Promise<{ authorization?: string }> {
-  return options.customerToken ? { authorization: `Bearer ${await options.customerToken()}` } : {};
-}
+/** `Authorization` as the console's customer, when it was given a token. */
+const asCustomer = (options: ConsoleOptions): { authorization?: string } =>
+  options.customerToken ? { authorization: `Bearer ${options.customerToken}` } : {};
 
 /**
  * Places a scenario's order as a careful client does: under one Idempotency-Key, sent again while
@@ -370,12 +373,13 @@ async function placeOrder(options: ConsoleOptions, scenario: Scenario) {
     try {
       const res = await fetch(`${options.ordersApi}/orders`, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', 'idempotency-key': key, ...(await asCustomer(options)) },
+        headers: { 'content-type': 'application/json', 'idempotency-key': key, ...asCustomer(options) },
         body: JSON.stringify({
           paymentMethod,
           lines: [{ sku, quantity: 1 }],
         }),
       });
+      if (res.status === 401) return { ok: false as const, problem: refusedCustomer(options, await res.text()) };
       if (res.status !== 201)
         return { ok: false as const, problem: `the orders API answered ${res.status}: ${await res.text()}` };
       return { ok: true as const, orderId: ((await res.json()) as { orderId: string }).orderId };
@@ -387,12 +391,22 @@ async function placeOrder(options: ConsoleOptions, scenario: Scenario) {
   }
 }
 
+/** Why the orders API refused the console as a customer, and what gives it a token that works. */
+function refusedCustomer(options: ConsoleOptions, answer: string): string {
+  if (!options.customerToken)
+    return 'the console was given no customer token (CUSTOMER_TOKEN), and the orders API takes orders from customers only';
+  return (
+    `the orders API refused the console's customer token (401: ${answer}): it has expired or was signed with ` +
+    'another key. Start the console again: whoever starts it (pnpm start, compose’s secrets step) mints a fresh one'
+  );
+}
+
 /** How long the console sends an order again while the orders API does not answer. */
 const PLACE_RETRY_MS = 20_000;
 
 /** The cancel-after-payment scenario: waits for PAID (up to a minute), then cancels. */
 async function cancelOncePaid(options: ConsoleOptions, orderId: string): Promise<void> {
-  const auth = await asCustomer(options);
+  const auth = asCustomer(options);
   for (let i = 0; i < 120; i++) {
     await new Promise((resolve) => setTimeout(resolve, 500));
     const res = await fetch(`${options.ordersApi}/orders/${orderId}`, { headers: auth }).catch(() => undefined);

@@ -6,13 +6,17 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SERVICE_CONFIGS } from '../../repository/service-configs.js';
 import { DEMO_CATALOG, seedDemoShop } from './demo-data.js';
 
-const ADMIN_TOKEN = 'demo-data-test-operator-token';
+/** Each API's operator token: the seed must send each service its own. */
+const ADMIN_TOKENS = { orders: 'demo-data-test-orders-operator', inventory: 'demo-data-test-inventory-operator' };
 const prefix = uniqueName('idem_test_demo');
 type Start = (config: unknown, options: object) => Promise<RunningService>;
 const running: Record<'orders' | 'inventory', RunningService> = {} as never;
 const databases: { drop(): Promise<void> }[] = [];
 const url = (service: keyof typeof running, path: string) => `http://127.0.0.1:${running[service].http.port}${path}`;
-const operator = { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' };
+const operator = (service: keyof typeof running) => ({
+  authorization: `Bearer ${ADMIN_TOKENS[service]}`,
+  'content-type': 'application/json',
+});
 
 beforeAll(async () => {
   for (const service of ['orders', 'inventory'] as const) {
@@ -31,7 +35,7 @@ beforeAll(async () => {
         PORT: '0',
         LOG_LEVEL: 'silent',
         IDEM_ROLES: 'http',
-        ADMIN_TOKEN,
+        ADMIN_TOKEN: ADMIN_TOKENS[service],
         JWT_SECRET: 'demo-data-test-signing-key-0123456789abcdef',
       }),
       { faults: faultsFromEnv({}) },
@@ -53,13 +57,17 @@ describe('the demo shop', () => {
 
   it('goes in through the operator API where a SKU has none, never over what an operator set', async () => {
     const put = (service: 'orders' | 'inventory', path: string, body: unknown) =>
-      fetch(url(service, path), { method: 'PUT', headers: operator, body: JSON.stringify(body) });
+      fetch(url(service, path), { method: 'PUT', headers: operator(service), body: JSON.stringify(body) });
     expect((await put('inventory', '/stock/keyboard', { available: 2 })).status).toBe(200);
     expect(
       (await put('orders', '/catalog/mouse', { name: 'Our own mouse', unitPriceCents: 1, currency: 'eur' })).status,
     ).toBe(200);
 
-    const shop = { orders: url('orders', ''), inventory: url('inventory', ''), adminToken: ADMIN_TOKEN };
+    const shop = {
+      orders: url('orders', ''),
+      inventory: url('inventory', ''),
+      adminTokens: ADMIN_TOKENS,
+    };
     const skus = DEMO_CATALOG.map((item) => item.sku);
     expect(await seedDemoShop(shop)).toEqual({
       catalog: skus.filter((sku) => sku !== 'mouse'),

@@ -17,16 +17,21 @@ export const DEMO_CATALOG = [
 export async function seedDemoShop({
   orders,
   inventory,
-  adminToken,
+  adminTokens,
 }: {
   /** The orders API's base URL. */
   orders: string;
   /** The inventory API's base URL. */
   inventory: string;
-  adminToken: string;
+  /** Each API's own operator token: each is sent to its service only. */
+  adminTokens: { orders: string; inventory: string };
 }): Promise<{ catalog: string[]; stock: string[] }> {
-  const headers = { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' };
-  const putIfMissing = async (url: string, body: unknown): Promise<boolean> => {
+  const headersOf = (service: keyof typeof adminTokens) => ({
+    authorization: `Bearer ${adminTokens[service]}`,
+    'content-type': 'application/json',
+  });
+  const putIfMissing = async (service: keyof typeof adminTokens, url: string, body: unknown): Promise<boolean> => {
+    const headers = headersOf(service);
     const found = await fetch(url, { headers });
     if (found.status === 200) return false;
     if (found.status !== 404) throw new Error(`GET ${url} answered ${found.status}`);
@@ -36,8 +41,9 @@ export async function seedDemoShop({
   };
   const added = { catalog: [] as string[], stock: [] as string[] };
   for (const { sku, name, unitPriceCents, currency, available } of DEMO_CATALOG) {
-    if (await putIfMissing(`${orders}/catalog/${sku}`, { name, unitPriceCents, currency })) added.catalog.push(sku);
-    if (await putIfMissing(`${inventory}/stock/${sku}`, { available })) added.stock.push(sku);
+    if (await putIfMissing('orders', `${orders}/catalog/${sku}`, { name, unitPriceCents, currency }))
+      added.catalog.push(sku);
+    if (await putIfMissing('inventory', `${inventory}/stock/${sku}`, { available })) added.stock.push(sku);
   }
   return added;
 }

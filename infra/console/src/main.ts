@@ -2,11 +2,11 @@
 // ORDERS_/INVENTORY_/PAYMENTS_/NOTIFICATIONS_DATABASE_URL (or POSTGRES_URL), REDIS_URL,
 // IDEM_QUEUE_PREFIX, ORDERS_API, MAIL_API, STRIPE_API_BASE, STRIPE_API_KEY, ADMIN_TOKEN,
 // ORDERS_/INVENTORY_/PAYMENTS_/NOTIFICATIONS_FAULTS_TOKEN (each service's processes' FAULTS_TOKEN),
-// JWT_SECRET (JWT_ISSUER, JWT_AUDIENCE) to sign in as its customer, CONSOLE_PROCESSES
+// CUSTOMER_TOKEN (a customer token for `console`, minted by whoever starts it), CONSOLE_PROCESSES
 // (name=url,…), PORT, HOST (the address it binds: loopback unless told otherwise; beyond it, an operator login), CONSOLE_ALLOWED_HOSTS (host:port,… it answers to besides
 // 127.0.0.1/localhost on its own port: compose's published port), CONSUMER_LOCK_MS.
 import { SERVICES } from '@idem/checker';
-import { customerTokensFromEnv, hostList, mintCustomerToken } from '@idem/http';
+import { hostList } from '@idem/http';
 import { createConsole } from './console.js';
 
 const env = process.env;
@@ -40,14 +40,8 @@ const console_ = createConsole({
       env[`${s.toUpperCase()}_FAULTS_TOKEN`] ? [[s, env[`${s.toUpperCase()}_FAULTS_TOKEN`]!]] : [],
     ),
   ),
-  ...(env.JWT_SECRET
-    ? {
-        customerToken: () =>
-          mintCustomerToken({ ...customerTokensFromEnv(env), secret: env.JWT_SECRET! }, 'console', {
-            email: 'student@example.com',
-          }),
-      }
-    : {}),
+  // Its customer's token, never the key that signs them: the console can act as no other customer.
+  ...(env.CUSTOMER_TOKEN ? { customerToken: env.CUSTOMER_TOKEN } : {}),
   processes,
   lessons: env.CONSOLE_LESSONS === '1',
   explorer: env.CONSOLE_EXPLORER === '1',

@@ -1,24 +1,28 @@
 // `pnpm demo`: against a running system (pnpm start), tells four stories and how each ended,
 // then a fifth with a duplicate: per consumer, how many deliveries were processed and how many
-// suppressed (with `IDEM_FAULTS_ENABLED=1 pnpm start`). It needs the system's operator token:
-// ADMIN_TOKEN, or the one `pnpm start` generated and saved.
+// suppressed (with `IDEM_FAULTS_ENABLED=1 pnpm start`). It needs payments', notifications' and
+// orders' operator tokens: PAYMENTS_/NOTIFICATIONS_/ORDERS_ADMIN_TOKEN, or the ones `pnpm start`
+// generated and saved.
 import { duplicateStory } from './duplicate-story.js';
 import { runStories } from './stories.js';
 import { systemFromEnv } from './system.js';
-import { operatorTokenFile, savedOperatorToken } from './tokens.js';
+import { operatorTokenFile, operatorTokenVariable, savedOperatorTokens } from './tokens.js';
 
 const { urls, queuePrefix, name } = systemFromEnv();
-const adminToken = savedOperatorToken(name);
-if (!adminToken) {
+const tokens = savedOperatorTokens(name);
+const missing = (['payments', 'notifications'] as const).filter((service) => !tokens[service]);
+if (missing.length > 0) {
   console.error(
-    'the demo reads payments and e-mails, which only the operator may: set ADMIN_TOKEN to the system’s operator\n' +
-      `token, or start the system with pnpm start, which saves the one it generates in ${operatorTokenFile(name)}`,
+    'the demo reads payments and e-mails, which only their operator may: set ' +
+      `${missing.map(operatorTokenVariable).join(' and ')}, or start the system with pnpm start, which saves
+` +
+      `the tokens it generates (${missing.map((service) => operatorTokenFile(name, service)).join(', ')})`,
   );
   process.exit(2);
 }
 
 try {
-  const results = await runStories(urls, adminToken);
+  const results = await runStories(urls, tokens);
   console.table(
     results.map((r) => ({
       story: r.story,
@@ -31,7 +35,7 @@ try {
     })),
   );
   const story = await duplicateStory(urls, {
-    adminToken,
+    ordersToken: tokens.orders,
     redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
     queuePrefix,
   });

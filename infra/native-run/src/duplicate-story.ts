@@ -19,25 +19,34 @@ export interface ConsumerCount {
  * The fifth story: one order placed while the orders process publishes every message twice
  * (`publish-twice`, switched on for this order only, through the process's fault switches),
  * then, from the delivery journal, how many deliveries each consumer processed and how many
- * it suppressed as duplicates. Needs a system started with IDEM_FAULTS_ENABLED=1 and the same
- * ADMIN_TOKEN as this command.
+ * it suppressed as duplicates. Needs a system started with IDEM_FAULTS_ENABLED=1 and orders'
+ * operator token (ORDERS_ADMIN_TOKEN), which opens its fault switches.
  */
 export async function duplicateStory(
   urls: SystemUrls,
-  { adminToken, redisUrl, queuePrefix }: { adminToken: string | undefined; redisUrl: string; queuePrefix: string },
+  {
+    ordersToken,
+    redisUrl,
+    queuePrefix,
+  }: {
+    /** Orders' operator token (or its fault switches' token): it opens the orders process's switches. */
+    ordersToken: string | undefined;
+    redisUrl: string;
+    queuePrefix: string;
+  },
 ): Promise<DuplicateStory> {
-  if (!adminToken) return { ran: false, why: 'set ADMIN_TOKEN (the system’s operator token) to run it' };
+  if (!ordersToken) return { ran: false, why: 'set ORDERS_ADMIN_TOKEN (orders’ operator token) to run it' };
   const switches = (rules: unknown[]) =>
     fetch(`${urls.orders}/faults`, {
       method: 'PUT',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${adminToken}` },
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${ordersToken}` },
       body: JSON.stringify({ rules }),
     });
   const on = await switches([{ name: 'publish-twice', target: 'publisher' }]);
   if (!on.ok) {
     return {
       ran: false,
-      why: `the orders process refused its fault switches (${on.status}): start it with IDEM_FAULTS_ENABLED=1 and this ADMIN_TOKEN`,
+      why: `the orders process refused its fault switches (${on.status}): start it with IDEM_FAULTS_ENABLED=1 and this ORDERS_ADMIN_TOKEN`,
     };
   }
   const correlationId = randomUUID();

@@ -7,7 +7,14 @@ export {
   type StoryResult,
   type SystemUrls,
 } from './stories.js';
-export { asCustomer, asOperator, customerToken, customerTokensOf, DEVELOPMENT_JWT_SECRET } from './tokens.js';
+export {
+  asCustomer,
+  asOperator,
+  customerToken,
+  customerTokensOf,
+  DEVELOPMENT_JWT_SECRET,
+  type OperatorTokens,
+} from './tokens.js';
 export {
   startSystem,
   describeSystem,

@@ -1,7 +1,8 @@
 // `pnpm start`: the whole system, natively. Ctrl-C stops everything.
+import { dirname } from 'node:path';
 import { unreachablePrerequisites } from './prerequisites.js';
-import { startSystem, systemFromEnv } from './system.js';
-import { operatorTokenFile, operatorTokenFor } from './tokens.js';
+import { SERVICES, startSystem, systemFromEnv } from './system.js';
+import { operatorTokenFile, operatorTokensFor, operatorTokenVariable } from './tokens.js';
 
 const { postgresUrl, portOffset, name, replicas } = systemFromEnv();
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -14,7 +15,7 @@ if (missing) {
   process.exit(1);
 }
 
-const adminToken = operatorTokenFor(name);
+const tokens = operatorTokensFor(name);
 const system = await startSystem({
   postgresUrl,
   redisUrl,
@@ -23,8 +24,10 @@ const system = await startSystem({
   replicas,
   restartOnExit: true,
   console: true,
-  env: { ADMIN_TOKEN: adminToken },
+  env: tokens,
 });
+/** A token as the console shows it: generated, or given (then not repeated). */
+const shown = (variable: string) => (process.env[variable] ? `${variable}, as given` : tokens[variable]!);
 console.log(`
 idem is running${name ? ` as system "${name}" (databases *_${name}, queue prefix ${system.queuePrefix})` : ''}:
   console        ${system.urls.console}   (every delivery of an order, fault switches, the checker)
@@ -34,7 +37,9 @@ idem is running${name ? ` as system "${name}" (databases *_${name}, queue prefix
   notifications  ${system.urls.notifications}   (GET /emails?orderId=)
   stripe-sim     ${system.urls.stripe}
   smtp-sink      ${system.urls.smtp}, mail API ${system.urls.mail}/api/v1/messages
-operator token   ${process.env.ADMIN_TOKEN ? 'ADMIN_TOKEN, as given' : `${adminToken}  (generated; saved in ${operatorTokenFile(name)}, where pnpm demo reads it; the console has it)`}
+operator tokens  (each API's opens that API alone; generated ones are saved in ${dirname(operatorTokenFile(name))}, where pnpm demo reads them)
+${SERVICES.map((service) => `  ${service.padEnd(15)}${shown(operatorTokenVariable(service))}`).join('\n')}
+  console        ${shown('ADMIN_TOKEN')}  (the console's and the doubles' login beyond loopback; opens no API)
 Try: pnpm demo     Stop: Ctrl-C
 `);
 let stopping = false;

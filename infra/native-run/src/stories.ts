@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { asCustomer, asOperator } from './tokens.js';
+import { asCustomer, asOperator, type OperatorTokens } from './tokens.js';
 
 /**
  * The demo's four stories, driven through the public HTTP APIs only: one order that is paid,
@@ -91,7 +91,7 @@ export async function waitForStatus(
 
 async function settle(
   urls: SystemUrls,
-  operator: { authorization?: string },
+  tokens: OperatorTokens,
   story: string,
   orderId: string,
   expected: string,
@@ -104,14 +104,17 @@ async function settle(
     emails = (
       await getJson<{ emails: { kind: string; status: string }[] }>(
         `${urls.notifications}/emails?orderId=${orderId}`,
-        operator,
+        asOperator(tokens.notifications),
       )
     ).emails;
     if (wantEmails.every((kind) => emails.some((e) => e.kind === kind && e.status === 'sent'))) break;
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   const payments = (
-    await getJson<{ payments: { status: string }[] }>(`${urls.payments}/payments?orderId=${orderId}`, operator)
+    await getJson<{ payments: { status: string }[] }>(
+      `${urls.payments}/payments?orderId=${orderId}`,
+      asOperator(tokens.payments),
+    )
   ).payments;
   const sent = emails.filter((e) => e.status === 'sent').map((e) => e.kind);
   return {
@@ -125,18 +128,17 @@ async function settle(
   };
 }
 
-/** Needs the operator token: payments and e-mails are operator reads. */
-export async function runStories(urls: SystemUrls, adminToken: string | undefined): Promise<StoryResult[]> {
-  const operator = asOperator(adminToken);
+/** Needs payments' and notifications' operator tokens: payments and e-mails are operator reads. */
+export async function runStories(urls: SystemUrls, tokens: OperatorTokens): Promise<StoryResult[]> {
   const paid = await placeOrder(urls, [{ sku: 'keyboard', quantity: 1 }]);
   const rejected = await placeOrder(urls, [{ sku: 'sold-out', quantity: 1 }]);
   const declined = await placeOrder(urls, [{ sku: 'mouse', quantity: 1 }], 'pm_card_chargeDeclined');
   const refunded = await placeOrder(urls, [{ sku: 'monitor', quantity: 1 }]);
 
   const results = await Promise.all([
-    settle(urls, operator, 'paid', paid.orderId, 'PAID', ['order-received', 'receipt']),
-    settle(urls, operator, 'rejected for stock', rejected.orderId, 'REJECTED', ['order-received']),
-    settle(urls, operator, 'card declined', declined.orderId, 'PAYMENT_FAILED', ['order-received']),
+    settle(urls, tokens, 'paid', paid.orderId, 'PAID', ['order-received', 'receipt']),
+    settle(urls, tokens, 'rejected for stock', rejected.orderId, 'REJECTED', ['order-received']),
+    settle(urls, tokens, 'card declined', declined.orderId, 'PAYMENT_FAILED', ['order-received']),
     (async () => {
       await waitForStatus(urls, refunded.orderId, FINAL);
       const cancel = await fetch(`${urls.orders}/orders/${refunded.orderId}/cancel`, {
@@ -145,7 +147,7 @@ export async function runStories(urls: SystemUrls, adminToken: string | undefine
         body: JSON.stringify({ reason: 'changed my mind' }),
       });
       if (!cancel.ok) throw new Error(`cancel answered ${cancel.status}: ${await cancel.text()}`);
-      return settle(urls, operator, 'cancelled after payment', refunded.orderId, 'REFUNDED', [
+      return settle(urls, tokens, 'cancelled after payment', refunded.orderId, 'REFUNDED', [
         'order-received',
         'receipt',
         'refund',

@@ -8,7 +8,7 @@ import { DEVELOPMENT_JWT_SECRET, isLoopbackAddress } from '@idem/http';
 import { asRole, databaseRolesOf, provisionDatabase } from './databases.js';
 import { bundleNamedBy, IMAGE_ENV, SERVICE_IMAGE_COMMAND } from './deployed.js';
 import { hasLuaSandboxFixes, provisionRedisUsers } from './redis-users.js';
-import { customerTokensOf } from './tokens.js';
+import { consoleCustomerToken, customerTokensOf, operatorTokenVariable } from './tokens.js';
 
 /** What every key the Stripe simulator accepts begins with (payments' configuration knows it so). */
 const SIMULATOR_KEY_PREFIX = 'sk_test_idem_simulator';
@@ -83,8 +83,13 @@ export interface SystemOptions {
 
 export interface RunningSystem {
   readonly urls: Record<ServiceName | 'stripe' | 'smtp' | 'mail' | 'console', string>;
-  /** The operator token the services were started with: ADMIN_TOKEN, or one made for the system. */
+  /**
+   * The operator token of the console and the doubles (their login and API beyond loopback, the
+   * mail sink's API): ADMIN_TOKEN, or one made for the system. It opens no service.
+   */
   readonly adminToken: string;
+  /** Each API's operator token, which opens that service's operator endpoints only: <SERVICE>_ADMIN_TOKEN, or one made for the system. */
+  readonly adminTokens: Record<ServiceName, string>;
   /** Each service's fault switches token (its processes' FAULTS_TOKEN): <SERVICE>_FAULTS_TOKEN, or one made for the system. */
   readonly faultsTokens: Record<ServiceName, string>;
   /**
@@ -207,11 +212,15 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
   });
   const log = options.log ?? colouredStdout();
   const env = { ...process.env, ...options.env };
-  // Customer tokens are checked by orders and minted by the console (and by any client: tokens.ts).
+  // Customer tokens are checked by orders, minted here for the console and by any client (tokens.ts).
   const jwtSecret = customerTokensOf(env).secret;
   const bindAddress = options.bindAddress ?? env.IDEM_BIND_ADDRESS ?? '127.0.0.1';
-  // Every system has an operator: ADMIN_TOKEN, or one of its own (the demo data goes in through it).
+  // Every system has an operator: ADMIN_TOKEN for the console and the doubles, and for each API a
+  // token of its own, which opens no other (the demo data goes in through orders' and inventory's).
   const adminToken = env.ADMIN_TOKEN || randomBytes(24).toString('base64url');
+  const adminTokens = Object.fromEntries(
+    SERVICES.map((s) => [s, env[operatorTokenVariable(s)] || randomBytes(24).toString('base64url')]),
+  ) as Record<ServiceName, string>;
   const refusal = bindRefusal(bindAddress, jwtSecret, env.ADMIN_TOKEN);
   if (refusal) throw new Error(refusal);
   // Every process binds it: the services, the simulators, the console.
@@ -272,9 +281,10 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
             SMTP_URL: urls.smtp,
             ...(service === 'orders' ? { JWT_SECRET: jwtSecret } : {}),
             ...(service === 'payments' ? stripeKey : {}),
-            ...operator,
             FAULTS_TOKEN: faultsTokens[service],
             ...options.env,
+            // After the shared environment: an ADMIN_TOKEN given to every process opens no service.
+            ADMIN_TOKEN: adminTokens[service],
             ...options.serviceEnv?.[service],
           },
           health: `${urls[service]}/health`,
@@ -306,7 +316,8 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
         ...Object.fromEntries(SERVICES.map((s) => [`${s.toUpperCase()}_FAULTS_TOKEN`, faultsTokens[s]])),
         // The services' broker lock: a delivery whose journal entry has not arrived by then died.
         ...(env.CONSUMER_LOCK_MS ? { CONSUMER_LOCK_MS: env.CONSUMER_LOCK_MS } : {}),
-        JWT_SECRET: jwtSecret,
+        // Its customer's token, not the key that signs them: it can act as no other customer.
+        CUSTOMER_TOKEN: await consoleCustomerToken(env),
       },
       health: `${urls.console}/health`,
     };
@@ -330,9 +341,11 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
   for (let replica = 2; replica <= (options.replicas ?? 1); replica++) {
     for (const service of SERVICES) {
       const replicaPort = port[service] + 100 * (replica - 1);
+      // No operator token: a process without the `http` role serves no operator route.
+      const { ADMIN_TOKEN: _operator, ...worker } = parts[service]!.env;
       parts[`${service}-${replica}`] = {
         ...parts[service]!,
-        env: { ...parts[service]!.env, PORT: String(replicaPort), IDEM_ROLES: 'consumers,relay,workers' },
+        env: { ...worker, PORT: String(replicaPort), IDEM_ROLES: 'consumers,relay,workers' },
         health: `http://127.0.0.1:${replicaPort}/health`,
       };
     }
@@ -416,7 +429,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
         .filter((name) => !['stripe-sim', 'smtp-sink'].includes(name))
         .map((name) => start(name)),
     );
-    if (options.demoData !== false) await seedDemoShop({ orders: urls.orders, inventory: urls.inventory, adminToken });
+    if (options.demoData !== false) await seedDemoShop({ orders: urls.orders, inventory: urls.inventory, adminTokens });
   } catch (error) {
     stopping = true;
     await stopAll(processes);
@@ -427,6 +440,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
   return {
     urls,
     adminToken,
+    adminTokens,
     faultsTokens,
     databaseUrls,
     queuePrefix,

@@ -1,7 +1,7 @@
 import type { Request, RequestHandler, Response } from 'express';
-import { createRemoteJWKSet, errors, jwtVerify, SignJWT, type JWTVerifyResult } from 'jose';
+import { createRemoteJWKSet, decodeJwt, errors, jwtVerify, SignJWT, type JWTVerifyResult } from 'jose';
 import { z } from 'zod';
-import { bearerOf, failedToAuthenticate, operatorMatcher, passedAuthentication, type Operator } from './operators.js';
+import { bearerOf, failedToAuthenticate, operatorMatcher, type Operator } from './operators.js';
 import { HttpError } from './errors.js';
 
 /**
@@ -58,7 +58,9 @@ const ASYMMETRIC = ['RS256', 'PS256', 'ES256', 'ES384', 'EdDSA'];
  * keeps the caller for `callerOf`. A customer sends `Authorization: Bearer <JWT>`, verified
  * (signature, `exp`, issuer, audience) with jose; its `sub` is the customer id. Missing or
  * invalid credentials answer 401 with a `WWW-Authenticate` challenge; the reason never echoes
- * the token.
+ * the token. Invalid ones count as failed authentications (`limitFailedAuthentications`), a
+ * forged token also against the customer it names; missing ones count against nobody, and
+ * valid ones are never refused for what others sent.
  */
 export function authenticate({
   tokens,
@@ -71,25 +73,23 @@ export function authenticate({
   const verify = verifierOf(tokens);
   return async (req, res, next) => {
     const bearer = bearerOf(req.get('authorization'));
-    if (!bearer) {
-      await failedToAuthenticate(res);
-      throw unauthorized('send Authorization: Bearer <token> (a customer JWT, or the operator token)');
-    }
+    if (!bearer) throw unauthorized('send Authorization: Bearer <token> (a customer JWT, or the operator token)');
     const operator = operatorNamed?.(bearer);
     if (operator) {
       res.locals.caller = { kind: 'operator', name: operator } satisfies Caller;
       res.locals.operator = operator; // for the audit trail
-      await passedAuthentication(res);
       return next();
     }
-    if (!verify) throw unauthorized('customer tokens are not accepted here: set JWT_SECRET or JWT_JWKS_URL');
-    const identity = await verify(bearer);
-    if (typeof identity === 'string') {
+    if (!verify) {
       await failedToAuthenticate(res);
-      throw unauthorized(identity);
+      throw unauthorized('customer tokens are not accepted here: set JWT_SECRET or JWT_JWKS_URL');
+    }
+    const identity = await verify(bearer);
+    if ('refused' in identity) {
+      await failedToAuthenticate(res, identity.claimed);
+      throw unauthorized(identity.refused);
     }
     res.locals.caller = { kind: 'customer', ...identity } satisfies Caller;
-    await passedAuthentication(res);
     next();
   };
 }
@@ -129,8 +129,12 @@ export async function mintCustomerToken(
 }
 
 type Identity = { customerId: string; email?: string };
-/** A verified token's identity, or why the token is refused (a sentence for the 401). */
-type Verifier = (token: string) => Promise<Identity | string>;
+/**
+ * Why a token is refused (a sentence for the 401), and, when its signature did not verify, the
+ * customer it claims to be: a forgery or a guess, never the customer's own token gone stale.
+ */
+type Refusal = { refused: string; claimed?: string };
+type Verifier = (token: string) => Promise<Identity | Refusal>;
 
 /** OpenID Connect's `email` claim as an address a receipt can go to (the orders contract's bound). */
 const emailClaim = z.email().max(254);
@@ -152,23 +156,41 @@ function verifierOf(tokens: CustomerTokens): Verifier | undefined {
       payload = (await verify(token)).payload;
     } catch (error) {
       // A token that fails a check is the caller's problem; a key set that cannot be fetched is ours.
-      if (error instanceof errors.JOSEError && !(error instanceof errors.JWKSTimeout)) return invalid;
+      if (error instanceof errors.JOSEError && !(error instanceof errors.JWKSTimeout)) {
+        // jose checks the claims only once the signature verified: such a token is the customer's own.
+        const genuine = error instanceof errors.JWTExpired || error instanceof errors.JWTClaimValidationFailed;
+        const claimed = genuine ? undefined : claimedSubject(token);
+        return { refused: invalid, ...(claimed === undefined ? {} : { claimed }) };
+      }
       throw new HttpError('dependency_unavailable', "the identity provider's keys cannot be fetched", { cause: error });
     }
+    const refused = (reason: string) => ({ refused: reason });
     const customerId = payload.sub!;
-    if (customerId.length === 0 || customerId.length > 255) return invalid;
+    if (customerId.length === 0 || customerId.length > 255) return refused(invalid);
     if (payload.email === undefined) return { customerId };
     // Unless the provider says the customer proved the address is theirs, mail to it would go to
     // whoever they claimed to be: only the boolean true counts (a string "false" is truthy).
     const verified = payload.email_verified;
     if (verified === undefined && tokens.requireEmailVerified !== false)
-      return "the token's email comes with no email_verified claim, which this service requires (JWT_REQUIRE_EMAIL_VERIFIED)";
+      return refused(
+        "the token's email comes with no email_verified claim, which this service requires (JWT_REQUIRE_EMAIL_VERIFIED)",
+      );
     if (verified !== undefined && verified !== true)
-      return "the token's email is not verified (email_verified is not true)";
+      return refused("the token's email is not verified (email_verified is not true)");
     const email = emailClaim.safeParse(payload.email);
-    if (!email.success) return "the token's email claim is not an e-mail address";
+    if (!email.success) return refused("the token's email claim is not an e-mail address");
     return { customerId, email: email.data };
   };
+}
+
+/** The `sub` a token that did not verify claims, if it is a JWT with one. */
+function claimedSubject(token: string): string | undefined {
+  try {
+    const { sub } = decodeJwt(token);
+    return typeof sub === 'string' && sub.length > 0 ? sub : undefined;
+  } catch {
+    return undefined; // not a JWT at all: a guess at nobody in particular
+  }
 }
 
 function unauthorized(message: string): HttpError {

@@ -31,7 +31,7 @@ export {
   type Caller,
   type CustomerTokens,
 } from './callers.js';
-export { rateLimit, limitFailures, limitFailedAuthentications, type RateLimit } from './rate-limit.js';
+export { rateLimit, limitFailedAuthentications, type RateLimit } from './rate-limit.js';
 export {
   answer,
   route,

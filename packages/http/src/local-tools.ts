@@ -81,7 +81,7 @@ export const localToolHeaders: RequestHandler = (_req, res, next) => {
 
 /** How long a console login lasts. */
 const SESSION_MS = 12 * 3_600_000;
-/** Failed logins allowed per address in a quarter of an hour. */
+/** Failed logins answered per address in a quarter of an hour; past them a failure is told 429. */
 const LOGIN_FAILURES = 10;
 const SESSION_COOKIE = 'idem_session';
 
@@ -122,14 +122,16 @@ export function operatorOnlyBeyondLoopback({
     if (login && req.path === '/login' && req.method === 'POST') {
       return parseForm(req, res, () => {
         const address = req.ip ?? req.socket.remoteAddress ?? 'unknown';
-        const failed = failures.get(address);
-        if (failed && failed.count >= LOGIN_FAILURES && failed.until > Date.now()) {
-          return void res.status(429).type('text/plain').send('Too many failed logins from this address; try later.');
-        }
         const token = String((req.body as { token?: unknown } | undefined)?.token ?? '');
+        // The right token logs in whatever others sent from this address: only failures are
+        // limited, so nobody can lock the operator out by guessing wrong.
         if (!match(token)) {
-          const until = failed && failed.until > Date.now() ? failed.until : Date.now() + 15 * 60_000;
-          failures.set(address, { count: (failed && failed.until > Date.now() ? failed.count : 0) + 1, until });
+          const failed = failures.get(address);
+          const current = failed && failed.until > Date.now() ? failed : { count: 0, until: Date.now() + 15 * 60_000 };
+          failures.set(address, { count: current.count + 1, until: current.until });
+          if (current.count >= LOGIN_FAILURES) {
+            return void res.status(429).type('text/plain').send('Too many failed logins from this address; try later.');
+          }
           return void res.status(401).type('html').send(loginPage('That is not the operator token.'));
         }
         const id = randomBytes(32).toString('base64url');

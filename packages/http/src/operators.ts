@@ -67,44 +67,43 @@ export const bearerOf = (authorization: string | undefined): string | undefined 
 /**
  * Guards operator endpoints with `Authorization: Bearer <token>` of a configured operator and
  * keeps the operator's name for the audit trail (`operatorOf`). Without operators they are
- * disabled (403).
+ * disabled (403). A wrong token counts as a failed authentication (`limitFailedAuthentications`);
+ * a missing one is a plain 401 that counts against nobody.
  */
 export function requireOperator(operators: readonly Operator[]): RequestHandler {
   const match = operatorMatcher(operators);
   return async (req, res, next) => {
     if (!match) throw new HttpError('admin_disabled', 'set ADMIN_TOKEN or ADMIN_TOKENS to enable operator endpoints');
     const bearer = bearerOf(req.get('authorization'));
-    const name = bearer === undefined ? undefined : match(bearer);
-    if (!name) await failedToAuthenticate(res);
     if (!bearer) throw new HttpError('unauthorized', 'send Authorization: Bearer <operator token>');
-    if (!name) throw new HttpError('forbidden', 'the operator token is not valid');
-    await passedAuthentication(res);
+    const name = match(bearer);
+    if (!name) {
+      await failedToAuthenticate(res);
+      throw new HttpError('forbidden', 'the operator token is not valid');
+    }
     res.locals.operator = name;
     next();
   };
 }
 
-/** What `limitFailures` gives a route that checks credentials, to report each verdict before it answers. */
+/** What `limitFailedAuthentications` gives the routes that check credentials, to report each failure before it answers. */
 export interface FailureCount {
-  /** Counts a failure (atomically, in Redis); throws the 429 when it is past the limit. */
-  failed(): Promise<void>;
-  /** A success; throws the 429 when the key is already past the limit. */
-  passed(): Promise<void>;
+  /**
+   * Counts a failed authentication against the request's address, and against `claimed`, the
+   * customer a forged token names (atomically, in Redis); throws the 429 when either is past its limit.
+   */
+  failed(claimed?: string): Promise<void>;
 }
 
 const countOf = (res: Response) => (res.locals as { failureCount?: FailureCount }).failureCount;
 
 /**
- * Reports a request refused for its credentials to the app's failed-authentication limit
+ * Reports a request refused for its credentials to the app's limit on failed authentications
  * (`limitFailedAuthentications`), before the refusal is answered: past the limit, the answer is 429.
+ * A request with no credentials is not reported: it costs its sender a 401 and nobody anything.
  */
-export async function failedToAuthenticate(res: Response): Promise<void> {
-  await countOf(res)?.failed();
-}
-
-/** Reports a request whose credentials verified: past the limit of failures, it is refused all the same (429). */
-export async function passedAuthentication(res: Response): Promise<void> {
-  await countOf(res)?.passed();
+export async function failedToAuthenticate(res: Response, claimed?: string): Promise<void> {
+  await countOf(res)?.failed(claimed);
 }
 
 /** The operator `requireOperator` (or `authenticate`) let through, if the caller is one. */

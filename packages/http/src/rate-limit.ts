@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Request, RequestHandler, Response } from 'express';
 import type { Cluster, Redis } from 'ioredis';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
@@ -44,47 +45,11 @@ export function rateLimit({
   };
 }
 
-/**
- * Limits failures rather than requests, e.g. failed authentications per address, so nobody can
- * guess tokens at the speed of the network. The route reports its verdict before it answers
- * (`failedToAuthenticate`, `passedAuthentication`): a failure is counted atomically as it
- * happens, and once `points` failures are counted in the window every verdict — a right guess's
- * too — is a 429. So guesses sent all at once learn nothing past the limit: each is told "wrong"
- * only while its own failure is within it, and a right one is let through only while the count is
- * under it. Requests that check no credentials are not limited.
- */
-export function limitFailures({
-  redis,
-  prefix,
-  limit,
-}: {
-  redis: Redis | Cluster;
-  prefix: string;
-  limit: RateLimit;
-}): RequestHandler {
-  const limiter = limiterOf(redis, prefix, limit);
-  return (req, res, next) => {
-    const key = limit.keyOf(req, res);
-    const count: FailureCount = {
-      failed: async () => {
-        try {
-          await limiter.consume(key);
-        } catch (rejection) {
-          if (!(rejection instanceof RateLimiterRes)) throw rejection;
-          throw rateLimited(limit, rejection, 'failed requests');
-        }
-      },
-      passed: async () => {
-        const spent = await limiter.get(key);
-        if (spent && spent.consumedPoints >= limit.points) throw rateLimited(limit, spent, 'failed requests');
-      },
-    };
-    res.locals.failureCount = count;
-    next();
-  };
-}
-
-function limiterOf(redis: Redis | Cluster, prefix: string, limit: RateLimit): RateLimiterRedis {
+function limiterOf(
+  redis: Redis | Cluster,
+  prefix: string,
+  limit: Pick<RateLimit, 'per' | 'points' | 'windowMs'>,
+): RateLimiterRedis {
   const window = { points: limit.points, duration: Math.max(1, Math.ceil(limit.windowMs / 1000)) };
   return new RateLimiterRedis({
     ...window,
@@ -94,7 +59,11 @@ function limiterOf(redis: Redis | Cluster, prefix: string, limit: RateLimit): Ra
   });
 }
 
-function rateLimited(limit: RateLimit, state: RateLimiterRes, what: string): HttpError {
+function rateLimited(
+  limit: Pick<RateLimit, 'per' | 'points' | 'windowMs'>,
+  state: RateLimiterRes,
+  what: string,
+): HttpError {
   return new HttpError(
     'rate_limited',
     `at most ${limit.points} ${what} per ${limit.windowMs / 1000} s per ${limit.per}; retry later`,
@@ -103,25 +72,59 @@ function rateLimited(limit: RateLimit, state: RateLimiterRes, what: string): Htt
 }
 
 /**
- * Stops an address whose requests keep failing to authenticate — a customer token that does not
- * verify, an operator token that is wrong or missing — on every route of an app that checks
- * credentials: past `points` such failures in the window it gets 429, whatever it sends, until the
- * window ends. `requireOperator` and `authenticate` report their verdicts to it.
+ * Limits failed authentications — a customer token that does not verify, an operator token that
+ * is wrong — on every route of an app that checks credentials: per client address, and per
+ * customer a forged token claims to be (from any address). Past a limit a further failure is
+ * answered 429 instead of 401 or 403, until the window ends. Only failures are counted, and only
+ * failures are refused: a credential that verifies is answered on its merits whatever else came
+ * from its address, and a request with no credential at all is a plain 401 that counts against
+ * nobody. So no stranger can fill a counter that stands between a caller and a right token — the
+ * tokens are high-entropy, so a lockout would protect nothing, and would stop everyone who shares
+ * the address. Each failure is counted atomically as it happens, before it is answered: guesses
+ * sent all at once are told "wrong" only while their own failure is within the limit.
+ * `requireOperator` and `authenticate` report failures to it (`failedToAuthenticate`).
  */
 export function limitFailedAuthentications({
   redis,
   prefix,
-  points,
+  perAddress,
+  perCustomer,
   windowMs,
 }: {
   redis: Redis | Cluster;
   prefix: string;
-  points: number;
+  /** Failures allowed per client address in each window. */
+  perAddress: number;
+  /** Failures allowed per customer that forged tokens claim to be, in each window. */
+  perCustomer: number;
   windowMs: number;
 }): RequestHandler {
-  return limitFailures({
-    redis,
-    prefix,
-    limit: { per: 'address (failed authentications)', points, windowMs, keyOf: addressOf },
-  });
+  const byAddress = { per: 'address', points: perAddress, windowMs };
+  const byCustomer = { per: 'claimed customer', points: perCustomer, windowMs };
+  const limiters = {
+    address: limiterOf(redis, `${prefix}:failed-authentications`, byAddress),
+    customer: limiterOf(redis, `${prefix}:failed-authentications`, byCustomer),
+  };
+  return (req, res, next) => {
+    const count: FailureCount = {
+      failed: async (claimed) => {
+        const limits = [byAddress, ...(claimed === undefined ? [] : [byCustomer])];
+        // Both counted at once, each whatever the other says; a digest of the claim, which comes
+        // from a token that did not verify, of any length and content.
+        const spent = await Promise.allSettled([
+          limiters.address.consume(addressOf(req)),
+          ...(claimed === undefined ? [] : [limiters.customer.consume(digestOf(claimed))]),
+        ]);
+        spent.forEach((outcome, i) => {
+          if (outcome.status === 'fulfilled') return;
+          if (!(outcome.reason instanceof RateLimiterRes)) throw outcome.reason;
+          throw rateLimited(limits[i]!, outcome.reason, 'failed authentications');
+        });
+      },
+    };
+    res.locals.failureCount = count;
+    next();
+  };
 }
+
+const digestOf = (value: string) => createHash('sha256').update(value).digest('base64url');

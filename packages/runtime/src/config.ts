@@ -10,6 +10,18 @@ export class ConfigError extends Error {
   readonly code = 'config_invalid';
 }
 
+/**
+ * How many failed authentications every service answers before a further one gets 429 (each in
+ * RATE_LIMIT_WINDOW_MS); a valid token is never refused for them, and a request with no token
+ * counts against nobody (docs/operations.md "Who may call what").
+ */
+const FAILED_AUTHENTICATION_LIMITS = {
+  /** Per client address: a customer token that does not verify, a wrong operator token. */
+  RATE_LIMIT_FAILED_AUTHENTICATIONS_PER_ADDRESS: z.coerce.number().int().positive().default(20),
+  /** Per customer a forged token (its signature does not verify) claims to be, from any address. */
+  RATE_LIMIT_FAILED_AUTHENTICATIONS_PER_CUSTOMER: z.coerce.number().int().positive().default(20),
+};
+
 /** The variables every service reads (see docs/operations.md "Configuration"). */
 export function baseConfigSchema(service: string, defaultPort: number) {
   return z.object({
@@ -105,13 +117,7 @@ export function baseConfigSchema(service: string, defaultPort: number) {
     RELAY_DURABILITY: z.enum(DURABILITIES).default('auto'),
     /** How long a publication waits for that before it counts as failed. */
     RELAY_DURABILITY_TIMEOUT_MS: z.coerce.number().int().positive().default(1000),
-    /**
-     * Requests that fail to authenticate (a bad customer token, a wrong or missing operator token)
-     * allowed per client address in each RATE_LIMIT_WINDOW_MS, on every service; past it, that
-     * address gets 429 until the window ends, with any token: nobody guesses tokens at the speed of
-     * the network.
-     */
-    RATE_LIMIT_FAILED_AUTHENTICATIONS_PER_ADDRESS: z.coerce.number().int().positive().default(20),
+    ...FAILED_AUTHENTICATION_LIMITS,
     /** The window every rate limit counts in. */
     RATE_LIMIT_WINDOW_MS: z.coerce.number().int().positive().default(60_000),
     /**

@@ -187,7 +187,8 @@ function httpApp<Tx extends SqlClient>(context: ServiceContext<Tx>, started: rea
     guard: limitFailedAuthentications({
       redis,
       prefix: rateLimitPrefix(config.IDEM_QUEUE_PREFIX, name),
-      points: config.RATE_LIMIT_FAILED_AUTHENTICATIONS_PER_ADDRESS,
+      perAddress: config.RATE_LIMIT_FAILED_AUTHENTICATIONS_PER_ADDRESS,
+      perCustomer: config.RATE_LIMIT_FAILED_AUTHENTICATIONS_PER_CUSTOMER,
       windowMs: config.RATE_LIMIT_WINDOW_MS,
     }),
     // Every operator action, refused ones too: one structured event in the log (under `audit`,

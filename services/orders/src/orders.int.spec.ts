@@ -569,7 +569,7 @@ describe('callers own what they create', () => {
   });
 });
 
-describe('limits behind a proxy, on cancels and on failed authentication', () => {
+describe('limits behind a proxy, and on cancels', () => {
   /** An HTTP-only orders instance with these settings and rate-limit keys of its own. */
   const instance = (env: Record<string, string>) =>
     startOrders(configOf({ IDEM_QUEUE_PREFIX: uniqueName('idem_test_limits'), RATE_LIMIT_WINDOW_MS: '60000', ...env }));
@@ -606,45 +606,124 @@ describe('limits behind a proxy, on cancels and on failed authentication', () =>
     }
   });
 
-  it("limits cancels per caller, and stops an address whose tokens keep failing, a customer's or an operator's", async () => {
-    const limited = await instance({
-      RATE_LIMIT_CANCELS_PER_CUSTOMER: '2',
-      RATE_LIMIT_FAILED_AUTHENTICATIONS_PER_ADDRESS: '3',
-    });
+  it('limits cancels per caller', async () => {
+    const limited = await instance({ RATE_LIMIT_CANCELS_PER_CUSTOMER: '2' });
     try {
-      const on = (path: string) => `http://127.0.0.1:${limited.http.port}${path}`;
       const { orderId } = await orderOf(await post('/orders', validOrder()));
       const cancel = async () =>
-        (await fetch(on(`/orders/${orderId}/cancel`), { method: 'POST', headers: await as('ada') })).status;
+        (
+          await fetch(`http://127.0.0.1:${limited.http.port}/orders/${orderId}/cancel`, {
+            method: 'POST',
+            headers: await as('ada'),
+          })
+        ).status;
       expect([await cancel(), await cancel(), await cancel()]).toEqual([200, 200, 429]);
+    } finally {
+      await limited.stop();
+    }
+  });
+});
 
-      const read = async (authorization: string, path = '/orders') =>
-        (await fetch(on(path), { headers: { authorization } })).status;
-      // A customer token and an operator token guessed from one address count together, on any route.
-      const guesses = [
-        await read('Bearer guess-1'),
-        await read('Bearer guess-2'),
-        await read('Bearer not-the-operator-token', '/dead-letters'),
-      ];
-      expect(guesses).toEqual([401, 401, 403]);
-      const next = await fetch(on('/orders'), { headers: await as('ada') });
-      expect(next.status).toBe(429); // even with a valid token, from this address, for now
-      expect(await read(`Bearer ${ADMIN_TOKEN}`, '/dead-letters')).toBe(429); // the operator's too
-      expect(Number(next.headers.get('retry-after'))).toBeGreaterThan(0);
+describe('failed authentications: limited per address and per claimed customer, never a right token', () => {
+  /** An orders instance with the default limit on failures (20 a minute) and counters of its own. */
+  const instance = (env: Record<string, string> = {}) =>
+    startOrders(configOf({ IDEM_QUEUE_PREFIX: uniqueName('idem_test_failures'), ...env }));
+  const statusOf = async (port: number, path: string, headers: Record<string, string> = {}) =>
+    (await fetch(`http://127.0.0.1:${port}${path}`, { headers })).status;
+  const repeat = async (times: number, send: () => Promise<number>) => {
+    const statuses: number[] = [];
+    for (let i = 0; i < times; i++) statuses.push(await send());
+    return statuses;
+  };
+
+  it("answers requests without credentials 401 and counts them against nobody: 25 of them, then the operator's token and a customer's from that address are answered", async () => {
+    const limited = await instance();
+    try {
+      const port = limited.http.port;
+      // What a page anywhere can make a browser on this machine send (`no-cors`), as often as it likes.
+      const bare = await repeat(25, () => statusOf(port, '/orders'));
+      const bareOperator = await repeat(25, () => statusOf(port, '/dead-letters'));
+      expect(new Set([...bare, ...bareOperator])).toEqual(new Set([401]));
+      expect(await statusOf(port, '/dead-letters', operator)).toBe(200);
+      expect(await statusOf(port, '/orders', operator)).toBe(200);
+      expect(await statusOf(port, '/orders', await as('ada'))).toBe(200);
+      // Nor did they spend the failures' budget: a wrong token is still told it is wrong.
+      expect(await statusOf(port, '/dead-letters', { authorization: 'Bearer not-the-operator-token' })).toBe(403);
     } finally {
       await limited.stop();
     }
   });
 
-  it('counts guesses sent all at once: past the limit every answer is a 429, a right token among them too', async () => {
+  it('answers a right token after 25 wrong ones from its address, and past the limit only failures get 429', async () => {
+    const limited = await instance();
+    try {
+      const port = limited.http.port;
+      const wrong = (i: number) => ({ authorization: `Bearer wrong-operator-token-${i}` });
+      let i = 0;
+      const guesses = await repeat(25, () => statusOf(port, '/dead-letters', wrong(i++)));
+      expect(guesses).toEqual([...Array<number>(20).fill(403), ...Array<number>(5).fill(429)]);
+      expect(await statusOf(port, '/dead-letters', operator)).toBe(200);
+      expect(await statusOf(port, '/orders', await as('ada'))).toBe(200);
+      // A bad customer token and a wrong operator token count together, on any route.
+      const refused = await fetch(`http://127.0.0.1:${port}/orders`, { headers: { authorization: 'Bearer guess' } });
+      expect(refused.status).toBe(429);
+      expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
+      expect(await refused.json()).toMatchObject({ status: 429, code: 'rate_limited' });
+      expect(await statusOf(port, '/dead-letters', wrong(99))).toBe(429);
+      expect(await statusOf(port, '/dead-letters', operator)).toBe(200);
+    } finally {
+      await limited.stop();
+    }
+  });
+
+  it('counts guesses sent all at once: only the limit is told "wrong", the rest 429, and a right token among them is answered', async () => {
     const limited = await instance({ RATE_LIMIT_FAILED_AUTHENTICATIONS_PER_ADDRESS: '3' });
     try {
-      const read = async (authorization: string) =>
-        (await fetch(`http://127.0.0.1:${limited.http.port}/dead-letters`, { headers: { authorization } })).status;
-      const wrong = await Promise.all(Array.from({ length: 40 }, (_, i) => read(`Bearer guess-${i}`)));
+      const port = limited.http.port;
+      const [right, ...wrong] = await Promise.all([
+        statusOf(port, '/dead-letters', operator),
+        ...Array.from({ length: 40 }, (_, i) =>
+          statusOf(port, '/dead-letters', { authorization: `Bearer guess-${i}` }),
+        ),
+      ]);
       expect(wrong.filter((status) => status === 403)).toHaveLength(3); // told "wrong" three times, no more
       expect(wrong.filter((status) => status === 429)).toHaveLength(37);
-      expect(await read(`Bearer ${ADMIN_TOKEN}`)).toBe(429);
+      expect(right).toBe(200);
+      expect(await statusOf(port, '/dead-letters', operator)).toBe(200);
+    } finally {
+      await limited.stop();
+    }
+  });
+
+  it("limits forged tokens per customer they claim to be, from any address, and never the customer's own", async () => {
+    // Behind a trusted proxy each X-Forwarded-For is a client address of its own.
+    const limited = await instance({
+      TRUST_PROXY: 'loopback',
+      RATE_LIMIT_FAILED_AUTHENTICATIONS_PER_CUSTOMER: '3',
+      RATE_LIMIT_FAILED_AUTHENTICATIONS_PER_ADDRESS: '3',
+    });
+    try {
+      const port = limited.http.port;
+      const from = (address: string, authorization: string) => ({ 'x-forwarded-for': address, authorization });
+      const forged = await tokenOf('ada', { secret: 'not-the-orders-signing-key-0123456789' });
+      let address = 0;
+      const forgeries = await repeat(4, () =>
+        statusOf(port, '/orders', from(`203.0.113.${++address}`, `Bearer ${forged}`)),
+      );
+      expect(forgeries).toEqual([401, 401, 401, 429]);
+      // Ada herself, from any address, is answered; her own token, expired, is told so (it is no forgery).
+      expect(await statusOf(port, '/orders', from('203.0.113.251', `Bearer ${await tokenOf('ada')}`))).toBe(200);
+      const expired = await mintCustomerToken({ secret: JWT_SECRET, ...DEFAULT_TOKEN_CLAIMS }, 'ada', {
+        expiresIn: '-1m',
+        email: 'ada@example.com',
+      });
+      expect(await statusOf(port, '/orders', from('203.0.113.252', `Bearer ${expired}`))).toBe(401);
+      // Past both limits at once (an address that kept forging ada's), still one 429 each.
+      const spent = await repeat(4, () => statusOf(port, '/orders', from('203.0.113.9', `Bearer ${forged}`)));
+      expect(spent).toEqual([429, 429, 429, 429]);
+      // A forgery claiming another customer, from a fresh address, is still only told it is wrong.
+      const bob = await tokenOf('bob', { secret: 'not-the-orders-signing-key-0123456789' });
+      expect(await statusOf(port, '/orders', from('203.0.113.253', `Bearer ${bob}`))).toBe(401);
     } finally {
       await limited.stop();
     }
