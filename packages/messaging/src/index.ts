@@ -56,6 +56,7 @@ export {
   deleteRedisUser,
   redisUserOf,
   consoleRedisUser,
+  scriptWatcherRedisUser,
   rateLimitPrefix,
   REDIS_USER_COMMANDS,
   SUBSCRIPTION_COMMANDS,

@@ -19,6 +19,8 @@ export interface RedisUser {
   readonly readOnlyKeys?: readonly string[];
   /** Streams it subscribes to: reached by {@link SUBSCRIPTION_COMMANDS} alone (an ACL selector). @defaultValue none */
   readonly subscriptions?: readonly string[];
+  /** Its commands, as ACL rules, for a user that is no idem process's (the script watcher's). @defaultValue {@link REDIS_USER_COMMANDS} */
+  readonly commands?: readonly string[];
 }
 
 /**
@@ -42,7 +44,11 @@ export const SUBSCRIPTION_COMMANDS = [
  * The commands every idem process needs, as ACL rules: all but the server's administration and
  * the dangerous ones (FLUSHALL, CONFIG, KEYS, …), plus the few of those BullMQ and ioredis use —
  * INFO (the server's version and memory), CLIENT SETNAME, the cluster's topology, and WAIT (the
- * relay's durability check).
+ * relay's durability check). Not the scripts of others: SCRIPT KILL (stop another service's
+ * script), SCRIPT FLUSH (empty the server's script cache), SCRIPT DEBUG (whose synchronous mode
+ * holds the server for as long as its client likes) and FUNCTION (a function that never ends is
+ * out of SCRIPT KILL's reach). ioredis sends EVAL, then EVALSHA, and never those; only the
+ * process that watches for runaway scripts kills one ({@link scriptWatcherRedisUser}).
  */
 export const REDIS_USER_COMMANDS = [
   '+@all',
@@ -58,6 +64,10 @@ export const REDIS_USER_COMMANDS = [
   '+cluster|info',
   '+cluster|myid',
   '+wait',
+  '-script|kill',
+  '-script|flush',
+  '-script|debug',
+  '-function',
 ] as const;
 
 /** Where `service` keeps its rate limits' counters (its Redis user reaches these and no other's). */
@@ -101,6 +111,17 @@ export function consoleRedisUser(name: string, { prefix }: { prefix: string }): 
   return { name, keys: ['idem_lesson_*'], readOnlyKeys: [`${globEscape(journalKey(prefix, ''))}*`] };
 }
 
+/**
+ * The user of the one process that watches for runaway scripts (`killRunawayScripts`): PING and
+ * SCRIPT KILL, no key. An ioredis cluster client also learns the masters (CLUSTER SLOTS), checks
+ * the cluster is up (CLUSTER INFO) and names its slots connection (CLIENT SETNAME). Connect it
+ * with `enableReadyCheck: false`: a client's own ready check is INFO.
+ */
+export function scriptWatcherRedisUser(name: string, { cluster = false }: { cluster?: boolean } = {}): RedisUser {
+  const clusterClient = cluster ? ['+cluster|slots', '+cluster|info', '+client|setname'] : [];
+  return { name, keys: [], commands: ['+ping', '+script|kill', ...clusterClient] };
+}
+
 /** The user's rules as `ACL SETUSER` takes them (one argument each), with its password. */
 export function aclRules(user: RedisUser, password: string): string[] {
   return [
@@ -110,7 +131,7 @@ export function aclRules(user: RedisUser, password: string): string[] {
     ...user.keys.map((key) => `~${key}`),
     ...(user.readOnlyKeys ?? []).map((key) => `%R~${key}`),
     'resetchannels',
-    ...REDIS_USER_COMMANDS,
+    ...(user.commands ?? REDIS_USER_COMMANDS),
     ...(user.subscriptions?.length
       ? [`(${[...user.subscriptions.map((key) => `~${key}`), ...SUBSCRIPTION_COMMANDS].join(' ')})`]
       : []),
