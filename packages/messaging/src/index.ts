@@ -56,6 +56,7 @@ export {
   deleteRedisUser,
   redisUserOf,
   consoleRedisUser,
+  kedaRedisUser,
   scriptWatcherRedisUser,
   rateLimitPrefix,
   REDIS_USER_COMMANDS,

@@ -19,7 +19,7 @@ export interface RedisUser {
   readonly readOnlyKeys?: readonly string[];
   /** Streams it subscribes to: reached by {@link SUBSCRIPTION_COMMANDS} alone (an ACL selector). @defaultValue none */
   readonly subscriptions?: readonly string[];
-  /** Its commands, as ACL rules, for a user that is no idem process's (the script watcher's). @defaultValue {@link REDIS_USER_COMMANDS} */
+  /** Its commands, as ACL rules, for a user that is no idem process's (KEDA's, the script watcher's). @defaultValue {@link REDIS_USER_COMMANDS} */
   readonly commands?: readonly string[];
 }
 
@@ -109,6 +109,26 @@ export function redisUserOf(
  */
 export function consoleRedisUser(name: string, { prefix }: { prefix: string }): RedisUser {
   return { name, keys: ['idem_lesson_*'], readOnlyKeys: [`${globEscape(journalKey(prefix, ''))}*`] };
+}
+
+/**
+ * KEDA's user: the length of the wait lists it scales workers on, nothing else. KEDA's `redis`
+ * and `redis-cluster` scalers (2.0 on, go-redis) log in with HELLO (AUTH on older servers),
+ * PING once, then every poll send one EVAL of a script that asks the list's TYPE and then its
+ * LLEN. EVAL declares its keys read-write, so the lists are `~` keys, not `%R~`; what may run on
+ * them, TYPE and LLEN, only reads. go-redis's CLIENT SETINFO and CLIENT MAINT_NOTIFICATIONS are
+ * refused, which it ignores. A cluster client also learns the slots (CLUSTER SLOTS) and each
+ * command's routing (COMMAND).
+ */
+export function kedaRedisUser(
+  name: string,
+  { waitLists, cluster = false }: { waitLists: readonly string[]; cluster?: boolean },
+): RedisUser {
+  return {
+    name,
+    keys: [...new Set(waitLists)].sort().map(globEscape),
+    commands: ['+ping', '+eval', '+type', '+llen', ...(cluster ? ['+cluster|slots', '+command'] : [])],
+  };
 }
 
 /**
