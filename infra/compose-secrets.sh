@@ -1,9 +1,9 @@
 #!/bin/sh
 # The compose system's secrets, made on its first start by the one-shot `secrets` service: a
-# random password for each database role, each service's Redis user, Redis's default user and
-# Grafana's admin, each API's operator token and the console's, each service's fault switches
-# token, the key customer tokens are signed with, the console's customer token, the Stripe
-# simulator's key, and the connection URLs made of them. There are no
+# random password for each database role, each service's Redis user, Redis's default user, the
+# script watcher's Redis user and Grafana's admin, each API's operator token and the console's,
+# each service's fault switches token, the key customer tokens are signed with, the console's
+# customer token, the Stripe simulator's key, and the connection URLs made of them. There are no
 # default passwords, and nothing to run before `docker compose up`. A file that exists is kept,
 # so a restart or a second `up` changes nothing; `docker compose down -v` forgets them all.
 #
@@ -58,6 +58,8 @@ process.stdout.write(`${body}.${createHmac("sha256", key).update(body).digest("b
 keep redis-url "redis://:$(value redis-password)@redis:6379"
 # The console's Redis user reads the services' journals and owns its lessons' queues, nothing else.
 secret console-redis-password
+# The script watcher's Redis user may PING and SCRIPT KILL, nothing else.
+secret script-watcher-redis-password
 keep console-redis-url "redis://idem-console:$(value console-redis-password)@redis:6379"
 # The console's lessons make and drop databases of their own on the server, as `lessons`.
 keep lessons-postgres-url "postgresql://lessons:$(value lessons-db-password)@postgres:5432"
@@ -92,13 +94,20 @@ esac
 acl="user default on >$(value redis-password) ~* &* +@all
 user idem-console on >$(value console-redis-password) ~idem_lesson_* %R~idem:journal:* resetchannels +@all -@admin \
 -@dangerous +info +client|setname +client|getname +client|id +cluster|slots +cluster|nodes +cluster|shards +cluster|info \
-+cluster|myid +wait"
++cluster|myid +wait -script|kill -script|flush -script|debug -function"
 if [ -f "$users" ]; then
-  set --
+  set -- -e "s/{{idem-script-watcher}}/$(value script-watcher-redis-password)/"
   for service in $services; do set -- "$@" -e "s/{{idem-$service}}/$(value "$service-redis-password")/"; done
+  # Compose runs no KEDA: no user for it.
   acl="$acl
-$(sed "$@" "$users" | grep -v '^#')"
+$(sed "$@" -e '/^user idem-keda /d' "$users" | grep -v '^#')"
 fi
+# A placeholder left in would be a password anyone can read in this repository.
+case $acl in *'{{'*)
+  echo "idem: $users has a user whose password this script does not fill in" >&2
+  exit 1
+  ;;
+esac
 put redis-users.acl "$acl
 "
 
@@ -117,6 +126,7 @@ share() {
 share postgres postgres-password console-db-password lessons-db-password \
   $(for s in $services; do echo "$s-db-password $s-runtime-db-password"; done)
 share redis redis-password redis-users.acl
+share redis-script-watcher script-watcher-redis-password
 share migrate $(for s in $services; do echo "$s-owner-database-url"; done)
 for service in $services; do
   case $service in

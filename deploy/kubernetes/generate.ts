@@ -11,7 +11,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { serviceOf } from '@idem/contracts';
 import { consumers, reachOf, SERVICE_NAMES, SERVICE_REGISTRY, type ConsumerName, type ServiceName } from '@idem/shop';
-import { aclFileTemplate, queueName, redisUserOf } from '@idem/messaging';
+import { aclFileTemplate, kedaRedisUser, queueName, redisUserOf, scriptWatcherRedisUser } from '@idem/messaging';
 import { SHUTDOWN_TIMEOUT_MS } from '@idem/runtime';
 import { QueueKeys } from 'bullmq';
 import { parse, stringify } from 'yaml';
@@ -145,6 +145,22 @@ function scalerTriggersOf(service: ServiceName, { cluster = false } = {}): objec
     authenticationRef: { name: 'idem-redis' },
   }));
 }
+
+/** KEDA's Redis user, which reads the length of the wait lists and nothing else, and the Secret KEDA logs in with. */
+export const KEDA_REDIS_USER = 'idem-keda';
+export const KEDA_REDIS_SECRET = 'idem-redis-keda';
+/** The user of the container beside Redis that kills a script that never ends (infra/redis-script-watcher.sh), and its Secret. */
+export const SCRIPT_WATCHER_REDIS_USER = 'idem-script-watcher';
+export const SCRIPT_WATCHER_REDIS_SECRET = 'idem-redis-script-watcher';
+
+/**
+ * The pods of KEDA's operator, which runs the scalers (its metrics server asks the operator): the
+ * label both its Helm chart and its release manifests give them, in the `keda` namespace.
+ */
+export const KEDA_OPERATOR_PODS = {
+  namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'keda' } },
+  podSelector: { matchLabels: { app: 'keda-operator' } },
+};
 
 /** A pod's security context: that non-root user, and the runtime's seccomp profile. */
 const runningAs = (uid: number) => ({
@@ -399,8 +415,8 @@ function sharedObjects(): Record<string, object[]> {
 }
 
 /**
- * Who may reach the pods that serve Redis: idem's pods, and KEDA's operator, which reads the wait
- * lists, on the client port; and whatever else `more` lets in.
+ * Who may reach the pods that serve Redis: idem's pods, and KEDA's operator pods (not all of its
+ * namespace), which read the wait lists, on the client port; and whatever else `more` lets in.
  */
 function redisIngressPolicy(name: string, ...more: object[]): object {
   return {
@@ -414,7 +430,7 @@ function redisIngressPolicy(name: string, ...more: object[]): object {
         {
           from: [
             { podSelector: { matchLabels: { 'app.kubernetes.io/part-of': 'idem' } } },
-            { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'keda' } } },
+            KEDA_OPERATOR_PODS, // one peer: its namespace and its label, both
           ],
           ports: [{ protocol: 'TCP', port: 6379 }],
         },
@@ -424,18 +440,40 @@ function redisIngressPolicy(name: string, ...more: object[]): object {
   };
 }
 
+/** Each user of redis-users.acl: the variable Redis's container reads its password into, from which Secret. */
+const REDIS_USER_PASSWORDS = [
+  ...SERVICE_NAMES.map((service) => ({
+    user: `idem-${service}`,
+    variable: `REDIS_USER_${service.toUpperCase()}`,
+    secret: 'idem-redis-users',
+    key: service,
+  })),
+  { user: KEDA_REDIS_USER, variable: 'REDIS_USER_KEDA', secret: KEDA_REDIS_SECRET, key: 'password' },
+  {
+    user: SCRIPT_WATCHER_REDIS_USER,
+    variable: 'REDIS_USER_SCRIPT_WATCHER',
+    secret: SCRIPT_WATCHER_REDIS_SECRET,
+    key: 'password',
+  },
+];
+
 /**
  * Redis's start: the ACL file, from the generated template with each user's password in place of
- * its `{{idem-<service>}}` (passwords of letters, digits, `-` and `_`), into memory, then the server.
+ * its `{{<user>}}` (passwords of letters, digits, `-` and `_`), into memory, then the server. A
+ * placeholder left (a user whose password it is not given) stops it: anyone could read that one.
  */
 const REDIS_START = [
   'set -eu',
   'umask 077',
   '{ echo "user default on >$REDIS_PASSWORD ~* &* +@all"',
-  `  sed ${SERVICE_NAMES.map((s) => `-e "s/{{idem-${s}}}/$REDIS_USER_${s.toUpperCase()}/"`).join(' ')} /etc/idem-redis/redis-users.acl | grep -v '^#'`,
+  `  sed ${REDIS_USER_PASSWORDS.map(({ user, variable }) => `-e "s/{{${user}}}/$${variable}/"`).join(' ')} /etc/idem-redis/redis-users.acl | grep -v '^#'`,
   '} > /run/idem-redis/users.acl',
+  "if grep -q '{{' /run/idem-redis/users.acl; then echo 'redis-users.acl has a user without a password' >&2; exit 1; fi",
   'exec redis-server "$@"',
 ].join('\n');
+
+/** The watcher's loop, as compose runs it too. */
+const SCRIPT_WATCHER = readFileSync(join(root, 'infra/redis-script-watcher.sh'), 'utf8');
 
 function redisObjects(): object[] {
   const labels = labelsOf('redis');
@@ -458,8 +496,9 @@ function redisObjects(): object[] {
                 name: 'redis',
                 image: 'docker.io/library/redis:7.4.6-alpine', // the Lua sandbox fixes (docs/operations.md)
                 imagePullPolicy: 'IfNotPresent',
-                // The users, each service's own (redis-users.acl, its passwords from idem-redis-users)
-                // and `default` for operators and KEDA, are written to a file in memory at start:
+                // The users — each service's own, KEDA's and the script watcher's (redis-users.acl,
+                // their passwords from idem-redis-users, idem-redis-keda, idem-redis-script-watcher)
+                // and `default` for operators — are written to a file in memory at start:
                 // no password is ever on the command line (which `ps` shows on the node). BullMQ
                 // needs what it writes kept (append-only file) and never evicted.
                 command: ['sh', '-c', REDIS_START, 'redis'],
@@ -481,9 +520,9 @@ function redisObjects(): object[] {
                   { name: 'REDIS_PASSWORD', valueFrom: { secretKeyRef: { name: 'idem-redis', key: 'password' } } },
                   // Second: the production overlay patches REDIS_MAXMEMORY by its position.
                   { name: 'REDIS_MAXMEMORY', value: '256mb' },
-                  ...SERVICE_NAMES.map((service) => ({
-                    name: `REDIS_USER_${service.toUpperCase()}`,
-                    valueFrom: { secretKeyRef: { name: 'idem-redis-users', key: service } },
+                  ...REDIS_USER_PASSWORDS.map(({ variable, secret, key }) => ({
+                    name: variable,
+                    valueFrom: { secretKeyRef: { name: secret, key } },
                   })),
                   // redis-cli's own variable: the probe passes no password on its command line either.
                   { name: 'REDISCLI_AUTH', valueFrom: { secretKeyRef: { name: 'idem-redis', key: 'password' } } },
@@ -503,6 +542,24 @@ function redisObjects(): object[] {
                   { name: 'users', mountPath: '/etc/idem-redis', readOnly: true },
                   { name: 'acl', mountPath: '/run/idem-redis' },
                 ],
+              },
+              {
+                // Kills a script that never ends, over the pod's loopback (docs/operations.md): no
+                // service may. Its user may PING and SCRIPT KILL, nothing else.
+                name: 'script-watcher',
+                image: 'docker.io/library/redis:7.4.6-alpine',
+                imagePullPolicy: 'IfNotPresent',
+                command: ['sh', '-c', SCRIPT_WATCHER, 'script-watcher'],
+                env: [
+                  { name: 'REDIS_USER', value: SCRIPT_WATCHER_REDIS_USER },
+                  // redis-cli's own variable: never on its command line.
+                  {
+                    name: 'REDISCLI_AUTH',
+                    valueFrom: { secretKeyRef: { name: SCRIPT_WATCHER_REDIS_SECRET, key: 'password' } },
+                  },
+                ],
+                resources: { requests: { cpu: '10m', memory: '16Mi' }, limits: { cpu: '100m', memory: '32Mi' } },
+                securityContext: restricted,
               },
             ],
             volumes: [
@@ -527,10 +584,13 @@ function redisObjects(): object[] {
     },
     redisIngressPolicy('redis'),
     {
+      // KEDA logs in as its own user, which reads the wait lists' length and nothing else.
       apiVersion: 'keda.sh/v1alpha1',
       kind: 'TriggerAuthentication',
       metadata: { name: 'idem-redis', labels },
-      spec: { secretTargetRef: [{ parameter: 'password', name: 'idem-redis', key: 'password' }] },
+      spec: {
+        secretTargetRef: ['username', 'password'].map((key) => ({ parameter: key, name: KEDA_REDIS_SECRET, key })),
+      },
     },
   ];
 }
@@ -594,19 +654,28 @@ const HEADER = '# Generated by deploy/kubernetes/generate.ts (pnpm k8s:generate)
 const yamlOf = (objects: object[]) =>
   HEADER + objects.map((object) => stringify(object, { lineWidth: 0 })).join('---\n');
 
-/** The Redis user of each service (its name is `idem-<service>`), for one Redis or for a cluster's hash-tagged queues. */
+/**
+ * Redis's users: each service's (`idem-<service>`), KEDA's (the wait lists' length) and the
+ * script watcher's, for one Redis or for a cluster's hash-tagged queues.
+ */
 export function redisUsersOf({ cluster = false } = {}) {
   const redisUrl = cluster ? 'redis+cluster://redis-cluster:6379' : 'redis://redis:6379';
-  return SERVICE_NAMES.map((service) => {
-    return redisUserOf(`idem-${service}`, { prefix: QUEUE_PREFIX, service, redisUrl, ...reachOf(service) });
-  });
+  const waitLists = SERVICE_NAMES.flatMap((service) => waitListsOf(service, { cluster }).map(({ key }) => key));
+  return [
+    ...SERVICE_NAMES.map((service) => {
+      return redisUserOf(`idem-${service}`, { prefix: QUEUE_PREFIX, service, redisUrl, ...reachOf(service) });
+    }),
+    kedaRedisUser(KEDA_REDIS_USER, { waitLists, cluster }),
+    // Beside each node, on its loopback: no cluster client.
+    scriptWatcherRedisUser(SCRIPT_WATCHER_REDIS_USER),
+  ];
 }
 
 const ACL_HEADER =
   "# Generated by deploy/kubernetes/generate.ts (pnpm k8s:generate); do not edit. Each service's Redis user:\n" +
   '# only the keys of the queues it consumes and the streams it publishes (their subscribers and positions), and\n' +
-  '# of the streams it subscribes to: read, its own positions and leases, and its name added to the subscribers.\n' +
-  "# {{idem-<service>}} is that user's password.\n";
+  '# of the streams it subscribes to: read, its own positions and leases, and its name added to the subscribers;\n' +
+  "# KEDA's, the wait lists' length; the script watcher's, PING and SCRIPT KILL. {{<user>}} is that user's password.\n";
 
 /** What generate.ts writes, by path under deploy/kubernetes: the base and the Redis Cluster component. */
 export function generateManifests(): Record<string, string> {

@@ -41,8 +41,13 @@ import { SERVICE_CONFIGS, unknownVariables } from '../../infra/repository/servic
 import {
   databaseRolesOf,
   generateManifests,
+  KEDA_OPERATOR_PODS,
+  KEDA_REDIS_SECRET,
+  KEDA_REDIS_USER,
   migratorSecretOf,
   REDIS_POD_LABEL,
+  SCRIPT_WATCHER_REDIS_SECRET,
+  SCRIPT_WATCHER_REDIS_USER,
   secretVariablesOf,
 } from './generate.js';
 
@@ -74,7 +79,8 @@ interface K8sObject {
       spec: { containers: Container[]; initContainers?: Container[]; terminationGracePeriodSeconds?: number };
     };
     scaleTargetRef?: { name: string };
-    triggers?: { type: string; metadata: Record<string, string> }[];
+    triggers?: { type: string; metadata: Record<string, string>; authenticationRef?: { name: string } }[];
+    secretTargetRef?: { parameter: string; name: string; key: string }[];
   };
 }
 
@@ -409,6 +415,78 @@ describe('deploy/kubernetes', () => {
     expect(new Set(types)).toEqual(new Set(['redis-cluster']));
   });
 
+  it.each(OVERLAYS)(
+    "lets KEDA's operator pods alone reach Redis in the %s overlay, as a user that reads the wait lists' length and nothing else",
+    (overlay) => {
+      const objects = rendered[overlay];
+      const cluster = overlay === 'production-redis-cluster';
+      const auth = objects.find((o) => o.kind === 'TriggerAuthentication' && o.metadata.name === 'idem-redis')!;
+      expect(auth.spec!.secretTargetRef).toEqual([
+        { parameter: 'username', name: KEDA_REDIS_SECRET, key: 'username' },
+        { parameter: 'password', name: KEDA_REDIS_SECRET, key: 'password' },
+      ]);
+      const triggers = objects.filter((o) => o.kind === 'ScaledObject').flatMap((o) => o.spec!.triggers!);
+      expect(new Set(triggers.map((t) => t.authenticationRef?.name))).toEqual(new Set(['idem-redis']));
+      // Its user in the users file Redis loads (a cluster's operator loads the component's): the
+      // triggers' lists as its only keys, and KEDA's commands.
+      const acl = cluster
+        ? readFileSync(join(here, 'components/redis-cluster/redis-users.acl'), 'utf8')
+        : objects.find((o) => o.kind === 'ConfigMap' && o.metadata.name.startsWith('redis-users'))!.data![
+            'redis-users.acl'
+          ]!;
+      const rules = acl
+        .split('\n')
+        .find((line) => line.startsWith(`user ${KEDA_REDIS_USER} on `))!
+        .split(' ')
+        .slice(4);
+      expect(rules.filter((rule) => rule.startsWith('~')).sort()).toEqual(
+        [...new Set(triggers.map((t) => `~${t.metadata.listName}`))].sort(),
+      );
+      expect(rules.filter((rule) => !rule.startsWith('~'))).toEqual([
+        'resetchannels',
+        '+ping',
+        '+eval',
+        '+type',
+        '+llen',
+        ...(cluster ? ['+cluster|slots', '+command'] : []),
+      ]);
+      // Redis's client port: idem's pods, and KEDA's operator pods in KEDA's namespace (one peer:
+      // both selectors), not every pod of that namespace.
+      const policy = objects.find(
+        (o) => o.kind === 'NetworkPolicy' && o.metadata.name === (cluster ? 'redis-cluster' : 'redis'),
+      ) as unknown as { spec: { ingress: { from: object[]; ports: object[] }[] } };
+      const [clients, ...others] = policy.spec.ingress;
+      expect(clients).toEqual({
+        from: [{ podSelector: { matchLabels: { 'app.kubernetes.io/part-of': 'idem' } } }, KEDA_OPERATOR_PODS],
+        ports: [{ protocol: 'TCP', port: 6379 }],
+      });
+      for (const rule of others) expect(rule.from).toEqual([{ podSelector: { matchLabels: REDIS_POD_LABEL } }]);
+    },
+  );
+
+  it.each(['dev', 'production'] as const)(
+    "runs the script watcher beside Redis in the %s overlay: compose's loop, as a user that may only PING and SCRIPT KILL",
+    (overlay) => {
+      const redis = rendered[overlay].find((o) => o.kind === 'StatefulSet' && o.metadata.name === 'redis')!;
+      const watcher = redis.spec!.template!.spec.containers.find((c) => c.name === 'script-watcher')!;
+      expect(watcher.command).toEqual([
+        'sh',
+        '-c',
+        readFileSync(join(here, '../../infra/redis-script-watcher.sh'), 'utf8'),
+        'script-watcher',
+      ]);
+      expect(watcher.env).toEqual([
+        { name: 'REDIS_USER', value: SCRIPT_WATCHER_REDIS_USER },
+        { name: 'REDISCLI_AUTH', valueFrom: { secretKeyRef: { name: SCRIPT_WATCHER_REDIS_SECRET, key: 'password' } } },
+      ]);
+      const acl = rendered[overlay].find((o) => o.kind === 'ConfigMap' && o.metadata.name.startsWith('redis-users'))!
+        .data!['redis-users.acl']!;
+      expect(acl.split('\n')).toContain(
+        `user ${SCRIPT_WATCHER_REDIS_USER} on >{{${SCRIPT_WATCHER_REDIS_USER}}} resetchannels +ping +script|kill`,
+      );
+    },
+  );
+
   it('keeps every variable the base reads from a Secret reading it from that Secret in each overlay (a patch by position cannot overwrite one)', () => {
     const fromSecrets = (objects: readonly K8sObject[]) =>
       objects.flatMap((o) =>
@@ -444,6 +522,10 @@ describe('deploy/kubernetes', () => {
         ...secretVariablesOf(s).map((v) => `${v.secret}.${v.key}`),
         `${migratorSecretOf(s)}.url`,
       ]),
+      // KEDA's, through its TriggerAuthentication.
+      ...rendered.production
+        .filter((o) => o.kind === 'TriggerAuthentication')
+        .flatMap((o) => o.spec!.secretTargetRef!.map((ref) => `${ref.name}.${ref.key}`)),
       ...redis.spec!.template!.spec.containers.flatMap((c) =>
         (c.env ?? []).flatMap((e) =>
           e.valueFrom?.secretKeyRef ? [`${e.valueFrom.secretKeyRef.name}.${e.valueFrom.secretKeyRef.key}`] : [],

@@ -9,7 +9,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { migrate } from '@idem/database';
-import { createPostgresServer, exited, type PostgresServer } from '@idem/testkit';
+import { createPostgresServer, endlessScript, exited, waitFor, type PostgresServer } from '@idem/testkit';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -158,35 +158,48 @@ describe('infra/postgres/init.sh on a real PostgreSQL', () => {
   });
 });
 
-describe("Redis with compose's command and users", () => {
-  it('admits each service as its own user, only to its queues, the console to the journal alone, and the default user by password; no password on its command line; append-only, a memory limit, noeviction', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'idem-redis-'));
-    const port = randomInt(16_400, 17_000);
-    // The users file is in Redis's secrets volume: here, a folder of its share.
-    const secretsDir = secretsFolder('redis');
-    const command = services.redis!.command!.map((arg) => arg.replaceAll(`${SECRETS_DIR}/`, `${secretsDir}/`));
-    const redisServer = spawn(
-      'redis-server',
-      [...command, '--port', String(port), '--bind', '127.0.0.1', '--dir', dir],
-      {
-        stdio: 'ignore',
-      },
-    );
-    const on = (composeUrl: string) => {
+/** Redis as compose starts it (its command, its users file), on a port of the test's own. */
+function startComposeRedis() {
+  const dir = mkdtempSync(join(tmpdir(), 'idem-redis-'));
+  const port = randomInt(16_400, 17_000);
+  // The users file is in Redis's secrets volume: here, a folder of its share.
+  const secretsDir = secretsFolder('redis');
+  const command = services.redis!.command!.map((arg) => arg.replaceAll(`${SECRETS_DIR}/`, `${secretsDir}/`));
+  const server = spawn('redis-server', [...command, '--port', String(port), '--bind', '127.0.0.1', '--dir', dir], {
+    stdio: 'ignore',
+  });
+  return {
+    port,
+    server,
+    /** A compose URL, pointed at this server. */
+    on: (composeUrl: string) => {
       const url = new URL(composeUrl);
       url.host = `127.0.0.1:${port}`;
       return url.toString();
-    };
-    // Commands wait while ioredis retries its connection, until the server listens.
-    const connect = (url: string | undefined) => {
-      const client = url ? new Redis(url, { retryStrategy: () => 100 }) : new Redis({ port, retryStrategy: () => 100 });
-      client.on('error', () => {}); // refusals until it listens
-      return client;
-    };
-    const operator = connect(on(secrets['redis-url']!));
-    const console_ = connect(on(environments.console!.REDIS_URL!));
-    const inventory = connect(on(environments.inventory!.REDIS_URL!));
-    const anonymous = connect(undefined);
+    },
+    async stop() {
+      server.kill('SIGKILL');
+      await exited(server);
+      rmSync(dir, { recursive: true, force: true });
+      rmSync(secretsDir, { recursive: true, force: true });
+    },
+  };
+}
+
+// Commands wait while ioredis retries its connection, until the server listens.
+const connect = (url: string) => {
+  const client = new Redis(url, { retryStrategy: () => 100 });
+  client.on('error', () => {}); // refusals until it listens
+  return client;
+};
+
+describe("Redis with compose's command and users", () => {
+  it('admits each service as its own user, only to its queues, the console to the journal alone, and the default user by password; no password on its command line; append-only, a memory limit, noeviction', async () => {
+    const redis = startComposeRedis();
+    const operator = connect(redis.on(secrets['redis-url']!));
+    const console_ = connect(redis.on(environments.console!.REDIS_URL!));
+    const inventory = connect(redis.on(environments.inventory!.REDIS_URL!));
+    const anonymous = connect(`redis://127.0.0.1:${redis.port}`);
     try {
       expect(await inventory.ping()).toBe('PONG');
       await expect(anonymous.ping()).rejects.toThrow(/NOAUTH/);
@@ -207,15 +220,55 @@ describe("Redis with compose's command and users", () => {
       expect(await operator.config('GET', 'maxmemory-policy')).toEqual(['maxmemory-policy', 'noeviction']);
       expect(await operator.config('GET', 'busy-reply-threshold')).toEqual(['busy-reply-threshold', '1000']);
       expect(((await operator.config('GET', 'maxmemory')) as string[])[1]).toBe(String(256 * 1024 * 1024));
-      const commandLine = readFileSync(`/proc/${redisServer.pid}/cmdline`, 'utf8');
+      const commandLine = readFileSync(`/proc/${redis.server.pid}/cmdline`, 'utf8');
       for (const name of ['redis-password', 'inventory-redis-password', 'console-redis-password'])
         expect(commandLine, name).not.toContain(secrets[name]!);
     } finally {
       for (const client of [operator, console_, inventory, anonymous]) client.disconnect();
-      redisServer.kill('SIGTERM');
-      await exited(redisServer);
-      rmSync(dir, { recursive: true, force: true });
+      await redis.stop();
+    }
+  }, 30_000);
+
+  it("kills a script that never ends with compose's redis-script-watcher, as its own user: a service's user may neither kill a script nor flush them", async () => {
+    const redis = startComposeRedis();
+    const inventory = connect(redis.on(environments.inventory!.REDIS_URL!));
+    // The watcher as compose runs it: its entrypoint, its script and secrets, its environment.
+    const watcher = services['redis-script-watcher']!;
+    const secretsDir = secretsFolder('redis-script-watcher');
+    const mounted = Object.fromEntries(
+      watcher.volumes!.filter((v) => v.startsWith('./')).map((v) => [v.split(':')[1]!, join(root, v.split(':')[0]!)]),
+    );
+    const env = Object.fromEntries(
+      Object.entries(watcher.environment!).map(([name, value]) => [
+        name,
+        String(value).replace(`${SECRETS_DIR}/`, `${secretsDir}/`),
+      ]),
+    );
+    const [shell, ...args] = watcher.entrypoint!.map((arg) => mounted[arg] ?? arg);
+    let printed = '';
+    let stopped: Awaited<ReturnType<typeof exited>> = null;
+    const watching = spawn(shell!, args, {
+      env: { ...process.env, ...env, REDIS_HOST: '127.0.0.1', REDIS_PORT: String(redis.port) },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    for (const stream of [watching.stdout!, watching.stderr!])
+      stream.on('data', (chunk: Buffer) => (printed += chunk.toString()));
+    try {
+      expect(await inventory.ping()).toBe('PONG');
+      await expect(inventory.call('SCRIPT', 'KILL')).rejects.toThrow(/NOPERM/);
+      await expect(inventory.call('SCRIPT', 'FLUSH')).rejects.toThrow(/NOPERM/);
+      const { ended, afterMs } = await endlessScript(inventory);
+      expect(ended).toMatch(/killed/i);
+      expect(afterMs).toBeLessThan(5_000); // the threshold (1 s) and a ping or two
+      await waitFor(() => printed.includes('busy-reply-threshold: killed'), { what: "the watcher's report" });
+      expect(printed).not.toMatch(/cannot watch/);
+    } finally {
+      watching.kill('SIGTERM');
+      stopped = await exited(watching);
+      inventory.disconnect();
+      await redis.stop();
       rmSync(secretsDir, { recursive: true, force: true });
     }
+    expect(stopped).toBe(0); // it stops when told
   }, 30_000);
 });

@@ -14,7 +14,7 @@ import { Ajv } from 'ajv';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { DEFAULT_PORTS } from '@idem/native-run';
-import { aclFileLine, consoleRedisUser } from '@idem/messaging';
+import { aclFileLine, consoleRedisUser, scriptWatcherRedisUser } from '@idem/messaging';
 
 import { ENTRYPOINTS } from '../../scripts/build.js';
 import {
@@ -68,6 +68,7 @@ describe('docker-compose.yml', () => {
         'console-stripe-api-key',
         'console-redis-password',
         'console-customer-token',
+        'script-watcher-redis-password',
         ...services_.flatMap((s) => [
           `${s}-db-password`,
           `${s}-runtime-db-password`,
@@ -119,6 +120,7 @@ describe('docker-compose.yml', () => {
     expect(holders('admin-token')).toEqual(['console']);
     expect(holders('jwt-secret')).toEqual(['orders-api']);
     expect(holders('redis-password')).toEqual(['redis']);
+    expect(holders('script-watcher-redis-password')).toEqual(['redis-script-watcher']);
     for (const service of Object.keys(SERVICES)) {
       expect(holders(`${service}-database-url`), service).toEqual([service, `${service}-api`].sort());
       expect(holders(`${service}-redis-url`), service).toEqual([service, `${service}-api`].sort());
@@ -300,6 +302,18 @@ describe('docker-compose.yml', () => {
       secrets['console-redis-password']!,
     );
     expect(shared.redis!['redis-users.acl']!.split('\n')).toContain(consoleLine);
+    // The script watcher's, which may PING and SCRIPT KILL; no KEDA's (compose runs none), and no
+    // password left a placeholder.
+    const watcherLine = aclFileLine(
+      scriptWatcherRedisUser('idem-script-watcher'),
+      secrets['script-watcher-redis-password']!,
+    );
+    expect(shared.redis!['redis-users.acl']!.split('\n')).toContain(watcherLine);
+    expect(shared.redis!['redis-users.acl']).not.toMatch(/idem-keda|\{\{/);
+    expect(environments['redis-script-watcher']).toMatchObject({
+      REDIS_USER: 'idem-script-watcher',
+      REDISCLI_AUTH: secrets['script-watcher-redis-password'],
+    });
     expect((services.redis!.healthcheck as { test: string[] }).test.join(' ')).toContain(
       'REDISCLI_AUTH=$(cat /run/idem-secrets/redis-password) redis-cli ping',
     );

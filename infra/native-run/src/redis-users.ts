@@ -6,34 +6,49 @@ import {
   connectRedis,
   consoleRedisUser,
   deleteRedisUser,
+  isClusterUrl,
+  killRunawayScripts,
   mastersOf,
   redisUserOf,
+  scriptWatcherRedisUser,
   setRedisUser,
   type RedisUser,
 } from '@idem/messaging';
 
 /**
  * A Redis user for each service, as compose and Kubernetes give them: each reaches only its own
- * queues, streams and subscriptions (docs/operations.md "Redis users"); and the console's, which
- * reads the journal and owns its lessons' queues. Made with a fresh password on the system's Redis
- * (every node of a cluster) as the system starts, removed as it stops. `as` turns a service's (or
- * the console's) REDIS_URL into one that logs in as its user.
+ * queues, streams and subscriptions (docs/operations.md "Redis users"); the console's, which
+ * reads the journal and owns its lessons' queues; and the script watcher's, which may only PING
+ * and SCRIPT KILL. Made with a fresh password on the system's Redis (every node of a cluster) as
+ * the system starts, removed as it stops. `as` turns a service's (or the console's, or the
+ * watcher's) REDIS_URL into one that logs in as its user.
  */
 export async function provisionRedisUsers(
   redisUrl: string,
   prefix: string,
   services: readonly ServiceName[],
-): Promise<{ as(part: ServiceName | 'console', url: string): string; remove(): Promise<void>; version: string }> {
+): Promise<{
+  as(part: ServiceName | 'console' | 'script-watcher', url: string): string;
+  remove(): Promise<void>;
+  version: string;
+}> {
   const admin = connectRedis(redisUrl, { maxRetriesPerRequest: 3 });
   try {
     await clusterReady(admin);
     const password = () => randomBytes(24).toString('hex');
-    const users = new Map<ServiceName | 'console', { user: RedisUser; password: string }>([
+    const users = new Map<ServiceName | 'console' | 'script-watcher', { user: RedisUser; password: string }>([
       ...services.map((service) => {
         const user = redisUserOf(`${prefix}-${service}`, { prefix, service, redisUrl, ...reachOf(service) });
         return [service, { user, password: password() }] as const;
       }),
       ['console', { user: consoleRedisUser(`${prefix}-console`, { prefix }), password: password() }],
+      [
+        'script-watcher',
+        {
+          user: scriptWatcherRedisUser(`${prefix}-script-watcher`, { cluster: isClusterUrl(redisUrl) }),
+          password: password(),
+        },
+      ],
     ]);
     for (const { user, password } of users.values()) await setRedisUser(admin, user, password);
     const version = /^redis_version:(\S+)/m.exec(await mastersOf(admin)[0]!.info('server'))?.[1] ?? 'unknown';
@@ -56,6 +71,23 @@ export async function provisionRedisUsers(
   } finally {
     admin.disconnect();
   }
+}
+
+/**
+ * The system's one watch for a script that never ends (`killRunawayScripts`), in this process, on
+ * `redisUrl` as the watcher's user: the services neither watch nor may kill a script. Its user
+ * may not INFO, ioredis's ready check. Returns a function that stops it.
+ */
+export function watchRunawayScripts(redisUrl: string, log: (line: string) => void): () => void {
+  const redis = connectRedis(redisUrl, { enableReadyCheck: false, maxRetriesPerRequest: 1 });
+  redis.on('error', () => {}); // Redis down is the services' to report, not this watch's
+  const stop = killRunawayScripts(redis, {
+    onBusy: (outcome) => log(`a Lua script held Redis past its busy-reply-threshold: ${outcome}`),
+  });
+  return () => {
+    stop();
+    redis.disconnect();
+  };
 }
 
 /** The first release of each line with the Lua sandbox fixes (CVE-2025-49844 and others) that cross-user isolation rests on. */

@@ -7,7 +7,7 @@ import { SERVICE_NAMES, SERVICE_REGISTRY, type ServiceName } from '@idem/shop';
 import { DEVELOPMENT_JWT_SECRET, isLoopbackAddress } from '@idem/http';
 import { asRole, databaseRolesOf, provisionDatabase } from './databases.js';
 import { bundleNamedBy, IMAGE_ENV, SERVICE_IMAGE_COMMAND } from './deployed.js';
-import { hasLuaSandboxFixes, provisionRedisUsers } from './redis-users.js';
+import { hasLuaSandboxFixes, provisionRedisUsers, watchRunawayScripts } from './redis-users.js';
 import { consoleCustomerToken, customerTokensOf, operatorTokenVariable } from './tokens.js';
 
 /** What every key the Stripe simulator accepts begins with (payments' configuration knows it so). */
@@ -330,6 +330,12 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
       `Redis ${redisUsers.version} lacks the Lua sandbox fixes of 7.2.11 / 7.4.6 / 8.0.4 / 8.2.2: its users keep the ` +
         'services apart only as far as those scripts do. Compose and Kubernetes run 7.4.6; use a fixed Redis beyond a dev machine.',
     );
+  // The system's one watch for a script that never ends: this process, as a user that may only PING and SCRIPT KILL.
+  const stopWatching = watchRunawayScripts(redisUsers.as('script-watcher', redisUrl), (line) => log('redis', line));
+  const releaseRedis = async () => {
+    stopWatching();
+    await redisUsers.remove();
+  };
   for (const service of SERVICES) {
     const part = parts[service]!;
     part.env = { ...part.env, REDIS_URL: redisUsers.as(service, part.env.REDIS_URL ?? redisUrl) };
@@ -403,7 +409,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
     }),
   );
   await migrated.catch(async (error: unknown) => {
-    await redisUsers.remove();
+    await releaseRedis();
     throw error;
   });
 
@@ -433,7 +439,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
   } catch (error) {
     stopping = true;
     await stopAll(processes);
-    await redisUsers.remove();
+    await releaseRedis();
     throw error;
   }
 
@@ -449,7 +455,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
     stop: async () => {
       stopping = true;
       await stopAll(processes);
-      await redisUsers.remove();
+      await releaseRedis();
     },
   };
 }

@@ -56,6 +56,8 @@ export {
   deleteRedisUser,
   redisUserOf,
   consoleRedisUser,
+  kedaRedisUser,
+  scriptWatcherRedisUser,
   rateLimitPrefix,
   REDIS_USER_COMMANDS,
   NO_CONSUMER_GROUPS,

@@ -11,12 +11,20 @@ import {
   waitFor,
   type TestDatabase,
 } from '@idem/testkit';
+import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startConsumer } from './consumer.js';
 import { createPublisher } from './publisher.js';
 import { asRedisUser } from './redis.js';
-import { consoleRedisUser, deleteRedisUser, rateLimitPrefix, redisUserOf, setRedisUser } from './redis-users.js';
+import {
+  consoleRedisUser,
+  deleteRedisUser,
+  kedaRedisUser,
+  rateLimitPrefix,
+  redisUserOf,
+  setRedisUser,
+} from './redis-users.js';
 import { journalKey } from './journal.js';
 import { leaseOf, positionOf, streamOf, subscribersOf } from './subscriptions.js';
 import { shop } from '@idem/shop';
@@ -183,6 +191,52 @@ describe("the console's Redis user", () => {
       asConsole.disconnect();
       await deleteRedisUser(admin, consoleUser.name);
       await admin.del(journalKey(prefix, 'orders'));
+    }
+  });
+});
+
+describe("KEDA's Redis user", () => {
+  const queue = `${prefix}:payments.stock-reserved.v1`; // its wait list as BullMQ names it (below)
+  const kedaUser = kedaRedisUser(`${prefix}-keda`, { waitLists: [`${queue}:wait`] });
+  const kedaPassword = randomBytes(16).toString('hex');
+  /** What KEDA's list scalers send each poll: one script that reads the key's type, then its length. */
+  const LIST_LENGTH = `local listType = redis.call('type', KEYS[1]).ok
+    if listType == 'list' or listType == 'none' then return redis.call('llen', KEYS[1]) end
+    return redis.error_reply('ERR not a list: ' .. listType)`;
+
+  it('reads the length of the wait lists it scales on and nothing else: no job, no other key, no write, no FLUSHALL', async () => {
+    await setRedisUser(admin, kedaUser, kedaPassword);
+    const queued = new Queue('payments.stock-reserved.v1', { prefix, connection: admin });
+    const asKeda = new Redis(asRedisUser(redisUrl, kedaUser.name, kedaPassword), {
+      maxRetriesPerRequest: 1,
+      enableReadyCheck: false, // KEDA's client asks no INFO, and its user may not
+    });
+    try {
+      await queued.add('probe', {});
+      const [jobId] = await admin.lrange(`${queue}:wait`, 0, 0);
+      const waiting = await admin.llen(`${queue}:wait`);
+      expect(waiting).toBeGreaterThan(0);
+      expect(await asKeda.ping()).toBe('PONG');
+      expect(await asKeda.eval(LIST_LENGTH, 1, `${queue}:wait`)).toBe(waiting);
+      expect(await asKeda.llen(`${queue}:wait`)).toBe(waiting);
+      // The job, its list's entries, the queue's other keys: none.
+      await expect(asKeda.hgetall(`${queue}:${jobId}`)).rejects.toThrow(/NOPERM/);
+      await expect(asKeda.get(`${queue}:${jobId}`)).rejects.toThrow(/NOPERM/);
+      await expect(asKeda.lrange(`${queue}:wait`, 0, -1)).rejects.toThrow(/NOPERM/);
+      await expect(asKeda.llen(`${queue}:active`)).rejects.toThrow(/NOPERM/);
+      await expect(asKeda.eval(LIST_LENGTH, 1, `${queue}:active`)).rejects.toThrow(/NOPERM|can't access/);
+      // No write, in a script or not; nothing of the server's.
+      await expect(asKeda.set(`${queue}:wait`, 'x')).rejects.toThrow(/NOPERM/);
+      await expect(asKeda.eval("return redis.call('lpop', KEYS[1])", 1, `${queue}:wait`)).rejects.toThrow(
+        /can't run this command/,
+      );
+      await expect(asKeda.flushall()).rejects.toThrow(/NOPERM/);
+      await expect(asKeda.config('GET', 'maxmemory')).rejects.toThrow(/NOPERM/);
+      expect(await admin.llen(`${queue}:wait`)).toBe(waiting);
+    } finally {
+      asKeda.disconnect();
+      await queued.close();
+      await deleteRedisUser(admin, kedaUser.name);
     }
   });
 });

@@ -23,13 +23,19 @@ export interface RedisUser {
    * subscribes to, where it adds its consumers' names and can remove nobody's. @defaultValue none
    */
   readonly addOnlyKeys?: readonly string[];
+  /** Its commands, as ACL rules, for a user that is no idem process's (KEDA's, the script watcher's). @defaultValue {@link REDIS_USER_COMMANDS} */
+  readonly commands?: readonly string[];
 }
 
 /**
  * The commands every idem process needs, as ACL rules: all but the server's administration and
  * the dangerous ones (FLUSHALL, CONFIG, KEYS, …), plus the few of those BullMQ and ioredis use —
  * INFO (the server's version and memory), CLIENT SETNAME, the cluster's topology, and WAIT (the
- * relay's durability check).
+ * relay's durability check). Not the scripts of others: SCRIPT KILL (stop another service's
+ * script), SCRIPT FLUSH (empty the server's script cache), SCRIPT DEBUG (whose synchronous mode
+ * holds the server for as long as its client likes) and FUNCTION (a function that never ends is
+ * out of SCRIPT KILL's reach). ioredis sends EVAL, then EVALSHA, and never those; only the
+ * process that watches for runaway scripts kills one ({@link scriptWatcherRedisUser}).
  */
 export const REDIS_USER_COMMANDS = [
   '+@all',
@@ -45,6 +51,10 @@ export const REDIS_USER_COMMANDS = [
   '+cluster|info',
   '+cluster|myid',
   '+wait',
+  '-script|kill',
+  '-script|flush',
+  '-script|debug',
+  '-function',
 ] as const;
 
 /**
@@ -113,6 +123,37 @@ export function consoleRedisUser(name: string, { prefix }: { prefix: string }): 
   return { name, keys: ['idem_lesson_*'], readOnlyKeys: [`${globEscape(journalKey(prefix, ''))}*`] };
 }
 
+/**
+ * KEDA's user: the length of the wait lists it scales workers on, nothing else. KEDA's `redis`
+ * and `redis-cluster` scalers (2.0 on, go-redis) log in with HELLO (AUTH on older servers),
+ * PING once, then every poll send one EVAL of a script that asks the list's TYPE and then its
+ * LLEN. EVAL declares its keys read-write, so the lists are `~` keys, not `%R~`; what may run on
+ * them, TYPE and LLEN, only reads. go-redis's CLIENT SETINFO and CLIENT MAINT_NOTIFICATIONS are
+ * refused, which it ignores. A cluster client also learns the slots (CLUSTER SLOTS) and each
+ * command's routing (COMMAND).
+ */
+export function kedaRedisUser(
+  name: string,
+  { waitLists, cluster = false }: { waitLists: readonly string[]; cluster?: boolean },
+): RedisUser {
+  return {
+    name,
+    keys: [...new Set(waitLists)].sort().map(globEscape),
+    commands: ['+ping', '+eval', '+type', '+llen', ...(cluster ? ['+cluster|slots', '+command'] : [])],
+  };
+}
+
+/**
+ * The user of the one process that watches for runaway scripts (`killRunawayScripts`): PING and
+ * SCRIPT KILL, no key. An ioredis cluster client also learns the masters (CLUSTER SLOTS), checks
+ * the cluster is up (CLUSTER INFO) and names its slots connection (CLIENT SETNAME). Connect it
+ * with `enableReadyCheck: false`: a client's own ready check is INFO.
+ */
+export function scriptWatcherRedisUser(name: string, { cluster = false }: { cluster?: boolean } = {}): RedisUser {
+  const clusterClient = cluster ? ['+cluster|slots', '+cluster|info', '+client|setname'] : [];
+  return { name, keys: [], commands: ['+ping', '+script|kill', ...clusterClient] };
+}
+
 /** The user's rules as `ACL SETUSER` takes them (one argument each), with its password. */
 export function aclRules(user: RedisUser, password: string): string[] {
   return [
@@ -122,7 +163,7 @@ export function aclRules(user: RedisUser, password: string): string[] {
     ...user.keys.map((key) => `~${key}`),
     ...(user.readOnlyKeys ?? []).map((key) => `%R~${key}`),
     'resetchannels',
-    ...REDIS_USER_COMMANDS,
+    ...(user.commands ?? REDIS_USER_COMMANDS),
     // A subscriber's: no consumer group, and its names added to the subscribers of what it reads.
     ...(user.addOnlyKeys?.length
       ? [...NO_CONSUMER_GROUPS, `(${[...user.addOnlyKeys.map((key) => `%W~${key}`), '+sadd'].join(' ')})`]

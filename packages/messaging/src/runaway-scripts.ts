@@ -7,6 +7,12 @@ import { mastersOf, type RedisClient } from './redis.js';
  * nothing then ends with an error for its caller; one that wrote cannot be killed (Redis answers
  * `UNKILLABLE`, and only an operator's `SHUTDOWN NOSAVE` ends it: docs/operations.md, "A script
  * that never ends"). Returns a function that stops watching.
+ *
+ * Run it in one process per deployment, on a connection of its own as a user of
+ * `scriptWatcherRedisUser` (PING and SCRIPT KILL, no key; connect with `enableReadyCheck: false`):
+ * no service's user may kill a script, and a watch in every process would ping Redis from each.
+ * idem's native run watches in the process of `pnpm start`; compose and Kubernetes run
+ * infra/redis-script-watcher.sh beside Redis instead.
  */
 export function killRunawayScripts(
   redis: RedisClient,

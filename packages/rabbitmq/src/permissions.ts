@@ -6,8 +6,8 @@ export interface Reach {
   readonly consumes: readonly string[];
   /** The contracts it publishes: their exchanges. */
   readonly publishes: readonly string[];
-  /** The contracts its consumers subscribe to: their exchanges, which its queues are bound to. */
-  readonly subscribes: readonly string[];
+  /** Its consumers' subscriptions, each a contract and a consumer: the contracts' exchanges, which its queues are bound to. */
+  readonly subscribes: readonly { readonly contract: string; readonly consumer: string }[];
 }
 
 /**
@@ -42,8 +42,9 @@ export interface RabbitmqPermissions {
  * the producer declared (`UnboundSubscriptionError` till then).
  */
 export function rabbitmqPermissionsOf(reach: Reach, names: Names = { prefix: 'idem' }): RabbitmqPermissions {
+  const subscribed = reach.subscribes.map(({ contract }) => contract);
   for (const consumer of reach.consumes)
-    if (reach.publishes.includes(consumer) || reach.subscribes.includes(consumer))
+    if (reach.publishes.includes(consumer) || subscribed.includes(consumer))
       throw new Error(
         `${consumer} names a consumer and a contract: its queue and the contract's exchange would share a name`,
       );
@@ -58,7 +59,7 @@ export function rabbitmqPermissionsOf(reach: Reach, names: Names = { prefix: 'id
   return {
     configure: anyOf([...owned, ...exchanges(reach.publishes)]),
     write: anyOf([...owned, ...exchanges(reach.publishes)]),
-    read: anyOf([...owned, ...exchanges(reach.subscribes)]),
+    read: anyOf([...owned, ...exchanges(subscribed)]),
   };
 }
 

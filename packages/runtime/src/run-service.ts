@@ -14,7 +14,6 @@ import { classifyFailure } from '@idem/inbox';
 import {
   connectRedis,
   createDeliveryJournal,
-  killRunawayScripts,
   mastersOf,
   type DeliveryJournal,
   type Publisher,
@@ -77,9 +76,6 @@ export async function runService<Tx extends SqlClient, S extends CatalogueSpec>(
   const { name, config, log, db } = service;
   const shared = sharedContext(service);
   const { redis, journal } = shared;
-  const stopWatching = killRunawayScripts(redis, {
-    onBusy: (outcome) => log.error({ outcome }, `a Lua script held Redis past its busy-reply-threshold: ${outcome}`),
-  });
   const started: StartedPart[] = [];
   let idem: Idem<Tx, Publisher> | undefined;
   /** Parts in reverse, the composition (consumers finish or abandon in-flight deliveries), then the connections. */
@@ -87,7 +83,6 @@ export async function runService<Tx extends SqlClient, S extends CatalogueSpec>(
     for (const part of [...started].reverse()) await part.stop?.();
     await idem?.stop();
     await journal.close();
-    stopWatching();
     redis.disconnect();
     await db.$disconnect();
   }

@@ -352,5 +352,6 @@ export function printed(child: ChildProcess, line: string): Promise<void> {
 export { createPostgresServer, postgresBinDir, type PostgresServer } from './postgres-server.js';
 export { startOtlpReceiver, type ReceivedSpan } from './otlp-receiver.js';
 export { startRedisCluster, type RedisCluster, type RedisClusterNode } from './redis-cluster.js';
+export { endlessScript, startRedisServer, type RedisServer } from './redis-server.js';
 export { held, heldTransactions, finishedOrWaiting, type HeldHandler } from './held.js';
 export { startNetworkPath, type NetworkPath } from './network.js';
