@@ -324,7 +324,7 @@ export async function listStripe<T extends { id: string }>(
 ): Promise<T[]> {
   if (!provider) return [];
   const { apiBase, apiKey } = provider;
-  refuseALiveKeyInTheClear({ apiBase, apiKey });
+  refuseAKeyInTheClear({ apiBase, apiKey });
   const all: T[] = [];
   let after: string | undefined;
   for (;;) {
@@ -340,15 +340,21 @@ export async function listStripe<T extends { id: string }>(
   }
 }
 
-/** A live Stripe key (sk_live_…, rk_live_…) goes only over https, as payments sends it. */
-export class LiveKeyInTheClearError extends Error {
-  readonly code = 'live_key_in_the_clear';
+/**
+ * A key that is not the simulator's goes only over https, as payments sends it: a live key moves
+ * money, and a real test key reads a real account's payments, refunds and customers' e-mails.
+ */
+export class KeyInTheClearError extends Error {
+  readonly code = 'key_in_the_clear';
 }
 
-function refuseALiveKeyInTheClear({ apiBase, apiKey }: NonNullable<CheckerOptions['stripe']>): void {
-  if (/^(sk|rk)_live_/.test(apiKey) && new URL(apiBase).protocol !== 'https:')
-    throw new LiveKeyInTheClearError(
-      `a live Stripe key is sent only over https, not to ${new URL(apiBase).origin}: point STRIPE_API_BASE at https (unset: api.stripe.com)`,
+/** What every key the Stripe simulator accepts begins with: its placeholder, or compose's key of its own. */
+const SIMULATOR_KEY = 'sk_test_idem_simulator';
+
+function refuseAKeyInTheClear({ apiBase, apiKey }: NonNullable<CheckerOptions['stripe']>): void {
+  if (!apiKey.startsWith(SIMULATOR_KEY) && new URL(apiBase).protocol !== 'https:')
+    throw new KeyInTheClearError(
+      `a Stripe key other than the simulator's is sent only over https, not to ${new URL(apiBase).origin}: point STRIPE_API_BASE at https (unset: api.stripe.com)`,
     );
 }
 

@@ -2,7 +2,7 @@ export {
   runChecks,
   formatReport,
   listStripe,
-  LiveKeyInTheClearError,
+  KeyInTheClearError,
   SERVICES,
   type CheckerOptions,
   type Finding,
