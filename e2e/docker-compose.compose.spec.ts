@@ -57,7 +57,13 @@ const urls = {
 };
 
 let project: string;
-let secrets: { adminToken: string; jwtSecret: string; consoleDbPassword: string; simulatorKey: string };
+let secrets: {
+  adminToken: string;
+  jwtSecret: string;
+  consoleDbPassword: string;
+  simulatorKey: string;
+  mailApi: URL;
+};
 
 /** A compose command in the project, as it ended. */
 const composeRun = (args: string[], timeoutMs = 120_000) =>
@@ -149,6 +155,13 @@ function cleanCopy(): string {
 
 const operator = () => asOperator(secrets.adminToken);
 
+/** Mailpit's API on its published port, with the console's login (its API answers to nobody else). */
+function mailpitApi(): string {
+  const api = new URL(secrets.mailApi);
+  api.host = `127.0.0.1:${PORTS.MAILPIT_HOST_PORT}`;
+  return api.href;
+}
+
 /** The checker against the compose system: its databases as the read-only console role. */
 function check() {
   const database = (service: string) =>
@@ -159,7 +172,7 @@ function check() {
       string
     >,
     stripe: { apiBase: local(PORTS.STRIPE_SIM_HOST_PORT), apiKey: secrets.simulatorKey },
-    mailApi: local(PORTS.MAILPIT_HOST_PORT),
+    mailApi: mailpitApi(),
     quietWindowMs: 5_000,
     stuckAfterMs: 60_000,
   });
@@ -264,6 +277,7 @@ beforeAll(async () => {
     jwtSecret: secret('orders-api', 'jwt-secret'),
     consoleDbPassword: new URL(secret('console', 'console-orders-database-url')).password,
     simulatorKey: secret('stripe-sim', 'simulator-api-key'),
+    mailApi: new URL(secret('console', 'console-mail-api-url')),
   };
   process.env.JWT_SECRET = secrets.jwtSecret; // the customer tokens placeOrder mints
 }, 1_500_000);

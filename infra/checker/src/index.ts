@@ -2,6 +2,8 @@ export {
   runChecks,
   formatReport,
   listStripe,
+  listMail,
+  fetchMailApi,
   KeyInTheClearError,
   SERVICES,
   type CheckerOptions,

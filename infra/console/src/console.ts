@@ -32,10 +32,11 @@ export interface ConsoleOptions {
   readonly queuePrefix: string;
   /** Where orders are placed, as any client places them. */
   readonly ordersApi: string;
+  /** The mail server's API; with a login in it (compose's Mailpit), the operator token is not sent there. */
   readonly mailApi?: string;
   /** The payment provider, for the checker (read-only list endpoints). */
   readonly stripe?: CheckerOptions['stripe'];
-  /** The operator token: the console's login beyond loopback, and the mail sink's API. Never sent to a process's switches. */
+  /** The operator token: the console's login beyond loopback, and the native mail sink's API. Never sent to a process's switches. */
   readonly adminToken?: string;
   /**
    * Each service's fault switches token (its processes' FAULTS_TOKEN, which opens their `/faults`
