@@ -62,7 +62,7 @@ let secrets: {
   jwtSecret: string;
   consoleDbPassword: string;
   simulatorKey: string;
-  mailApi: URL;
+  mailApi: string;
 };
 
 /** A compose command in the project, as it ended. */
@@ -277,7 +277,7 @@ beforeAll(async () => {
     jwtSecret: secret('orders-api', 'jwt-secret'),
     consoleDbPassword: new URL(secret('console', 'console-orders-database-url')).password,
     simulatorKey: secret('stripe-sim', 'simulator-api-key'),
-    mailApi: new URL(secret('console', 'console-mail-api-url')),
+    mailApi: secret('console', 'console-mail-api-url'),
   };
   process.env.JWT_SECRET = secrets.jwtSecret; // the customer tokens placeOrder mints
 }, 1_500_000);

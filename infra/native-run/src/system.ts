@@ -412,7 +412,9 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
   );
   await migrated
     // The console's roles once the databases are there: it may connect to each.
-    .then(() => options.console && provisionConsoleRoles(postgresUrl, Object.values(databaseUrls)))
+    .then(async () => {
+      if (options.console) await provisionConsoleRoles(postgresUrl, Object.values(databaseUrls));
+    })
     .catch(async (error: unknown) => {
       await redisUsers.remove();
       throw error;
