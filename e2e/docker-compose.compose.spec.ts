@@ -64,6 +64,7 @@ let secrets: {
   jwtSecret: string;
   consoleDbPassword: string;
   simulatorKey: string;
+  mailApi: string;
 };
 
 /** A compose command in the project, as it ended. */
@@ -157,6 +158,13 @@ function cleanCopy(): string {
 /** The console's operator (its login); each API has a token of its own. */
 const operator = () => asOperator(secrets.adminToken);
 
+/** Mailpit's API on its published port, with the console's login (its API answers to nobody else). */
+function mailpitApi(): string {
+  const api = new URL(secrets.mailApi);
+  api.host = `127.0.0.1:${PORTS.MAILPIT_HOST_PORT}`;
+  return api.href;
+}
+
 /** The checker against the compose system: its databases as the read-only console role. */
 function check() {
   const database = (service: string) =>
@@ -167,7 +175,7 @@ function check() {
       string
     >,
     stripe: { apiBase: local(PORTS.STRIPE_SIM_HOST_PORT), apiKey: secrets.simulatorKey },
-    mailApi: local(PORTS.MAILPIT_HOST_PORT),
+    mailApi: mailpitApi(),
     quietWindowMs: 5_000,
     stuckAfterMs: 60_000,
   });
@@ -275,6 +283,7 @@ beforeAll(async () => {
     jwtSecret: secret('orders-api', 'jwt-secret'),
     consoleDbPassword: new URL(secret('console', 'console-orders-database-url')).password,
     simulatorKey: secret('stripe-sim', 'simulator-api-key'),
+    mailApi: secret('console', 'console-mail-api-url'),
   };
   process.env.JWT_SECRET = secrets.jwtSecret; // the customer tokens placeOrder mints
 }, 1_500_000);

@@ -1,9 +1,9 @@
 #!/bin/sh
 # The compose system's secrets, made on its first start by the one-shot `secrets` service: a
 # random password for each database role, each service's Redis user, Redis's default user, the
-# script watcher's Redis user and Grafana's admin, each API's operator token and the console's,
-# each service's fault switches token, the key customer tokens are signed with, the console's
-# customer token, the Stripe simulator's key, and the connection URLs made of them. There are no
+# script watcher's Redis user, Grafana's admin and Mailpit's two logins, each API's operator token
+# and the console's, each service's fault switches token, the key customer tokens are signed with,
+# the console's customer token, the Stripe simulator's key, and the connection URLs made of them. There are no
 # default passwords, and nothing to run before `docker compose up`. A file that exists is kept,
 # so a restart or a second `up` changes nothing; `docker compose down -v` forgets them all.
 #
@@ -63,6 +63,14 @@ secret script-watcher-redis-password
 keep console-redis-url "redis://idem-console:$(value console-redis-password)@redis:6379"
 # The console's lessons make and drop databases of their own on the server, as `lessons`.
 keep lessons-postgres-url "postgresql://lessons:$(value lessons-db-password)@postgres:5432"
+# Mailpit answers its API and web UI only to `idem` (the console, and you: docs/compose.md) and
+# its SMTP server only to `notifications`: no other container reads, deletes or injects a receipt.
+# It reads each as an htpasswd line, where a plain password is one.
+secret mailpit-api-password
+secret mailpit-smtp-password
+keep mailpit-ui.htpasswd "idem:$(value mailpit-api-password)"
+keep mailpit-smtp.htpasswd "notifications:$(value mailpit-smtp-password)"
+keep console-mail-api-url "http://idem:$(value mailpit-api-password)@mailpit:8025"
 for service in $services; do
   # <service> owns its database and runs its migrations; <service>_runtime is what it runs as.
   secret "$service-db-password"
@@ -82,7 +90,7 @@ for service in $services; do
 done
 # What the user gives in .env (a real Stripe key, another SMTP server) is written on every start.
 put stripe-api-key "${STRIPE_API_KEY:-$(value simulator-api-key)}"
-put smtp-url "${SMTP_URL:-smtp://mailpit:1025}"
+put smtp-url "${SMTP_URL:-smtp://notifications:$(value mailpit-smtp-password)@mailpit:1025}"
 # A live key reaches payments only: the console's checker reads the provider with a test key (or
 # the simulator's), and with a live one leaves the provider out.
 case "$(value stripe-api-key)" in
@@ -139,9 +147,10 @@ for service in $services; do
   share "$service-api" "$service-database-url" "$service-redis-url" "$service-faults-token" "$service-admin-token" $api
   share "$service" "$service-database-url" "$service-redis-url" "$service-faults-token" $own
 done
-share console console-redis-url admin-token console-customer-token console-stripe-api-key lessons-postgres-url \
+share console console-redis-url admin-token console-customer-token console-stripe-api-key lessons-postgres-url console-mail-api-url \
   $(for s in $services; do echo "console-$s-database-url $s-faults-token"; done)
 share stripe-sim simulator-api-key
+share mailpit mailpit-ui.htpasswd mailpit-smtp.htpasswd
 share seed orders-admin-token inventory-admin-token
 share grafana grafana-admin-password
 echo "idem: the secrets are in $dir${shared:+, each container's in $shared/<container>}"

@@ -136,6 +136,48 @@ const SCALER_PARAMETERS: Record<string, readonly string[]> = {
 const serviceOfImage = (image: string) =>
   SERVICE_NAMES.find((service) => new RegExp(`(^|/)idem/${service}(:|$)`).test(image)) as ServiceName | undefined;
 
+interface PodSelector {
+  matchLabels?: Record<string, string>;
+  matchExpressions?: unknown[];
+}
+
+/**
+ * The labels of every kind of pod these objects make: each workload's pod template, and each
+ * CloudNativePG cluster's instances (its inherited labels and the `cnpg.io/cluster` it adds).
+ */
+function podsOf(objects: readonly K8sObject[]): { pod: string; labels: Record<string, string> }[] {
+  return objects.flatMap((object) => {
+    const pod = `${object.kind}/${object.metadata.name}`;
+    const spec = object.spec as
+      | {
+          template?: { metadata?: { labels?: Record<string, string> } };
+          jobTemplate?: { spec: { template: { metadata?: { labels?: Record<string, string> } } } };
+          inheritedMetadata?: { labels?: Record<string, string> };
+        }
+      | undefined;
+    if (object.kind === 'Cluster' && object.apiVersion.startsWith('postgresql.cnpg.io/'))
+      return [{ pod, labels: { ...spec?.inheritedMetadata?.labels, 'cnpg.io/cluster': object.metadata.name } }];
+    const template = spec?.template ?? spec?.jobTemplate?.spec.template;
+    return template ? [{ pod, labels: template.metadata?.labels ?? {} }] : [];
+  });
+}
+
+/**
+ * The pods no NetworkPolicy restricts: in a namespace that denies by default, a pod that no
+ * policy selects for its ingress takes connections from anything in the cluster.
+ */
+export function podsNoPolicySelects(objects: readonly K8sObject[]): string[] {
+  const policies = objects
+    .filter((o) => o.kind === 'NetworkPolicy')
+    .map((o) => (o as unknown as { spec: { podSelector: PodSelector; policyTypes?: string[] } }).spec)
+    .filter((policy) => policy.policyTypes?.includes('Ingress') ?? true);
+  const selects = ({ matchLabels = {}, matchExpressions = [] }: PodSelector, labels: Record<string, string>) =>
+    matchExpressions.length === 0 && Object.entries(matchLabels).every(([key, value]) => labels[key] === value);
+  return podsOf(objects)
+    .filter(({ labels }) => !policies.some((policy) => selects(policy.podSelector, labels)))
+    .map(({ pod }) => pod);
+}
+
 /** What the code would refuse or not find in these objects: one line per problem. */
 export function consistencyProblems(objects: readonly K8sObject[]): string[] {
   const problems: string[] = [];
@@ -486,6 +528,20 @@ describe('deploy/kubernetes', () => {
       );
     },
   );
+
+  it.each(OVERLAYS)('selects every pod of the %s overlay with a NetworkPolicy on its ingress', (overlay) => {
+    expect(podsOf(rendered[overlay]).length).toBeGreaterThanOrEqual(2 * SERVICE_NAMES.length);
+    expect(podsNoPolicySelects(rendered[overlay])).toEqual([]);
+  });
+
+  it('would notice a pod that no NetworkPolicy selects', () => {
+    const objects = structuredClone(rendered.dev);
+    const mailpit = objects.find((o) => o.kind === 'Deployment' && o.metadata.name === 'mailpit')!;
+    (mailpit.spec!.template as unknown as { metadata: { labels: Record<string, string> } }).metadata.labels = {
+      'app.kubernetes.io/name': 'mail',
+    };
+    expect(podsNoPolicySelects(objects)).toEqual(['Deployment/mailpit']);
+  });
 
   it('keeps every variable the base reads from a Secret reading it from that Secret in each overlay (a patch by position cannot overwrite one)', () => {
     const fromSecrets = (objects: readonly K8sObject[]) =>

@@ -53,7 +53,7 @@ describe('docker-compose.yml', () => {
   it('has no default secrets and needs nothing before `up`: the secrets service makes each on the first start', () => {
     // Every password, token and key is random, made by infra/compose-secrets.sh; none is a variable.
     const services_ = Object.keys(SERVICES);
-    const made = Object.keys(secrets).filter((name) => !name.endsWith('-url') && !name.endsWith('.acl'));
+    const made = Object.keys(secrets).filter((name) => !/-url$|\.acl$|\.htpasswd$/.test(name));
     expect(made.sort()).toEqual(
       [
         'postgres-password',
@@ -69,6 +69,8 @@ describe('docker-compose.yml', () => {
         'console-redis-password',
         'console-customer-token',
         'script-watcher-redis-password',
+        'mailpit-api-password',
+        'mailpit-smtp-password',
         ...services_.flatMap((s) => [
           `${s}-db-password`,
           `${s}-runtime-db-password`,
@@ -136,7 +138,10 @@ describe('docker-compose.yml', () => {
     }
     // Values the user gives in .env reach the services as files too, never as their configuration.
     expect(environments.payments!.STRIPE_API_KEY).toBe(secrets['stripe-api-key']);
-    expect(environments.notifications!.SMTP_URL).toBe('smtp://mailpit:1025');
+    expect(new URL(environments.notifications!.SMTP_URL!).host).toBe('mailpit:1025');
+    expect(generateSecrets({ SMTP_URL: 'smtps://u:p@smtp.example.com' }).shared.notifications!['smtp-url']).toBe(
+      'smtps://u:p@smtp.example.com',
+    );
     expect(environments['stripe-sim']!.STRIPE_SIM_API_KEY).toBe(secrets['simulator-api-key']);
     // The console's checker reads the simulator with its key; a live key given in .env reaches payments only.
     expect(environments.console!.STRIPE_API_KEY).toBe(secrets['stripe-api-key']);
@@ -189,6 +194,45 @@ describe('docker-compose.yml', () => {
       expect(example[name], `${name} in .env.example`).toBeDefined();
       if (name.endsWith('_HOST_PORT')) expect(example[name], name).toBe(arg);
     }
+  });
+
+  it("puts Mailpit's API and SMTP server behind logins of their own: the console holds the API's, notifications the SMTP server's", () => {
+    const mailpit = services.mailpit!;
+    // Mailpit reads the files itself (its own _FILE variables, not the images' entrypoint).
+    expect(mailpit.environment).toMatchObject({
+      MP_UI_AUTH_FILE: `${SECRETS_DIR}/mailpit-ui.htpasswd`,
+      MP_SMTP_AUTH_FILE: `${SECRETS_DIR}/mailpit-smtp.htpasswd`,
+      MP_SMTP_AUTH_ALLOW_INSECURE: 'true',
+    });
+    expect(secretsVolumeOf(mailpit)).toBe('mailpit');
+    expect(mailpit.depends_on?.secrets?.condition).toBe('service_completed_successfully');
+    // An htpasswd line each; a plain password is one (Mailpit's htpasswd reader takes it last).
+    expect(shared.mailpit).toEqual({
+      'mailpit-ui.htpasswd': `idem:${secrets['mailpit-api-password']}`,
+      'mailpit-smtp.htpasswd': `notifications:${secrets['mailpit-smtp-password']}`,
+    });
+    // The console reads mail with the API's login (basic authentication), never the operator token.
+    const api = new URL(environments.console!.MAIL_API!);
+    expect([api.origin, api.username, api.password]).toEqual([
+      'http://mailpit:8025',
+      'idem',
+      secrets['mailpit-api-password'],
+    ]);
+    for (const name of ['notifications', 'notifications-api']) {
+      const smtp = new URL(environments[name]!.SMTP_URL!);
+      expect([smtp.host, smtp.username, smtp.password], name).toEqual([
+        'mailpit:1025',
+        'notifications',
+        secrets['mailpit-smtp-password'],
+      ]);
+    }
+    const holders = (password: string) =>
+      Object.entries(shared)
+        .filter(([, files]) => Object.values(files).some((value) => value.includes(secrets[password]!)))
+        .map(([container]) => container)
+        .sort();
+    expect(holders('mailpit-api-password')).toEqual(['console', 'mailpit']);
+    expect(holders('mailpit-smtp-password')).toEqual(['mailpit', 'notifications', 'notifications-api']);
   });
 
   it('publishes every port on 127.0.0.1, each configurable, clear of a native run and its PostgreSQL and Redis', () => {

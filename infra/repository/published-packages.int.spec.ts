@@ -2,7 +2,9 @@
  * The packages leave the repository: build them, `pnpm pack` each, and install the tarballs into
  * copies of examples/outside-producer and examples/outside-consumer in a temporary folder outside
  * the workspace — two services of someone else's, with a catalogue of their own events (a
- * library's loans), their own tables and migrations, and no idem event anywhere. Typecheck both
+ * library's loans), their own tables and migrations, and no idem event anywhere. Their manifests
+ * name the tarballs, beside them as in the repository, and no version of the @idem scope: npm
+ * against a registry with nothing in it asks it for none. Typecheck both
  * against the packages' declarations, then run them against the real PostgreSQL and Redis: the
  * producer writes a loan and its event in one transaction and its relay publishes it; a consumer on
  * Prisma and one on plain node-postgres each take it once, then the same message again
@@ -10,8 +12,9 @@
  * docs/lifting-out.md is followed as written: inventory, taken out into a repository of its own
  * on the same tarballs, installs, typechecks and passes its own tests there.
  */
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -20,12 +23,14 @@ import { deleteQueues, pnpm, postgresServerUrl, rabbitmqUrl, uniqueName } from '
 import { deleteTopology } from '@idem/rabbitmq';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
 import { buildPackage, PUBLISHED_PACKAGES, tarballOf } from '../../scripts/build-packages.js';
 import { fromRegistry } from '../../scripts/registry-cache.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const work = mkdtempSync(join(tmpdir(), 'idem-outside-'));
-const tarballs = join(work, 'tarballs');
+/** Beside the examples' copies, as examples/idem-packs is beside them in the repository: their manifests name it. */
+const tarballs = join(work, 'idem-packs');
 const projects = {
   producer: join(work, 'outside-producer'),
   consumer: join(work, 'outside-consumer'),
@@ -69,23 +74,50 @@ function liftingOutSteps(): GuideStep[] {
   });
 }
 
-/** An example, copied outside the workspace, its @idem packages the tarballs just packed. */
-function installExample(name: 'producer' | 'consumer') {
-  const project = projects[name];
-  cpSync(join(root, `examples/outside-${name}`), project, {
+/** An example, copied outside the workspace as it is, installed from the tarballs its manifest names. */
+function copyExample(name: 'producer' | 'consumer', into = projects[name]) {
+  cpSync(join(root, `examples/outside-${name}`), into, {
     recursive: true,
     filter: (source) => !/node_modules|generated|idem-packages\.prisma/.test(source),
   });
-  const manifestPath = join(project, 'package.json');
-  const manifest = JSON.parse(readFileSync(manifestPath, 'utf8')) as { dependencies: Record<string, string> };
-  const local = Object.fromEntries(
-    PUBLISHED_PACKAGES.map((name) => [`@idem/${name}`, `file:${join(tarballs, tarballOf(name))}`]),
-  );
-  for (const dependency of Object.keys(manifest.dependencies)) {
-    if (dependency in local) manifest.dependencies[dependency] = local[dependency]!;
+  return into;
+}
+
+function installExample(name: 'producer' | 'consumer') {
+  pnpm(copyExample(name), ['install', '--prefer-offline']);
+}
+
+/**
+ * `npm install` in a fresh copy of an example, with an empty cache, against a registry on this
+ * machine that has no package at all: the paths npm asked it for. It fails (nothing else is
+ * there); what matters is what it asked for.
+ */
+async function npmInstallAgainstAnEmptyRegistry(name: 'producer' | 'consumer'): Promise<string[]> {
+  const asked: string[] = [];
+  const registry = createServer((req, res) => {
+    asked.push(decodeURIComponent(req.url ?? ''));
+    res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"not found"}');
+  });
+  await new Promise<void>((resolve) => registry.listen(0, '127.0.0.1', resolve));
+  const project = copyExample(name, join(work, `outside-${name}-npm`));
+  try {
+    const { port } = registry.address() as { port: number };
+    await new Promise<void>((resolve) =>
+      execFile(
+        'npm',
+        [
+          'install',
+          ...['--registry', `http://127.0.0.1:${port}/`, '--cache', join(work, `npm-cache-${name}`)],
+          ...['--ignore-scripts', '--no-audit', '--no-fund', '--fetch-retries', '0'],
+        ],
+        { cwd: project },
+        () => resolve(),
+      ),
+    );
+    return asked;
+  } finally {
+    registry.close();
   }
-  writeFileSync(manifestPath, JSON.stringify({ ...manifest, pnpm: { overrides: local } }, null, 2));
-  pnpm(project, ['install', '--prefer-offline']);
 }
 
 /** Runs an example's script on a transport; its last line of output, as JSON. */
@@ -145,6 +177,27 @@ describe('the packages, installed outside the workspace', () => {
       expect(files).not.toMatch(/\.spec\.|package\/src\//);
     }
   });
+
+  it.each(['producer', 'consumer'] as const)(
+    'leave the %s example nothing of the @idem scope to fetch from a registry, its own dependencies or theirs',
+    async (name) => {
+      const asked = await npmInstallAgainstAnEmptyRegistry(name);
+      // It asked this registry for what is not ours, and for nothing of the @idem scope: those
+      // are tarballs. (It stops at the first package it cannot get.)
+      expect(asked.length).toBeGreaterThan(0);
+      expect(asked.filter((path) => path.startsWith('/@idem/'))).toEqual([]);
+      // pnpm, which installed it for the tests below, took every @idem package from a tarball,
+      // those the packages depend on by version included (the overrides): none from a registry.
+      const lock = parse(readFileSync(join(projects[name], 'pnpm-lock.yaml'), 'utf8')) as {
+        packages: Record<string, { resolution: { tarball?: string; integrity?: string } }>;
+      };
+      const idem = Object.entries(lock.packages).filter(([key]) => key.startsWith('@idem/'));
+      expect(idem.length).toBeGreaterThan(0);
+      expect(idem.filter(([, { resolution }]) => !resolution.tarball?.startsWith('file:')).map(([key]) => key)).toEqual(
+        [],
+      );
+    },
+  );
 
   it("show the examples' code in their READMEs", () => {
     const example = (path: string) => readFileSync(join(root, 'examples', path), 'utf8');

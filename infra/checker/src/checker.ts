@@ -24,7 +24,10 @@ export interface CheckerOptions {
    * unless a dispatcher that died or froze mid-send explains each copy (the documented window).
    */
   readonly mailApi?: string;
-  /** The operator token, for a mail sink that serves a network and answers only to it. */
+  /**
+   * The operator token, for a mail sink that serves a network and answers only to it; never sent
+   * where `mailApi` carries a login of its own (`http://user:password@host`, sent as basic authentication).
+   */
   readonly mailApiToken?: string;
   /** A published message counts as lost only if older than this. @defaultValue 60000 */
   readonly quietWindowMs?: number;
@@ -324,7 +327,7 @@ export async function listStripe<T extends { id: string }>(
 ): Promise<T[]> {
   if (!provider) return [];
   const { apiBase, apiKey } = provider;
-  refuseALiveKeyInTheClear({ apiBase, apiKey });
+  refuseAKeyInTheClear({ apiBase, apiKey });
   const all: T[] = [];
   let after: string | undefined;
   for (;;) {
@@ -340,29 +343,53 @@ export async function listStripe<T extends { id: string }>(
   }
 }
 
-/** A live Stripe key (sk_live_…, rk_live_…) goes only over https, as payments sends it. */
-export class LiveKeyInTheClearError extends Error {
-  readonly code = 'live_key_in_the_clear';
+/**
+ * A key that is not the simulator's goes only over https, as payments sends it: a live key moves
+ * money, and a real test key reads a real account's payments, refunds and customers' e-mails.
+ */
+export class KeyInTheClearError extends Error {
+  readonly code = 'key_in_the_clear';
 }
 
-function refuseALiveKeyInTheClear({ apiBase, apiKey }: NonNullable<CheckerOptions['stripe']>): void {
-  if (/^(sk|rk)_live_/.test(apiKey) && new URL(apiBase).protocol !== 'https:')
-    throw new LiveKeyInTheClearError(
-      `a live Stripe key is sent only over https, not to ${new URL(apiBase).origin}: point STRIPE_API_BASE at https (unset: api.stripe.com)`,
+/** What every key the Stripe simulator accepts begins with: its placeholder, or compose's key of its own. */
+const SIMULATOR_KEY = 'sk_test_idem_simulator';
+
+function refuseAKeyInTheClear({ apiBase, apiKey }: NonNullable<CheckerOptions['stripe']>): void {
+  if (!apiKey.startsWith(SIMULATOR_KEY) && new URL(apiBase).protocol !== 'https:')
+    throw new KeyInTheClearError(
+      `a Stripe key other than the simulator's is sent only over https, not to ${new URL(apiBase).origin}: point STRIPE_API_BASE at https (unset: api.stripe.com)`,
     );
 }
 
-async function listMail(api: string, token: string | undefined): Promise<string[]> {
+/** The Message-ID of every message the mail server holds, page by page. */
+export async function listMail(api: string, token: string | undefined): Promise<string[]> {
   const ids: string[] = [];
   for (let start = 0; ; start += 500) {
-    const res = await fetch(`${api}/api/v1/messages?start=${start}&limit=500`, {
-      headers: token ? { authorization: `Bearer ${token}` } : {},
-    });
+    const res = await fetchMailApi(api, `/api/v1/messages?start=${start}&limit=500`, token);
     if (!res.ok) throw new Error(`GET /api/v1/messages at the mail server answered ${res.status}`);
     const page = (await res.json()) as { messages: { MessageID: string }[]; total: number };
     ids.push(...page.messages.map((m) => m.MessageID));
     if (page.messages.length === 0 || start + 500 >= page.total) return ids;
   }
+}
+
+/**
+ * GET `path` of the mail server's API. Credentials in `api` (compose's Mailpit:
+ * `http://idem:<password>@mailpit:8025`) log in with basic authentication, and then the operator
+ * token stays here; without them the operator token is sent, for the native sink beyond loopback.
+ */
+export function fetchMailApi(api: string, path: string, token: string | undefined): Promise<Response> {
+  const url = new URL(`${api.replace(/\/$/, '')}${path}`);
+  const login = url.username ? `${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}` : undefined;
+  // fetch refuses a URL with credentials: they go in the header instead.
+  url.username = '';
+  url.password = '';
+  const authorization = login
+    ? `Basic ${Buffer.from(login).toString('base64')}`
+    : token
+      ? `Bearer ${token}`
+      : undefined;
+  return fetch(url, { headers: authorization ? { authorization } : {} });
 }
 
 /** The report as a table a person reads. */

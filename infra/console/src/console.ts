@@ -32,10 +32,11 @@ export interface ConsoleOptions {
   readonly queuePrefix: string;
   /** Where orders are placed, as any client places them. */
   readonly ordersApi: string;
+  /** The mail server's API; with a login in it (compose's Mailpit), the operator token is not sent there. */
   readonly mailApi?: string;
   /** The payment provider, for the checker (read-only list endpoints). */
   readonly stripe?: CheckerOptions['stripe'];
-  /** The operator token: the console's login beyond loopback, and the mail sink's API. Never sent to a process's switches. */
+  /** The operator token: the console's login beyond loopback, and the native mail sink's API. Never sent to a process's switches. */
   readonly adminToken?: string;
   /**
    * Each service's fault switches token (its processes' FAULTS_TOKEN, which opens their `/faults`
@@ -77,8 +78,9 @@ export interface ConsoleOptions {
   readonly lessons?: boolean;
   /**
    * Explore every interleaving of a cancellation and a reservation at payments here (the explorer
-   * of `pnpm explore`, in-process: it makes a database of its own and runs the services' handlers
-   * from their sources, so only in a checkout, as the native run is). @defaultValue false
+   * of `pnpm explore`, in-process: it makes a database of its own, on the server and as the role
+   * TEST_POSTGRES_URL names, and runs the services' handlers from their sources, so only in a
+   * checkout, as the native run is). One run at a time. @defaultValue false
    */
   readonly explorer?: boolean;
 }
@@ -249,14 +251,35 @@ export function createConsole(options: ConsoleOptions) {
 
   app.get('/explorer', (_req, res) => html(res, explorerPage(options.explorer ?? false)));
 
+  // One exploration at a time: each makes and migrates a database of its own and holds a few
+  // connections while it runs, and twenty at once took the server's last connections from the
+  // services. Another meanwhile is told when to come back (429). One whose page is closed is given
+  // up, its database dropped, before the next may start.
+  let exploring = false;
   app.post('/explorer/:way', async (req, res) => {
     const way = req.params.way;
     if (!options.explorer) return html(res, explorerPage(false), 404);
     if (way !== 'right' && way !== 'wrong') return html(res, page('not found', '<p>No such way.</p>'), 404);
-    // A checkout's package, never bundled into the console's image (which does not run it).
-    const explorer = '@idem/explorer';
-    const { cancelVersusReservation } = (await import(explorer)) as typeof Explorer;
-    html(res, explorerPage(true, { way, ...(await cancelVersusReservation(way)) }));
+    if (exploring) {
+      res.set('retry-after', String(EXPLORER_RETRY_AFTER_S));
+      return html(res, explorerPage(true, undefined, EXPLORER_RETRY_AFTER_S), 429);
+    }
+    exploring = true;
+    const run = new AbortController();
+    // The answer's close before it was sent: whoever asked has gone.
+    res.on('close', () => {
+      if (!res.writableEnded) run.abort(new Error('the page that asked for the exploration was closed'));
+    });
+    try {
+      // A checkout's package, never bundled into the console's image (which does not run it).
+      const explorer = '@idem/explorer';
+      const { cancelVersusReservation } = (await import(explorer)) as typeof Explorer;
+      html(res, explorerPage(true, { way, ...(await cancelVersusReservation(way, { signal: run.signal })) }));
+    } catch (error) {
+      if (!run.signal.aborted) throw error; // given up: nobody waits for an answer
+    } finally {
+      exploring = false;
+    }
   });
 
   app.get('/checker', async (_req, res) => {
@@ -400,6 +423,9 @@ function refusedCustomer(options: ConsoleOptions, answer: string): string {
     'another key. Start the console again: whoever starts it (pnpm start, compose’s secrets step) mints a fresh one'
   );
 }
+
+/** When a second exploration is told to come back: about one run of the small space. */
+const EXPLORER_RETRY_AFTER_S = 5;
 
 /** How long the console sends an order again while the orders API does not answer. */
 const PLACE_RETRY_MS = 20_000;

@@ -1,4 +1,4 @@
-import { SERVICES, type Service } from '@idem/checker';
+import { fetchMailApi, SERVICES, type Service } from '@idem/checker';
 import { serviceOf } from '@idem/contracts';
 import { isEventType, subscribersOf, type ConsumerName } from '@idem/shop';
 import {
@@ -20,7 +20,7 @@ export interface Sources {
   readonly databases: Record<Service, pg.Pool>;
   readonly redis: RedisClient;
   readonly prefix: string;
-  /** A Mailpit-compatible API, for the SMTP sends. */
+  /** A Mailpit-compatible API, for the SMTP sends; a login in it is sent as basic authentication. */
   readonly mailApi?: string;
   /** The operator token, for a mail sink that serves a network (it then answers to nothing else). */
   readonly mailApiToken?: string;
@@ -298,9 +298,7 @@ const bare = (messageId: string) => messageId.replace(/^<|>$/g, '');
 async function mailSends(mailApi: string | undefined, token: string | undefined): Promise<string[] | undefined> {
   if (!mailApi) return undefined;
   try {
-    const res = await fetch(`${mailApi}/api/v1/messages?limit=1000`, {
-      headers: token ? { authorization: `Bearer ${token}` } : {},
-    });
+    const res = await fetchMailApi(mailApi, '/api/v1/messages?limit=1000', token);
     if (!res.ok) return undefined;
     const { messages } = (await res.json()) as { messages: { MessageID: string }[] };
     return messages.map((m) => bare(m.MessageID));

@@ -280,7 +280,12 @@ ${output}
  * at payments, each schedule's statements in the order they ran and how it ended, the right way
  * and with the order's row left unlocked.
  */
-export function explorerPage(enabled: boolean, result?: SmallSpace & { way: 'right' | 'wrong' }): string {
+export function explorerPage(
+  enabled: boolean,
+  result?: SmallSpace & { way: 'right' | 'wrong' },
+  /** Another exploration is running: come back in this many seconds. */
+  busyFor?: number,
+): string {
   const intro = `<h1>Explorer: every way two messages about one order can meet</h1>
 <p class="note">A cancellation and a reservation of the same order reach payments on two queues, so two consumers
 may run them at once. The explorer runs both on two connections of a database of its own, one statement at a time,
@@ -295,7 +300,12 @@ does this for every pair of one order's messages at every service (docs/verifica
     );
   const forms = `<form method="post" action="/explorer/right"><button>explore it the right way</button></form>
 <form method="post" action="/explorer/wrong"><button>explore it with the order's row left unlocked</button></form>`;
-  if (!result) return page('explorer', intro + forms);
+  const busy =
+    busyFor === undefined
+      ? ''
+      : `<p class="warn" id="busy">Another exploration is running here: one at a time, since each makes a database of its own.
+Try again in ${busyFor} s.</p>`;
+  if (!result) return page('explorer', intro + busy + forms);
   const { report, schedules, way } = result;
   const reached = new Map<string, number>();
   for (const schedule of schedules) reached.set(schedule.state, (reached.get(schedule.state) ?? 0) + 1);

@@ -1,3 +1,4 @@
+import { dropDatabase } from '@idem/database';
 import { Crash, type Model, type Service, type Story } from './model.js';
 import { interleavings, Scheduler, type Choice } from './scheduler.js';
 
@@ -33,6 +34,11 @@ export interface ExploreOptions {
   readonly only?: { readonly story: string; readonly pair: readonly [string, string] };
   /** Called after each schedule with what it did and how it ended. */
   readonly onSchedule?: (schedule: Explored) => void;
+  /**
+   * Gives the run up (its caller left): its database is dropped at once, with its sessions and
+   * whatever statement they wait on, and the run rejects with the signal's reason. @defaultValue none
+   */
+  readonly signal?: AbortSignal;
 }
 
 /** One schedule run: its steps, the statements in the order they ran, what broke, and its final state. */
@@ -63,9 +69,22 @@ export interface Report {
  */
 export async function explore(model: Model, options: ExploreOptions = {}): Promise<Report> {
   const started = performance.now();
-  const { only } = options;
+  const { only, signal } = options;
+  signal?.throwIfAborted();
   const service = await model.open({ wrongWay: options.wrongWay });
-  const scheduler = await Scheduler.on(service.databaseUrl);
+  // Given up: the database goes now, not at the next schedule, since a statement may wait long
+  // (a lock, a slow server); dropping it ends every session, and the run fails where it stands.
+  const giveUp = () => void dropDatabase(service.databaseUrl).catch(() => {});
+  signal?.addEventListener('abort', giveUp, { once: true });
+  // What a dropped database's sessions say as they are closed changes nothing.
+  const unlessGivenUp = (error: unknown) => {
+    if (!signal?.aborted) throw error;
+  };
+  const scheduler = await Scheduler.on(service.databaseUrl).catch(async (error: unknown) => {
+    signal?.removeEventListener('abort', giveUp);
+    await service.close().catch(unlessGivenUp);
+    throw signal?.aborted ? signal.reason : error;
+  });
   const states = new Set<string>();
   const counterexamples: Counterexample[] = [];
   const counts = { sequential: 0, crashes: 0, concurrent: 0 };
@@ -77,8 +96,10 @@ export async function explore(model: Model, options: ExploreOptions = {}): Promi
     actions,
   });
   try {
+    signal?.throwIfAborted();
     for (const story of service.stories.filter((s) => !only || s.name === only.story)) {
       const found = (kind: keyof typeof counts) => async (actions: Action[]) => {
+        signal?.throwIfAborted();
         counts[kind]++;
         const outcome = await perform(service, scheduler, story, actions);
         states.add(outcome.state);
@@ -102,9 +123,12 @@ export async function explore(model: Model, options: ExploreOptions = {}): Promi
         }
       }
     }
+  } catch (error) {
+    throw signal?.aborted ? signal.reason : error;
   } finally {
-    await scheduler.close();
-    await service.close();
+    signal?.removeEventListener('abort', giveUp);
+    await scheduler.close().catch(unlessGivenUp);
+    await service.close().catch(unlessGivenUp);
   }
   return {
     model: model.name,

@@ -55,6 +55,48 @@ export async function provisionDatabase(databaseUrl: string, service: string): P
   });
 }
 
+/**
+ * The teaching console's two roles, as infra/postgres/init.sh makes them for compose: `reader`
+ * reads every service's database and writes none; `scratch` may create databases — its lessons'
+ * and its explorer's, which it owns and drops — and reaches no other. Neither is a superuser. The
+ * same names on every system of a server, like the services' roles.
+ */
+export const CONSOLE_ROLES = { reader: 'console', scratch: 'lessons' } as const;
+
+/**
+ * What infra/postgres/init.sh does for the console, on the developer's own server as its
+ * superuser: its roles, whatever they were made with before (a role of the same name that could
+ * do more is brought down to this), `reader` a member of pg_read_all_data with CONNECT on each
+ * of `databaseUrls` (migrate revokes it from everyone else). Idempotent, and one system at a
+ * time on a server (an advisory lock): two systems starting at once share the roles.
+ */
+export async function provisionConsoleRoles(
+  serverUrl: string,
+  databaseUrls: readonly string[],
+  roles: { readonly reader: string; readonly scratch: string } = CONSOLE_ROLES,
+): Promise<void> {
+  const server = new URL(serverUrl);
+  server.pathname = '/postgres';
+  const reader = pg.escapeIdentifier(roles.reader);
+  const scratch = pg.escapeIdentifier(roles.scratch);
+  await asSuperuser(server.toString(), async (client) => {
+    await client.query(`SELECT pg_advisory_lock(hashtext('idem native run: the console''s roles'))`);
+    try {
+      for (const role of [reader, scratch])
+        await client.query(`CREATE ROLE ${role} LOGIN`).catch(ignore('42710', '23505'));
+      await client.query(`ALTER ROLE ${reader} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS`);
+      await client.query(`ALTER ROLE ${scratch} LOGIN NOSUPERUSER CREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS`);
+      await client.query(`GRANT pg_read_all_data TO ${reader}`);
+      for (const url of databaseUrls) {
+        const database = pg.escapeIdentifier(decodeURIComponent(new URL(url).pathname.slice(1)));
+        await client.query(`GRANT CONNECT ON DATABASE ${database} TO ${reader}`);
+      }
+    } finally {
+      await client.query(`SELECT pg_advisory_unlock(hashtext('idem native run: the console''s roles'))`);
+    }
+  });
+}
+
 async function asSuperuser(url: string, work: (client: pg.Client) => Promise<void>): Promise<void> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();

@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { seedDemoShop } from '@idem/console';
 import { SERVICE_NAMES, SERVICE_REGISTRY, type ServiceName } from '@idem/shop';
 import { DEVELOPMENT_JWT_SECRET, isLoopbackAddress } from '@idem/http';
-import { asRole, databaseRolesOf, provisionDatabase } from './databases.js';
+import { asRole, CONSOLE_ROLES, databaseRolesOf, provisionConsoleRoles, provisionDatabase } from './databases.js';
 import { bundleNamedBy, IMAGE_ENV, SERVICE_IMAGE_COMMAND } from './deployed.js';
 import { hasLuaSandboxFixes, provisionRedisUsers, watchRunawayScripts } from './redis-users.js';
 import { consoleCustomerToken, customerTokensOf, operatorTokenVariable } from './tokens.js';
@@ -94,8 +94,9 @@ export interface RunningSystem {
   readonly faultsTokens: Record<ServiceName, string>;
   /**
    * Each service's database as the server's superuser reaches it (for tools and tests: the
-   * checker, the console, a test that plants a row). The services themselves connect as their
-   * runtime role, and migrate as the role that owns the database (databases.ts).
+   * checker, a test that plants a row). The services themselves connect as their runtime role,
+   * and migrate as the role that owns the database; the console reads as its read-only role
+   * (databases.ts).
    */
   readonly databaseUrls: Record<ServiceName, string>;
   readonly queuePrefix: string;
@@ -167,12 +168,23 @@ export function describeSystem({
     Object.entries(DEFAULT_PORTS).map(([part, value]) => [part, value + portOffset]),
   ) as Record<keyof typeof DEFAULT_PORTS, number>;
   const http = (part: keyof typeof DEFAULT_PORTS) => `http://127.0.0.1:${port[part]}`;
+  const databaseUrls = Object.fromEntries(
+    SERVICES.map((s) => [s, `${postgresUrl.replace(/\/$/, '')}/${s}${suffix}`]),
+  ) as Record<ServiceName, string>;
   return {
     port,
     queuePrefix: `idem${suffix}`,
-    databaseUrls: Object.fromEntries(
-      SERVICES.map((s) => [s, `${postgresUrl.replace(/\/$/, '')}/${s}${suffix}`]),
-    ) as Record<ServiceName, string>,
+    databaseUrls,
+    /**
+     * The console's way in, as in compose: each service's database as its read-only role, and the
+     * server, for its lessons' and explorer's databases, as the role that may create only those.
+     */
+    console: {
+      databaseUrls: Object.fromEntries(
+        SERVICES.map((s) => [s, asRole(databaseUrls[s], CONSOLE_ROLES.reader)]),
+      ) as Record<ServiceName, string>,
+      scratchServerUrl: asRole(postgresUrl, CONSOLE_ROLES.scratch).replace(/\/$/, ''),
+    },
     urls: {
       ...(Object.fromEntries(SERVICES.map((service) => [service, http(service)])) as Record<ServiceName, string>),
       stripe: http('stripe'),
@@ -205,7 +217,13 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
     'postgresql://postgres@127.0.0.1:5432'
   ).replace(/\/$/, '');
   const redisUrl = options.redisUrl ?? process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-  const { port, urls, databaseUrls, queuePrefix } = describeSystem({
+  const {
+    port,
+    urls,
+    databaseUrls,
+    queuePrefix,
+    console: consoleDatabases,
+  } = describeSystem({
     postgresUrl,
     portOffset: options.portOffset,
     name: options.name,
@@ -298,8 +316,11 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
       env: {
         ...everywhere,
         PORT: String(port.console),
-        POSTGRES_URL: postgresUrl,
-        ...Object.fromEntries(SERVICES.map((s) => [`${s.toUpperCase()}_DATABASE_URL`, databaseUrls[s]])),
+        // Never the superuser: it reads as `console` and makes its scratch databases as `lessons`.
+        POSTGRES_URL: asRole(postgresUrl, CONSOLE_ROLES.reader).replace(/\/$/, ''),
+        ...Object.fromEntries(
+          SERVICES.map((s) => [`${s.toUpperCase()}_DATABASE_URL`, consoleDatabases.databaseUrls[s]]),
+        ),
         REDIS_URL: redisUrl,
         IDEM_QUEUE_PREFIX: queuePrefix,
         ORDERS_API: urls.orders,
@@ -311,7 +332,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
         CONSOLE_LESSONS: '1',
         // So does the explorer's cancel-versus-reservation space (from the sources).
         CONSOLE_EXPLORER: '1',
-        TEST_POSTGRES_URL: postgresUrl,
+        TEST_POSTGRES_URL: consoleDatabases.scratchServerUrl,
         ...operator,
         ...Object.fromEntries(SERVICES.map((s) => [`${s.toUpperCase()}_FAULTS_TOKEN`, faultsTokens[s]])),
         // The services' broker lock: a delivery whose journal entry has not arrived by then died.
@@ -408,10 +429,15 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
       if (code !== 0) throw new Error(`migrating the ${service} database failed (exit ${code})`);
     }),
   );
-  await migrated.catch(async (error: unknown) => {
-    await releaseRedis();
-    throw error;
-  });
+  await migrated
+    // The console's roles once the databases are there: it may connect to each.
+    .then(async () => {
+      if (options.console) await provisionConsoleRoles(postgresUrl, Object.values(databaseUrls));
+    })
+    .catch(async (error: unknown) => {
+      await releaseRedis();
+      throw error;
+    });
 
   let stopping = false;
   const start = async (name: string, extraEnv: Record<string, string> = {}) => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { DEVELOPMENT_JWT_SECRET } from '@idem/http';
-import { bindRefusal, SERVICES, systemFromEnv } from './system.js';
+import { bindRefusal, describeSystem, SERVICES, systemFromEnv } from './system.js';
 import { hasLuaSandboxFixes } from './redis-users.js';
 
 describe('which system a command means', () => {
@@ -30,6 +30,18 @@ describe('which system a command means', () => {
       queuePrefix: 'idem_lab',
       databaseUrls: expect.objectContaining({ payments: 'postgresql://postgres@127.0.0.1:5432/payments_lab' }),
     });
+  });
+});
+
+describe("the console's way into PostgreSQL", () => {
+  it("reads every service's database as the read-only console role, and makes its lessons' and explorer's as lessons: never as the superuser", () => {
+    const system = describeSystem({ postgresUrl: 'postgresql://postgres@127.0.0.1:5432/', name: 'lab' });
+    for (const service of SERVICES) {
+      const url = new URL(system.console.databaseUrls[service]);
+      expect([url.username, url.host, url.pathname], service).toEqual(['console', '127.0.0.1:5432', `/${service}_lab`]);
+    }
+    // A server, without a database: the test kit names the databases it makes there.
+    expect(system.console.scratchServerUrl).toBe('postgresql://lessons@127.0.0.1:5432');
   });
 });
 
