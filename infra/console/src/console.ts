@@ -276,7 +276,7 @@ export function createConsole(options: ConsoleOptions) {
       const { cancelVersusReservation } = (await import(explorer)) as typeof Explorer;
       html(res, explorerPage(true, { way, ...(await cancelVersusReservation(way, { signal: run.signal })) }));
     } catch (error) {
-      if (!run.signal.aborted) throw error; // given up: nobody waits for an answer
+      if (!run.signal.aborted) throw error; // abandoned: nobody waits for an answer
     } finally {
       exploring = false;
     }

@@ -72,17 +72,17 @@ export async function explore(model: Model, options: ExploreOptions = {}): Promi
   const { only, signal } = options;
   signal?.throwIfAborted();
   const service = await model.open({ wrongWay: options.wrongWay });
-  // Given up: the database goes now, not at the next schedule, since a statement may wait long
+  // Abandoned: the database goes now, not at the next schedule, since a statement may wait long
   // (a lock, a slow server); dropping it ends every session, and the run fails where it stands.
-  const giveUp = () => void dropDatabase(service.databaseUrl).catch(() => {});
-  signal?.addEventListener('abort', giveUp, { once: true });
+  const abandon = () => void dropDatabase(service.databaseUrl).catch(() => {});
+  signal?.addEventListener('abort', abandon, { once: true });
   // What a dropped database's sessions say as they are closed changes nothing.
-  const unlessGivenUp = (error: unknown) => {
+  const unlessAbandoned = (error: unknown) => {
     if (!signal?.aborted) throw error;
   };
   const scheduler = await Scheduler.on(service.databaseUrl).catch(async (error: unknown) => {
-    signal?.removeEventListener('abort', giveUp);
-    await service.close().catch(unlessGivenUp);
+    signal?.removeEventListener('abort', abandon);
+    await service.close().catch(unlessAbandoned);
     throw signal?.aborted ? signal.reason : error;
   });
   const states = new Set<string>();
@@ -126,9 +126,9 @@ export async function explore(model: Model, options: ExploreOptions = {}): Promi
   } catch (error) {
     throw signal?.aborted ? signal.reason : error;
   } finally {
-    signal?.removeEventListener('abort', giveUp);
-    await scheduler.close().catch(unlessGivenUp);
-    await service.close().catch(unlessGivenUp);
+    signal?.removeEventListener('abort', abandon);
+    await scheduler.close().catch(unlessAbandoned);
+    await service.close().catch(unlessAbandoned);
   }
   return {
     model: model.name,

@@ -53,7 +53,7 @@ export class Scheduler {
   /** A scheduler watching `databaseUrl`'s sessions for lock waits. */
   static async on(databaseUrl: string): Promise<Scheduler> {
     const watch = new pg.Client({ connectionString: databaseUrl });
-    // A run given up drops its database under it (explore.ts): the end of this session is expected.
+    // An abandoned run drops its database under it (explore.ts): the end of this session is expected.
     watch.on('error', () => {});
     await watch.connect();
     return new Scheduler(watch);
