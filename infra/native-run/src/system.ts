@@ -270,6 +270,8 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
             IDEM_QUEUE_PREFIX: queuePrefix,
             STRIPE_API_BASE: urls.stripe,
             SMTP_URL: urls.smtp,
+            // The sink's message search: a reply lost after a message went is looked up, not sent again.
+            ...(service === 'notifications' ? { SMTP_LOOKUP_URL: urls.mail } : {}),
             ...(service === 'orders' ? { JWT_SECRET: jwtSecret } : {}),
             ...(service === 'payments' ? stripeKey : {}),
             ...operator,

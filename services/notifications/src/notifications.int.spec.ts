@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { createServer } from 'node:net';
+import { connect, createServer } from 'node:net';
 import type { Envelope } from '@idem/shop';
 import { takeHere } from '@idem/database';
 import { createInbox } from '@idem/inbox';
@@ -418,6 +418,106 @@ describe('email dispatcher', () => {
     } finally {
       hangingUp.close();
     }
+  });
+
+  describe('a send whose reply was lost after the message went (a proxy drops the 250)', () => {
+    /**
+     * A TCP proxy in front of the sink that, while `loseReplies` > 0, drops the server's reply to a
+     * message's final dot and cuts that connection: the sink has stored the message, the
+     * dispatcher never hears so.
+     */
+    async function replyLosingProxy() {
+      const proxy = { loseReplies: 0, port: 0, close: async () => {} };
+      const server = createServer((client) => {
+        const upstream = connect(sink.smtpPort, '127.0.0.1');
+        let messageEnded = false;
+        const cut = () => {
+          client.destroy();
+          upstream.destroy();
+        };
+        client.on('data', (chunk: Buffer) => {
+          if (proxy.loseReplies > 0 && chunk.toString('latin1').endsWith('\r\n.\r\n')) messageEnded = true;
+          upstream.write(chunk);
+        });
+        upstream.on('data', (chunk: Buffer) => {
+          if (!messageEnded) return void client.write(chunk);
+          proxy.loseReplies -= 1;
+          cut(); // the 250 goes nowhere
+        });
+        client.on('error', cut).on('close', cut);
+        upstream.on('error', cut).on('close', cut);
+      });
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      proxy.port = (server.address() as { port: number }).port;
+      proxy.close = () => new Promise((resolve) => server.close(() => resolve()));
+      return proxy;
+    }
+
+    const throughProxy = (port: number, lookupUrl?: string) =>
+      createDispatcher({
+        db,
+        smtpUrl: `smtp://127.0.0.1:${port}`,
+        ...(lookupUrl ? { lookupUrl } : {}),
+        from: 'shop@idem.local',
+        log: createLogger('notifications', 'silent'),
+        retryDelayMs: 1,
+        leaseMs: 3_000,
+        smtpTimeoutMs: 500,
+      });
+
+    /** One email sent through the proxy with its reply lost, then dispatched until it ends sent or `until` says. */
+    async function lostReplyThen(lookupUrl: string | undefined, until = async () => false) {
+      const proxy = await replyLosingProxy();
+      const dispatcher_ = throughProxy(proxy.port, lookupUrl);
+      try {
+        await inbox().consume('notifications.order-placed.v1', orderPlacedMessage(), handleOrderPlaced({ now }));
+        proxy.loseReplies = 1;
+        await dispatcher_.runOnce();
+        expect(proxy.loseReplies).toBe(0); // the reply was lost
+        expect(await sink.messages()).toHaveLength(1); // and the message stored
+        expect(await db.emailWorkItem.findFirstOrThrow()).toMatchObject({ status: 'pending', unconfirmedSends: 1 });
+        await waitFor(
+          async () => (
+            await dispatcher_.runOnce(),
+            (await until()) || (await db.emailWorkItem.findFirstOrThrow()).status === 'sent'
+          ),
+          { what: 'the next attempt' },
+        );
+      } finally {
+        await dispatcher_.stop();
+        await proxy.close();
+      }
+      return db.emailWorkItem.findFirstOrThrow();
+    }
+
+    it('asks the provider before sending again, finds the message, and marks the item sent: the email is stored once', async () => {
+      const item = await lostReplyThen(`http://127.0.0.1:${sink.httpPort}`);
+      expect(item).toMatchObject({ status: 'sent', unconfirmedSends: 1, reconciledSends: 1 });
+      expect((await sink.messages()).map((m) => `<${m.MessageID}>`)).toEqual([item.messageId]);
+    });
+
+    it('sends it again without a lookup: two copies under one Message-ID, counted as an unconfirmed send', async () => {
+      const item = await lostReplyThen(undefined);
+      expect(item).toMatchObject({ status: 'sent', unconfirmedSends: 1, reconciledSends: 0 });
+      expect((await sink.messages()).map((m) => `<${m.MessageID}>`)).toEqual([item.messageId, item.messageId]);
+    });
+
+    it('sends nothing again while the provider cannot be asked: the attempt fails and is retried', async () => {
+      const unanswered = createServer((socket) => socket.destroy());
+      await new Promise<void>((resolve) => unanswered.listen(0, '127.0.0.1', resolve));
+      try {
+        const lookupUrl = `http://127.0.0.1:${(unanswered.address() as { port: number }).port}`;
+        const item = await lostReplyThen(
+          lookupUrl,
+          async () => (await db.emailWorkItem.findFirstOrThrow()).attempts >= 3,
+        );
+        expect(item).toMatchObject({ status: 'pending', unconfirmedSends: 1, reconciledSends: 0 });
+        expect(item.lastError).toMatch(/lookup/);
+        expect(await sink.messages()).toHaveLength(1);
+      } finally {
+        unanswered.close();
+      }
+    });
   });
 
   it('retries a temporary SMTP failure and sends once it passes', async () => {

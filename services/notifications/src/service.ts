@@ -34,6 +34,7 @@ export async function startNotifications(
         createDispatcher({
           db,
           smtpUrl: config.SMTP_URL,
+          ...(config.SMTP_LOOKUP_URL ? { lookupUrl: config.SMTP_LOOKUP_URL } : {}),
           from: config.EMAIL_FROM,
           log,
           now,

@@ -19,6 +19,12 @@ export interface DispatcherOptions {
   readonly db: PrismaClient;
   /** e.g. smtp://127.0.0.1:1025; credentials in the URL are never logged. */
   readonly smtpUrl: string;
+  /**
+   * The provider's message search (Mailpit's API: Mailpit's or the SMTP sink's address), asked
+   * before an email whose last send has an unknown outcome is sent again. Without it, such an
+   * email is sent again and the possible copy counted. @defaultValue none
+   */
+  readonly lookupUrl?: string;
   readonly from: string;
   readonly log: Logger;
   readonly now?: () => Date;
@@ -50,7 +56,7 @@ export class LeaseTooShortError extends Error {
 export const longestSendMs = (smtpTimeoutMs: number): number => 3 * smtpTimeoutMs;
 
 /** The dispatcher's settings with their defaults, its lease owner name, SMTP transport and sends under way. */
-type Dispatcher = Required<Omit<DispatcherOptions, 'smtpUrl' | 'databaseUrl'>> & {
+type Dispatcher = Required<Omit<DispatcherOptions, 'smtpUrl' | 'lookupUrl' | 'databaseUrl'>> & {
   readonly owner: string;
   readonly smtp: SmtpClient;
   readonly sends: Sends;
@@ -95,7 +101,12 @@ export function createDispatcher(options: DispatcherOptions): BackgroundWorker &
     retryDelayMs,
     smtpTimeoutMs,
     owner: `dispatcher-${randomUUID()}`,
-    smtp: createSmtpClient({ smtpUrl: options.smtpUrl, connections: smtpConnections, timeoutMs: smtpTimeoutMs }),
+    smtp: createSmtpClient({
+      smtpUrl: options.smtpUrl,
+      connections: smtpConnections,
+      timeoutMs: smtpTimeoutMs,
+      ...(options.lookupUrl ? { lookupUrl: options.lookupUrl } : {}),
+    }),
     sends: new Sends(smtpConnections),
   };
   const runOnce = () => round(dispatcher);
@@ -227,6 +238,8 @@ const traced = (dispatcher: Dispatcher, item: EmailWorkItem) =>
 
 async function dispatch(dispatcher: Dispatcher, item: EmailWorkItem): Promise<void> {
   const { db, from, log, now, smtp, owner, leaseMs } = dispatcher;
+  const reconciled = await reconcile(dispatcher, item);
+  if (reconciled === 'done') return;
   // Ours for longer than the send can take, with its text: or not sent by us now.
   const held = await holdForSending(db, item, {
     owner,
@@ -252,7 +265,7 @@ async function dispatch(dispatcher: Dispatcher, item: EmailWorkItem): Promise<vo
     );
   } catch (error) {
     const failure = smtpFailureOf(error);
-    const status = await recordFailedSend(db, item, { ...dispatcher, ...failure }, now());
+    const status = await recordFailedSend(db, item, { ...dispatcher, ...failure, ...reconciled }, now());
     const parked = status === 'parked';
     log[parked ? 'error' : 'warn'](
       {
@@ -270,7 +283,7 @@ async function dispatch(dispatcher: Dispatcher, item: EmailWorkItem): Promise<vo
   // Accepted by the SMTP server, not yet marked: the window in which a crash sends one more copy.
   dispatcher.faults.crashIf('crash-after-send', 'notifications.dispatcher');
   const overran = now() > leaseExpiresAt;
-  await recordSent(db, item, { overran }, now());
+  await recordSent(db, item, { overran, ...reconciled }, now());
   if (overran)
     log.error(
       { emailWorkItemId: item.id, orderId: item.orderId, kind: item.kind, messageId: item.messageId },
@@ -280,6 +293,35 @@ async function dispatch(dispatcher: Dispatcher, item: EmailWorkItem): Promise<vo
     { emailWorkItemId: item.id, orderId: item.orderId, kind: item.kind, messageId: item.messageId },
     'email sent',
   );
+}
+
+/**
+ * An item whose last send has an unknown outcome (its reply lost, or its dispatcher gone mid-send:
+ * more unconfirmed sends than lookups have settled) is looked up at the provider by its Message-ID
+ * before it is sent again, as payments searches before it creates again. Found: it is marked sent
+ * and nothing is sent (`done`). Not found: it is sent, and the lookup is recorded with the send's
+ * outcome (`reconciled`, the unconfirmed sends it settled). A lookup that fails sends nothing: the
+ * attempt fails and is retried (`done`). Without a lookup the item is sent again, the copy counted.
+ * The claim's lease outlasts the lookup (one SMTP timeout) and still holds a send after it.
+ */
+async function reconcile(dispatcher: Dispatcher, item: EmailWorkItem): Promise<'done' | { reconciled?: number }> {
+  const { db, log, now, smtp } = dispatcher;
+  if (!smtp.lookup || item.unconfirmedSends <= item.reconciledSends) return {};
+  const reconciled = item.unconfirmedSends;
+  const about = { emailWorkItemId: item.id, orderId: item.orderId, kind: item.kind, messageId: item.messageId };
+  let accepted: boolean;
+  try {
+    accepted = await inSpan('smtp lookup', { kind: 'client' }, () => smtp.lookup!(item.messageId));
+  } catch (error) {
+    const reason = `lookup failed: ${(error as Error)?.message ?? String(error)}`;
+    await recordFailedSend(db, item, { ...dispatcher, responseCode: 0, reason, unconfirmed: false }, now());
+    log.warn({ ...about, err: error }, 'email not sent: the provider could not say whether it took it; will retry');
+    return 'done';
+  }
+  if (!accepted) return { reconciled };
+  await recordSent(db, item, { overran: false, reconciled }, now());
+  log.info(about, 'email found at the provider: marked sent, not sent again');
+  return 'done';
 }
 
 /**
