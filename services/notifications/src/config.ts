@@ -14,6 +14,8 @@ export const configSchema = baseConfigSchema('notifications', 3004).extend({
   DISPATCHER_LEASE_MS: z.coerce.number().int().positive().default(60_000),
   DISPATCHER_POLL_MS: z.coerce.number().int().positive().default(500),
   EMAIL_RETRY_DELAY_MS: z.coerce.number().int().positive().default(1000),
+  /** SMTP connections the dispatcher keeps open: the sends under way at once, and so the pace of a backlog. */
+  SMTP_CONNECTIONS: z.coerce.number().int().positive().default(5),
   /** Each SMTP wait (connect, greeting, silence); the dispatcher's lease must outlast one send (three of them). */
   SMTP_TIMEOUT_MS: z.coerce.number().int().positive().default(4000),
 });

@@ -45,6 +45,7 @@ export async function startNotifications(
           pollIntervalMs: config.DISPATCHER_POLL_MS,
           retryDelayMs: config.EMAIL_RETRY_DELAY_MS,
           smtpTimeoutMs: config.SMTP_TIMEOUT_MS,
+          smtpConnections: config.SMTP_CONNECTIONS,
         }),
       ),
       gauges(({ metrics }) =>

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { inSpan } from '@idem/contracts';
 import { claimLeased, takeHere } from '@idem/database';
 import { noFaults, type Faults } from '@idem/faults';
-import { pollingWorker, awaitAll, type BackgroundWorker, type Logger } from '@idem/runtime';
+import { pollingWorker, type BackgroundWorker, type Logger } from '@idem/runtime';
 import type { PrismaClient } from '../db.js';
 import {
   giveBack,
@@ -39,7 +39,10 @@ export interface DispatcherOptions {
   readonly databaseUrl?: string;
   /** Items claimed per round at most (never more than the sends free to start). @defaultValue 20 */
   readonly batchSize?: number;
-  /** SMTP connections kept open: the sends under way at once, one per connection. @defaultValue 5 */
+  /**
+   * SMTP connections kept open: the sends under way at once, one per connection, and so the pace
+   * of a backlog (SMTP_CONNECTIONS). @defaultValue 5
+   */
   readonly smtpConnections?: number;
   /** First retry delay; doubles per attempt, at most 10 minutes. @defaultValue 1000 */
   readonly retryDelayMs?: number;
@@ -60,6 +63,8 @@ type Dispatcher = Required<Omit<DispatcherOptions, 'smtpUrl' | 'lookupUrl' | 'da
   readonly owner: string;
   readonly smtp: SmtpClient;
   readonly sends: Sends;
+  /** Its last claim took all it had room for: more is due, and is taken in due order. */
+  draining: boolean;
 };
 
 /**
@@ -75,6 +80,10 @@ type Dispatcher = Required<Omit<DispatcherOptions, 'smtpUrl' | 'lookupUrl' | 'da
  * way a slow server once made a second dispatcher send a copy). What it cannot start now it
  * leaves for a later round: a handed-over item is given back, and a claim takes no more than the
  * sends free. Right before each send the lease is checked to outlast it (and renewed if not).
+ *
+ * A backlog drains at the pace of its connections: a claim that took all it had room for is
+ * followed by another as soon as a send ends (not by a poll), so every connection stays busy
+ * while anything is due, and the oldest due is claimed first.
  */
 export function createDispatcher(options: DispatcherOptions): BackgroundWorker & { runOnce(): Promise<number> } {
   const {
@@ -108,18 +117,23 @@ export function createDispatcher(options: DispatcherOptions): BackgroundWorker &
       ...(options.lookupUrl ? { lookupUrl: options.lookupUrl } : {}),
     }),
     sends: new Sends(smtpConnections),
+    draining: false,
   };
-  const runOnce = () => round(dispatcher);
   const { databaseUrl } = options;
-  const worker = pollingWorker('email dispatcher', runOnce, {
+  const worker = pollingWorker('email dispatcher', () => round(dispatcher), {
     idleMs: pollIntervalMs,
-    batchSize: dispatcher.batchSize,
     log: options.log,
     ...(databaseUrl ? { wakeOn: { databaseUrl, channel: WORK_ITEMS_CHANNEL } } : {}),
   });
   const own = ownItems(dispatcher);
   return {
     ...worker,
+    // One round whose sends have all ended when it returns: what tests step through.
+    async runOnce() {
+      const { handled } = await round(dispatcher);
+      await dispatcher.sends.settled();
+      return handled;
+    },
     start() {
       own.start();
       worker.start();
@@ -134,13 +148,20 @@ export function createDispatcher(options: DispatcherOptions): BackgroundWorker &
 }
 
 /**
- * One round: claims as many due items as sends can start now and sends them. The room is held
- * until the claimed sends start, so an item handed over meanwhile cannot take it.
+ * One round: claims as many due items as sends can start now and starts them. The room is held
+ * until the claimed sends start, so an item handed over meanwhile cannot take it. A claim that
+ * took all it had room for may have left more due: the round ends when a send does, and the next
+ * claims at once (`moreDue`). A shorter claim took all that was due: the sends go on while the
+ * worker waits for a notification or its poll.
  */
-async function round(dispatcher: Dispatcher): Promise<number> {
-  const { sends } = dispatcher;
+async function round(dispatcher: Dispatcher): Promise<{ handled: number; moreDue: boolean }> {
+  const { sends, log } = dispatcher;
   const room = Math.min(dispatcher.batchSize, sends.free);
-  if (room <= 0) return 0;
+  // No room (sends of handed-over items fill it): claim once one ends, whatever is due by then.
+  if (room <= 0) {
+    await sends.oneEnded();
+    return { handled: 0, moreDue: true };
+  }
   const release = sends.hold(room);
   let items: EmailWorkItem[];
   try {
@@ -149,15 +170,22 @@ async function round(dispatcher: Dispatcher): Promise<number> {
     release();
     throw error;
   }
-  const started = items.map((item) => sends.run(() => traced(dispatcher, item)));
+  for (const item of items)
+    void sends
+      .run(() => traced(dispatcher, item))
+      .catch((error: unknown) =>
+        log.error({ err: error, emailWorkItemId: item.id }, 'email send not recorded; its lease will run out'),
+      );
   release();
-  await awaitAll(started);
-  return items.length;
+  dispatcher.draining = items.length === room;
+  if (dispatcher.draining) await sends.oneEnded();
+  return { handled: items.length, moreDue: dispatcher.draining };
 }
 
 /** The sends under way, at most one per SMTP connection: a send that cannot start now is not queued. */
 class Sends {
   readonly #underWay = new Set<Promise<void>>();
+  readonly #waiting: (() => void)[] = [];
   #held = 0;
   constructor(private readonly capacity: number) {}
 
@@ -174,9 +202,18 @@ class Sends {
 
   /** Starts `send` (a slot must be free: see `free`); resolves when it has ended. */
   run(send: () => Promise<void>): Promise<void> {
-    const running = send().finally(() => this.#underWay.delete(running));
+    const running = send().finally(() => {
+      this.#underWay.delete(running);
+      for (const ended of this.#waiting.splice(0)) ended();
+    });
     this.#underWay.add(running);
     return running;
+  }
+
+  /** Resolves when a send under way ends (at once when none is): a slot is free again. */
+  oneEnded(): Promise<void> {
+    if (this.#underWay.size === 0) return Promise.resolve();
+    return new Promise((resolve) => this.#waiting.push(resolve));
   }
 
   settled(): Promise<unknown> {
@@ -186,8 +223,9 @@ class Sends {
 
 /**
  * The items this dispatcher's own process writes, taken at their commit (`takeHere`): each is
- * sent at once, in its own trace, when a send can start; otherwise it is given back for a claim
- * to take later. `stop` takes no more (the sends under way are the dispatcher's to wait for).
+ * sent at once, in its own trace, when a send can start; otherwise, or while a backlog drains
+ * (older items are due: a new one must not pass them), it is given back for a claim to take
+ * later. `stop` takes no more (the sends under way are the dispatcher's to wait for).
  */
 function ownItems(dispatcher: Dispatcher) {
   const { db, owner, leaseMs, log, sends } = dispatcher;
@@ -200,7 +238,7 @@ function ownItems(dispatcher: Dispatcher) {
         owner,
         leaseMs,
         take(item) {
-          if (sends.free > 0)
+          if (sends.free > 0 && !dispatcher.draining)
             void sends
               .run(() => traced(dispatcher, item))
               .catch(failed(item, 'email not sent; its lease will run out'));
