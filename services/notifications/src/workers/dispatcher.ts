@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { inSpan } from '@idem/contracts';
 import { claimLeased, takeHere } from '@idem/database';
 import { noFaults, type Faults } from '@idem/faults';
-import { pollingWorker, type BackgroundWorker, type Logger } from '@idem/runtime';
+import { awaitAll, pollingWorker, type BackgroundWorker, type Logger } from '@idem/runtime';
 import type { PrismaClient } from '../db.js';
 import {
   giveBack,
@@ -128,12 +128,7 @@ export function createDispatcher(options: DispatcherOptions): BackgroundWorker &
   const own = ownItems(dispatcher);
   return {
     ...worker,
-    // One round whose sends have all ended when it returns: what tests step through.
-    async runOnce() {
-      const { handled } = await round(dispatcher);
-      await dispatcher.sends.settled();
-      return handled;
-    },
+    runOnce: () => wholeRound(dispatcher),
     start() {
       own.start();
       worker.start();
@@ -154,13 +149,13 @@ export function createDispatcher(options: DispatcherOptions): BackgroundWorker &
  * claims at once (`moreDue`). A shorter claim took all that was due: the sends go on while the
  * worker waits for a notification or its poll.
  */
-async function round(dispatcher: Dispatcher): Promise<{ handled: number; moreDue: boolean }> {
+async function round(dispatcher: Dispatcher): Promise<{ handled: number; moreDue: boolean; started: Promise<void>[] }> {
   const { sends, log } = dispatcher;
   const room = Math.min(dispatcher.batchSize, sends.free);
   // No room (sends of handed-over items fill it): claim once one ends, whatever is due by then.
   if (room <= 0) {
     await sends.oneEnded();
-    return { handled: 0, moreDue: true };
+    return { handled: 0, moreDue: true, started: [] };
   }
   const release = sends.hold(room);
   let items: EmailWorkItem[];
@@ -170,16 +165,28 @@ async function round(dispatcher: Dispatcher): Promise<{ handled: number; moreDue
     release();
     throw error;
   }
-  for (const item of items)
-    void sends
-      .run(() => traced(dispatcher, item))
-      .catch((error: unknown) =>
-        log.error({ err: error, emailWorkItemId: item.id }, 'email send not recorded; its lease will run out'),
-      );
+  const started = items.map((item) => {
+    const send = sends.run(() => traced(dispatcher, item));
+    send.catch((error: unknown) =>
+      log.error({ err: error, emailWorkItemId: item.id }, 'email send not recorded; its lease will run out'),
+    );
+    return send;
+  });
   release();
   dispatcher.draining = items.length === room;
   if (dispatcher.draining) await sends.oneEnded();
-  return { handled: items.length, moreDue: dispatcher.draining };
+  return { handled: items.length, moreDue: dispatcher.draining, started };
+}
+
+/**
+ * One round whose sends have all ended when it returns (rejecting with the first that failed
+ * unexpectedly): what tests and the explorer step through.
+ */
+async function wholeRound(dispatcher: Dispatcher): Promise<number> {
+  const { handled, started } = await round(dispatcher);
+  await awaitAll(started);
+  await dispatcher.sends.settled();
+  return handled;
 }
 
 /** The sends under way, at most one per SMTP connection: a send that cannot start now is not queued. */
