@@ -70,8 +70,10 @@ type Dispatcher = Required<Omit<DispatcherOptions, 'smtpUrl' | 'lookupUrl' | 'da
 /**
  * Drains email work items: claims due ones with a lease, sends each over SMTP with its stable
  * Message-ID, then marks it sent. SMTP has no idempotency: a crash after the server accepted
- * a message and before it is marked sent means one more send — with the same Message-ID, so
- * mail clients and the checker can recognise the copy. While it runs, the items its own process
+ * a message and before it is marked sent, or a reply lost on the way, leaves the outcome unknown.
+ * Where the provider can be searched (`lookupUrl`) the next attempt looks the Message-ID up
+ * before anything is sent again; elsewhere it means one more send — with the same Message-ID,
+ * so mail clients and the checker can recognise the copy. While it runs, the items its own process
  * writes are written leased to it and handed to it at their commit (`takeHere`): no claim and
  * no notification for them; the claims recover what a crash left, once its lease has run out.
  *
