@@ -1,7 +1,13 @@
-import { formatProviderFaultsReport, runNotificationsBacklog, runProviderFaults } from '@idem/chaos';
+import {
+  formatPauseDrain,
+  formatProviderFaultsReport,
+  runNotificationsBacklog,
+  runNotificationsPause,
+  runProviderFaults,
+} from '@idem/chaos';
 import { describe, expect, it } from 'vitest';
 
-// Shorter than the full runs (`pnpm chaos --providers`, `pnpm chaos --backlog 3000`: README),
+// Shorter than the full runs (`pnpm chaos --providers [--full]`, `pnpm chaos --backlog 3000`: README),
 // so CI can afford them; the same faults, in the same order.
 describe('slow and absent providers (short, as CI runs it)', () => {
   it('sends every email once and charges no cancelled order while SMTP is slow and then down and Stripe is down', async () => {
@@ -35,4 +41,28 @@ describe('slow and absent providers (short, as CI runs it)', () => {
     expect(report.ok, formatProviderFaultsReport(report)).toBe(true);
     expect(report.endedByStatus.PAID ?? 0).toBeGreaterThan(0);
   }, 900_000);
+  it('sends every email once when replies are lost as the SMTP link turns from slow to a black hole: the next attempt looks them up', async () => {
+    const report = await runProviderFaults({
+      ordersPerSecond: 5,
+      seconds: 30,
+      smtpSlowMs: 0,
+      smtpLinkSlowMs: 150,
+      smtpBlackHole: { at: 10, for: 10 },
+      stripeDown: { at: 5, for: 5 },
+      cancelShare: 0.2,
+      drainSeconds: 300,
+      log: () => {},
+    });
+    expect(report.ok, formatProviderFaultsReport(report)).toBe(true);
+    // The native run's sink can be searched: every send whose reply was lost is looked up before
+    // anything is sent again, so not one email reaches the server twice.
+    expect(report.emails.copies, formatProviderFaultsReport(report)).toBe(0);
+  }, 600_000);
+
+  it('drains what waited through a notifications pause while orders keep coming', async () => {
+    const report = await runNotificationsPause({ ordersPerSecond: 10, pauseSeconds: 20, log: () => {} });
+    expect(report.ok, formatProviderFaultsReport(report)).toBe(true);
+    // How fast is measured (the line says PASS or MISS against the pause's length), not asserted here.
+    expect(report.pause.drainedAfterSeconds, formatPauseDrain(report.pause)).toBeDefined();
+  }, 600_000);
 });

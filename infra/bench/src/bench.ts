@@ -14,13 +14,14 @@ import {
   type ConsumerVariant,
 } from './consumer-cost.js';
 import { runBroker } from './broker.js';
+import { runEmailDrain } from './email-drain.js';
 import { runEndToEnd } from './end-to-end.js';
 import { runGrowth } from './growth.js';
 import { profileEndToEnd } from './profile.js';
 import { runRelay } from './relay.js';
 import { evaluateTargets, formatChart, formatMarkdown, formatTargets, type BenchRun, type Target } from './report.js';
 
-export const SECTIONS = ['consumer', 'relay', 'e2e', 'growth', 'profile', 'broker'] as const;
+export const SECTIONS = ['consumer', 'relay', 'e2e', 'growth', 'profile', 'broker', 'emails'] as const;
 export type Section = (typeof SECTIONS)[number];
 
 export interface BenchOptions {
@@ -56,6 +57,7 @@ function settingsFor(quick: boolean) {
         growthInserts: 200,
         profile: { offered: 5, seconds: 5 },
         broker: { offered: 5, stepSeconds: 5, relayRows: 200, transportDeliveries: 1_000 },
+        emails: 300,
       }
     : {
         concurrencies: [1, 8, 32],
@@ -70,6 +72,7 @@ function settingsFor(quick: boolean) {
         growthInserts: 2_000,
         profile: { offered: 20, seconds: 30 },
         broker: { offered: 20, stepSeconds: 20, relayRows: 2_000, transportDeliveries: 20_000 },
+        emails: 3_000,
       };
 }
 
@@ -93,7 +96,7 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
   let run: BenchRun;
   try {
     const machine = { ...(await describeMachine(databaseUrl)), pgbench: pgbench ?? 'not installed' };
-    let consumerCost, relay, endToEnd, growth, profile, broker;
+    let consumerCost, relay, endToEnd, growth, profile, broker, emailDrain;
     if (sections.has('consumer')) {
       log('\n1. consumer cost');
       const { logicalReplication } = await prepareConsumerDatabase(databaseUrl);
@@ -155,6 +158,10 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
         log,
       });
     }
+    if (sections.has('emails')) {
+      log(`\n7. a backlog of ${settings.emails.toLocaleString('en')} e-mails against the SMTP sink`);
+      emailDrain = await runEmailDrain({ emails: settings.emails, repetitions: settings.repetitions, log });
+    }
     run = {
       startedAt,
       finishedAt: new Date().toISOString(),
@@ -167,6 +174,7 @@ export async function runBench(options: BenchOptions): Promise<BenchResult> {
       growth,
       profile,
       broker,
+      emailDrain,
     };
   } finally {
     await dropWhenIdle(databaseUrl, log);

@@ -1,4 +1,4 @@
-// `pnpm bench [--quick] [--out DIR] [--only consumer,relay,e2e,growth,profile] [--growth-sizes N,N] [--compare REF] [--render RUN.json]`: see bench.ts and the README.
+// `pnpm bench [--quick] [--out DIR] [--only consumer,relay,e2e,growth,profile,broker,emails] [--growth-sizes N,N] [--compare REF] [--render RUN.json]`: see bench.ts and the README.
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { renderRun, runBench, SECTIONS, type Section } from './bench.js';

@@ -2,7 +2,14 @@ import { describe, expect, it, vi } from 'vitest';
 import { compareRuns } from './compare.js';
 import type { ConsumerSample } from './consumer-cost.js';
 import { kneeOf, type LoadStep } from './end-to-end.js';
-import { beforeAfterTable, evaluateTargets, formatChart, formatMarkdown, type BenchRun } from './report.js';
+import {
+  beforeAfterTable,
+  evaluateTargets,
+  formatChart,
+  formatMarkdown,
+  formatTargets,
+  type BenchRun,
+} from './report.js';
 import { atRate, median, percentile } from './stats.js';
 
 const cpu = { bench: 0, postgres: 0, redis: 0 };
@@ -208,5 +215,29 @@ describe('bench statistics', () => {
     expect(compareRuns('main', from(false), from(true)).split('\n')[1]).toBe(
       'not alike: end to end ran the services from their sources before and as their images run them after',
     );
+  });
+});
+
+describe('the e-mail backlog figure', () => {
+  const drained = (perSecond: number): BenchRun => ({
+    ...run([]),
+    emailDrain: {
+      emails: 3_000,
+      connections: 5,
+      samples: [{ emails: 3_000, seconds: 3_000 / perSecond, perSecond }],
+      perSecond,
+    },
+  });
+
+  it('passes at 100 e-mails a second or more and misses below, with the rate it measured', () => {
+    expect(formatTargets(evaluateTargets(drained(140)))).toBe(
+      'PASS  a backlog of 3,000 e-mails drains at ≥ 100 e-mails/s against the SMTP sink (5 connections): 140 e-mails/s',
+    );
+    expect(formatTargets(evaluateTargets(drained(10)))).toMatch(/^MISS .*: 10 e-mails\/s$/);
+  });
+
+  it('has its section on the page, a row per repetition', () => {
+    expect(formatMarkdown(drained(140), [])).toContain('## 7. A backlog of e-mails');
+    expect(formatMarkdown(drained(140), [])).toMatch(/\| 1 +\| 21\.4 +\| 140 +\|/);
   });
 });

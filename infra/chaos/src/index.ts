@@ -2,7 +2,11 @@ export { runChaos, formatChaosReport, type ChaosOptions, type ChaosReport } from
 export {
   runProviderFaults,
   runNotificationsBacklog,
+  runNotificationsPause,
   formatProviderFaultsReport,
+  formatPauseDrain,
+  type EmailCopies,
+  type PauseDrain,
   type ProviderFaultsOptions,
   type ProviderFaultsReport,
 } from './providers.js';

@@ -297,6 +297,10 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
             IDEM_QUEUE_PREFIX: queuePrefix,
             STRIPE_API_BASE: urls.stripe,
             SMTP_URL: urls.smtp,
+            // The sink's message search: a reply lost after a message went is looked up, not sent again.
+            // Beyond loopback the sink answers only to the operator token, which a provider's client is
+            // not given: there such an email is sent again, as to any server that cannot be searched.
+            ...(service === 'notifications' && isLoopbackAddress(bindAddress) ? { SMTP_LOOKUP_URL: urls.mail } : {}),
             ...(service === 'orders' ? { JWT_SECRET: jwtSecret } : {}),
             ...(service === 'payments' ? stripeKey : {}),
             FAULTS_TOKEN: faultsTokens[service],

@@ -74,6 +74,29 @@ describe('SMTP sink', () => {
     expect(await sink.messages()).toHaveLength(1);
   });
 
+  it("finds messages by their Message-ID as Mailpit's search does (`message-id:` matches a part of it)", async () => {
+    await send('<email-1@idem.local>');
+    await send('<email-2@idem.local>');
+    await send('<email-2@idem.local>'); // a copy: both are found
+    const search = async (query: string) =>
+      (await (await api(`/api/v1/search?query=${encodeURIComponent(query)}`)).json()) as {
+        total: number;
+        messages_count: number;
+        messages: { MessageID: string }[];
+      };
+    expect(await search('message-id:email-2@idem.local')).toMatchObject({
+      total: 3,
+      messages_count: 2,
+      messages: [{ MessageID: 'email-2@idem.local' }, { MessageID: 'email-2@idem.local' }],
+    });
+    expect((await search('message-id:<email-1@idem.local>')).messages_count).toBe(1);
+    expect((await search('message-id:email-3@idem.local')).messages).toEqual([]);
+    expect((await search('message-id:email-')).messages_count).toBe(3);
+    // What the sink cannot search it refuses, rather than answer as if nothing matched.
+    expect((await api('/api/v1/search?query=subject:receipt')).status).toBe(400);
+    expect((await api('/api/v1/search')).status).toBe(400);
+  });
+
   it('deletes all messages', async () => {
     await send('<x@idem.local>');
     await api('/api/v1/messages', { method: 'DELETE' });

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { localToolGuard, operatorOnlyBeyondLoopback } from '@idem/http';
-import express from 'express';
+import express, { type Request } from 'express';
 import { simpleParser, type AddressObject, type ParsedMail } from 'mailparser';
 import { SMTPServer } from 'smtp-server';
 
@@ -128,20 +128,36 @@ export async function startSmtpSink({
     Attachments: 0,
     Tags: [],
   });
-  app.get('/api/v1/messages', async (req, res) => {
-    const start = Math.max(0, Number(req.query.start ?? 0) || 0);
-    const limit = Math.max(1, Number(req.query.limit ?? 50) || 50);
-    const newestFirst = [...stored].reverse();
+  /** Mailpit's answer to a listing or a search: a page of `found`, newest first, with the counts. */
+  const listing = async (query: Request['query'], found: Received[]) => {
+    const start = Math.max(0, Number(query.start ?? 0) || 0);
+    const limit = Math.max(1, Number(query.limit ?? 50) || 50);
+    const newestFirst = [...found].reverse();
     const page = await Promise.all(newestFirst.slice(start, start + limit).map((m) => m.parsed()));
-    res.json({
+    return {
       total: stored.length,
       unread: stored.filter((m) => !m.read).length,
       count: page.length,
-      messages_count: stored.length,
+      messages_count: found.length,
+      messages_unread: found.filter((m) => !m.read).length,
       start,
       tags: [],
       messages: page.map(summary),
-    });
+    };
+  };
+  app.get('/api/v1/messages', async (req, res) => void res.json(await listing(req.query, stored)));
+  // Mailpit's search, for the one term a sender asks it: `message-id:<a part of the Message-ID>`.
+  // A dispatcher whose send's reply was lost asks it before sending again (its lookup).
+  app.get('/api/v1/search', async (req, res) => {
+    const query = typeof req.query.query === 'string' ? req.query.query.trim() : '';
+    const term = /^message-id:<?([^<>\s]+?)>?$/i.exec(query)?.[1];
+    if (!term) return void res.status(400).send('the sink searches by message-id:<Message-ID> only');
+    res.json(
+      await listing(
+        req.query,
+        stored.filter((m) => m.messageId.includes(term)),
+      ),
+    );
   });
   // Mailpit accepts `latest` wherever a message id goes: the newest message.
   const find = (id: string) => (id === 'latest' ? stored.at(-1) : stored.find((m) => m.ID === id));
@@ -205,6 +221,8 @@ export async function startSmtpSink({
 /** A message as the sink keeps it: as it came, parsed once someone asks. */
 interface Received {
   readonly ID: string;
+  /** Its Message-ID without the angle brackets, read from its header when it came: searched unparsed. */
+  readonly messageId: string;
   read: boolean;
   parsed(): Promise<StoredMessage>;
 }
@@ -216,6 +234,7 @@ function received(raw: Buffer, at = new Date()): Received {
   let parse: Promise<Omit<StoredMessage, 'Read'>> | undefined;
   const message: Received = {
     ID,
+    messageId: messageIdOf(raw),
     read: false,
     parsed: () => {
       if (!parse) {
@@ -229,6 +248,13 @@ function received(raw: Buffer, at = new Date()): Received {
     },
   };
   return message;
+}
+
+/** The Message-ID header of a raw message (its header block only), without angle brackets; '' without one. */
+function messageIdOf(raw: Buffer): string {
+  const end = raw.indexOf('\r\n\r\n');
+  const headers = raw.subarray(0, end < 0 ? raw.length : end).toString('latin1');
+  return /^message-id:\s*<?([^>\r\n]*)>?/im.exec(headers)?.[1]?.trim() ?? '';
 }
 
 function toStored(

@@ -9,7 +9,7 @@ import { pollingWorker } from './periodic.js';
  * themselves in `work.rounds`. Its poll is an hour away: within a test only a notification
  * starts a round after the first ones.
  */
-async function countingWorker(name: string, batchSize?: number) {
+async function countingWorker(name: string, batchSize?: number, { room }: { room?: number } = {}) {
   const database = await createTestDatabase(name);
   const channel = `idem_test_${name}`;
   const work = { rounds: 0, due: 0 };
@@ -17,9 +17,11 @@ async function countingWorker(name: string, batchSize?: number) {
     'test worker',
     async () => {
       work.rounds++;
-      const taken = Math.min(work.due, batchSize ?? Infinity);
+      // With `room`, a round takes no more than that (its free connections) and says whether it
+      // took all it could (so more may be due) instead of leaving the batch size to tell.
+      const taken = Math.min(work.due, room ?? batchSize ?? Infinity);
       work.due -= taken;
-      return taken;
+      return room === undefined ? taken : { handled: taken, moreDue: taken === room };
     },
     {
       idleMs: 3_600_000,
@@ -83,6 +85,19 @@ describe('pollingWorker', () => {
       await waitFor(() => work.due === 0, { what: 'the backlog taken' });
       await aMoment();
       expect(work.rounds).toBe(before + 3);
+    } finally {
+      await stop();
+    }
+  });
+  it('runs again at once after a round that took all it had room for, however short of a batch', async () => {
+    const { work, notifyCommitted, stop } = await countingWorker('polling_worker_room', 20, { room: 2 });
+    try {
+      const before = work.rounds;
+      work.due = 7; // rounds of 2, 2, 2 and 1 (which says nothing more is due): no sleep between them
+      await notifyCommitted();
+      await waitFor(() => work.due === 0, { what: 'the backlog taken' });
+      await aMoment();
+      expect(work.rounds).toBe(before + 4);
     } finally {
       await stop();
     }

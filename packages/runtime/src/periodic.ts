@@ -45,26 +45,37 @@ export interface PollingOptions {
   readonly idleMs: number;
   readonly log: Logger;
   readonly wakeOn?: { databaseUrl: string; channel: string };
-  /** The most a round claims: with `wakeOn`, a round that handled fewer took all that was due, and sleeps. */
+  /**
+   * The most a round claims: with `wakeOn`, a round that handled fewer took all that was due, and
+   * sleeps. A round that says so itself ({@link PollingRound}) is taken at its word instead.
+   */
   readonly batchSize?: number;
 }
+
+/**
+ * What a round did: how many items it handled, and, when only the round can know it, whether more
+ * may be due now (`moreDue`: it took all it had room for, e.g. one item per free connection, which
+ * can be fewer than the batch size however much is due).
+ */
+export type PollingRound = number | { readonly handled: number; readonly moreDue: boolean };
 
 /** How long a worker woken by a notification waits for more work to arrive before its round. */
 const GATHER_MS = 20;
 
 /**
  * Runs `runOnce` back to back while it finds work (it returns how many items it handled) and
- * sleeps `idleMs` when it found none (or, woken by notifications, less than a full batch); a
+ * sleeps `idleMs` when it found none (or, woken by notifications, less than a full batch, or the
+ * round said no more is due); a
  * failed round is logged and retried after the sleep. With `wakeOn`, it LISTENs on that channel
  * and a notification ends the sleep at once (one that comes during a round skips the next
  * sleep): work is taken when it is written, and the sleep is only the fallback for a
  * notification that never came.
  */
-export function pollingWorker(
+export function pollingWorker<R extends PollingRound>(
   name: string,
-  runOnce: () => Promise<number>,
+  runOnce: () => Promise<R>,
   { idleMs, log, wakeOn, batchSize }: PollingOptions,
-): BackgroundWorker & { runOnce(): Promise<number> } {
+): BackgroundWorker & { runOnce(): Promise<R> } {
   let stopped = true;
   let loop: Promise<void> = Promise.resolve();
   let listener: { close(): Promise<void> } | undefined;
@@ -98,18 +109,16 @@ export function pollingWorker(
       loop = (async () => {
         while (!stopped) {
           notified = false;
-          const handled = await runOnce().catch((error: unknown) => {
+          const round = await runOnce().catch((error: unknown) => {
             log.warn({ err: error, worker: name }, `${name}: a round failed; trying again`);
             return undefined;
           });
           if (stopped) break;
-          if (handled === undefined) {
+          if (round === undefined) {
             await sleep(false);
             continue;
           }
-          // A round short of a full batch took everything due when it claimed; what is written
-          // since notifies, so looking again at once would only cost an empty claim.
-          if (handled > 0 && !(wakeOn && batchSize !== undefined && handled < batchSize)) continue;
+          if (moreMayBeDue(round, { wakeOn, batchSize })) continue;
           if (!notified) await sleep(true);
           // Woken for new work: what is written with it gathers for a moment, so a burst is one
           // round (one claim for many items) instead of a round per item.
@@ -124,6 +133,17 @@ export function pollingWorker(
       await listener?.close();
     },
   };
+}
+
+/**
+ * Whether to look again at once. A round short of a full batch took everything due when it
+ * claimed; what is written since notifies, so looking again at once would only cost an empty
+ * claim. A round that says whether more is due is believed: counting cannot tell a round bounded
+ * by its free connections from one that found little.
+ */
+function moreMayBeDue(round: PollingRound, { wakeOn, batchSize }: Pick<PollingOptions, 'wakeOn' | 'batchSize'>) {
+  if (typeof round !== 'number') return round.moreDue;
+  return round > 0 && !(wakeOn && batchSize !== undefined && round < batchSize);
 }
 
 /**

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { createServer } from 'node:net';
+import { connect, createServer } from 'node:net';
 import type { Envelope } from '@idem/shop';
 import { takeHere } from '@idem/database';
 import { createInbox } from '@idem/inbox';
@@ -378,6 +378,42 @@ describe('email dispatcher', () => {
     }
   }, 90_000);
 
+  it('drains a backlog at the pace of its connections, oldest first, with no poll between rounds', async () => {
+    // 300 emails due when the dispatcher starts (written while notifications was away: nothing
+    // will notify it of them) and its poll an hour away: a round that sleeps while any is still
+    // due never ends the drain. The code before this claimed one round per free connection (5),
+    // read a round short of its batch (20) as "all due taken" and slept its poll.
+    const due = 300;
+    for (let i = 0; i < due; i++)
+      await inbox().consume('notifications.order-placed.v1', orderPlacedMessage(), handleOrderPlaced({ now }));
+    const written = (await db.emailWorkItem.findMany({ orderBy: { nextAttemptAt: 'asc' } })).map((i) => i.messageId);
+    const draining = createDispatcher({
+      db,
+      smtpUrl: smtpUrl(),
+      from: 'shop@idem.local',
+      log: createLogger('notifications', 'silent'),
+      databaseUrl: database.url,
+      pollIntervalMs: 3_600_000,
+      smtpConnections: 5,
+    });
+    draining.start();
+    try {
+      await waitFor(async () => (await db.emailWorkItem.count({ where: { status: 'sent' } })) === due, {
+        timeoutMs: 60_000,
+        what: `${due} emails sent`,
+      });
+    } finally {
+      await draining.stop();
+    }
+    // Oldest first: each email reached the server near where it was due. Five sends run side by
+    // side and one that stalls (a busy machine) is passed by the others, so "near" is a tenth of
+    // the backlog; any other order (newest first, or none) moves emails by a hundred places.
+    const received = (await sink.messages()).map((m) => `<${m.MessageID}>`);
+    expect(received).toHaveLength(due);
+    const displacement = received.map((id, place) => Math.abs(written.indexOf(id) - place));
+    expect(Math.max(...displacement)).toBeLessThan(due / 10);
+  }, 90_000);
+
   it('counts a send whose connection dropped after the message went as unconfirmed: the server may have taken it', async () => {
     // A server that takes the whole message and hangs up instead of answering it.
     const hangingUp = createServer((socket) => {
@@ -418,6 +454,106 @@ describe('email dispatcher', () => {
     } finally {
       hangingUp.close();
     }
+  });
+
+  describe('a send whose reply was lost after the message went (a proxy drops the 250)', () => {
+    /**
+     * A TCP proxy in front of the sink that, while `loseReplies` > 0, drops the server's reply to a
+     * message's final dot and cuts that connection: the sink has stored the message, the
+     * dispatcher never hears so.
+     */
+    async function replyLosingProxy() {
+      const proxy = { loseReplies: 0, port: 0, close: async () => {} };
+      const server = createServer((client) => {
+        const upstream = connect(sink.smtpPort, '127.0.0.1');
+        let messageEnded = false;
+        const cut = () => {
+          client.destroy();
+          upstream.destroy();
+        };
+        client.on('data', (chunk: Buffer) => {
+          if (proxy.loseReplies > 0 && chunk.toString('latin1').endsWith('\r\n.\r\n')) messageEnded = true;
+          upstream.write(chunk);
+        });
+        upstream.on('data', (chunk: Buffer) => {
+          if (!messageEnded) return void client.write(chunk);
+          proxy.loseReplies -= 1;
+          cut(); // the 250 goes nowhere
+        });
+        client.on('error', cut).on('close', cut);
+        upstream.on('error', cut).on('close', cut);
+      });
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      proxy.port = (server.address() as { port: number }).port;
+      proxy.close = () => new Promise((resolve) => server.close(() => resolve()));
+      return proxy;
+    }
+
+    const throughProxy = (port: number, lookupUrl?: string) =>
+      createDispatcher({
+        db,
+        smtpUrl: `smtp://127.0.0.1:${port}`,
+        ...(lookupUrl ? { lookupUrl } : {}),
+        from: 'shop@idem.local',
+        log: createLogger('notifications', 'silent'),
+        retryDelayMs: 1,
+        leaseMs: 3_000,
+        smtpTimeoutMs: 500,
+      });
+
+    /** One email sent through the proxy with its reply lost, then dispatched until it ends sent or `until` says. */
+    async function lostReplyThen(lookupUrl: string | undefined, until = async () => false) {
+      const proxy = await replyLosingProxy();
+      const dispatcher_ = throughProxy(proxy.port, lookupUrl);
+      try {
+        await inbox().consume('notifications.order-placed.v1', orderPlacedMessage(), handleOrderPlaced({ now }));
+        proxy.loseReplies = 1;
+        await dispatcher_.runOnce();
+        expect(proxy.loseReplies).toBe(0); // the reply was lost
+        expect(await sink.messages()).toHaveLength(1); // and the message stored
+        expect(await db.emailWorkItem.findFirstOrThrow()).toMatchObject({ status: 'pending', unconfirmedSends: 1 });
+        await waitFor(
+          async () => (
+            await dispatcher_.runOnce(),
+            (await until()) || (await db.emailWorkItem.findFirstOrThrow()).status === 'sent'
+          ),
+          { what: 'the next attempt' },
+        );
+      } finally {
+        await dispatcher_.stop();
+        await proxy.close();
+      }
+      return db.emailWorkItem.findFirstOrThrow();
+    }
+
+    it('asks the provider before sending again, finds the message, and marks the item sent: the email is stored once', async () => {
+      const item = await lostReplyThen(`http://127.0.0.1:${sink.httpPort}`);
+      expect(item).toMatchObject({ status: 'sent', unconfirmedSends: 1, reconciledSends: 1 });
+      expect((await sink.messages()).map((m) => `<${m.MessageID}>`)).toEqual([item.messageId]);
+    });
+
+    it('sends it again without a lookup: two copies under one Message-ID, counted as an unconfirmed send', async () => {
+      const item = await lostReplyThen(undefined);
+      expect(item).toMatchObject({ status: 'sent', unconfirmedSends: 1, reconciledSends: 0 });
+      expect((await sink.messages()).map((m) => `<${m.MessageID}>`)).toEqual([item.messageId, item.messageId]);
+    });
+
+    it('sends nothing again while the provider cannot be asked: the attempt fails and is retried', async () => {
+      const unanswered = createServer((socket) => socket.destroy());
+      await new Promise<void>((resolve) => unanswered.listen(0, '127.0.0.1', resolve));
+      try {
+        const lookupUrl = `http://127.0.0.1:${(unanswered.address() as { port: number }).port}`;
+        const item = await lostReplyThen(
+          lookupUrl,
+          async () => (await db.emailWorkItem.findFirstOrThrow()).attempts >= 3,
+        );
+        expect(item).toMatchObject({ status: 'pending', unconfirmedSends: 1, reconciledSends: 0 });
+        expect(item.lastError).toMatch(/lookup/);
+        expect(await sink.messages()).toHaveLength(1);
+      } finally {
+        unanswered.close();
+      }
+    });
   });
 
   it('retries a temporary SMTP failure and sends once it passes', async () => {

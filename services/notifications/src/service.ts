@@ -34,6 +34,7 @@ export async function startNotifications(
         createDispatcher({
           db,
           smtpUrl: config.SMTP_URL,
+          ...(config.SMTP_LOOKUP_URL ? { lookupUrl: config.SMTP_LOOKUP_URL } : {}),
           from: config.EMAIL_FROM,
           log,
           now,
@@ -44,6 +45,7 @@ export async function startNotifications(
           pollIntervalMs: config.DISPATCHER_POLL_MS,
           retryDelayMs: config.EMAIL_RETRY_DELAY_MS,
           smtpTimeoutMs: config.SMTP_TIMEOUT_MS,
+          smtpConnections: config.SMTP_CONNECTIONS,
         }),
       ),
       gauges(({ metrics }) =>

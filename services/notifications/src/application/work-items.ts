@@ -80,6 +80,7 @@ function emailWorkItem(email: NewEmail, now: Date, taker: LocalTaker<EmailWorkIt
     sentAt: null,
     facts: null,
     unconfirmedSends: 0,
+    reconciledSends: 0,
     leaseOverruns: 0,
     traceparent: traceparentOf() ?? null,
     createdAt: now,
@@ -262,19 +263,34 @@ export function emailAboutOrderHandler<M extends AnyEnvelope & { body: { orderId
 const released = { leaseOwner: null, leaseExpiresAt: null } as const;
 
 /**
- * The SMTP server accepted the item's email: it is sent, and never sent again by a dispatcher that
- * holds its lease. `overran`: the send ended after its lease had run out, counted on the item.
+ * The item's unconfirmed sends a lookup at the provider settled (`reconciled`: the count of them
+ * it was asked after), recorded with what followed it.
+ */
+const settled = (reconciled: number | undefined) => (reconciled === undefined ? {} : { reconciledSends: reconciled });
+
+/**
+ * The SMTP server accepted the item's email (or a lookup found it had): it is sent, and never sent
+ * again by a dispatcher that holds its lease. `overran`: the send ended after its lease had run
+ * out, counted on the item.
  */
 export async function recordSent(
   db: PrismaClient,
   item: { id: string },
-  { overran }: { overran: boolean },
+  { overran, reconciled }: { overran: boolean; reconciled?: number },
   now: Date,
 ): Promise<void> {
   const overrun = overran ? { leaseOverruns: { increment: 1 } } : {};
   const { count } = await db.emailWorkItem.updateMany({
     where: { id: item.id, status: 'pending' },
-    data: { ...released, ...overrun, status: 'sent', sentAt: now, lastError: null, updatedAt: now },
+    data: {
+      ...released,
+      ...overrun,
+      ...settled(reconciled),
+      status: 'sent',
+      sentAt: now,
+      lastError: null,
+      updatedAt: now,
+    },
   });
   if (count === 0 && overran) await db.emailWorkItem.updateMany({ where: { id: item.id }, data: overrun });
 }
@@ -287,7 +303,14 @@ export async function recordSent(
 export async function recordFailedSend(
   db: PrismaClient,
   item: { id: string; attempts: number },
-  failure: { responseCode: number; reason: string; unconfirmed: boolean; maxAttempts: number; retryDelayMs: number },
+  failure: {
+    responseCode: number;
+    reason: string;
+    unconfirmed: boolean;
+    maxAttempts: number;
+    retryDelayMs: number;
+    reconciled?: number;
+  },
   now: Date,
 ): Promise<'pending' | 'parked'> {
   const { status, retryInMs } = afterFailedSend(item, failure);
@@ -296,6 +319,7 @@ export async function recordFailedSend(
     data: {
       ...released,
       ...(failure.unconfirmed ? { unconfirmedSends: { increment: 1 } } : {}),
+      ...settled(failure.reconciled),
       status,
       lastError: boundReason(failure.reason),
       nextAttemptAt: new Date(now.getTime() + retryInMs),

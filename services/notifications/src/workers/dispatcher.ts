@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { inSpan } from '@idem/contracts';
 import { claimLeased, takeHere } from '@idem/database';
 import { noFaults, type Faults } from '@idem/faults';
-import { pollingWorker, awaitAll, type BackgroundWorker, type Logger } from '@idem/runtime';
+import { awaitAll, pollingWorker, type BackgroundWorker, type Logger } from '@idem/runtime';
 import type { PrismaClient } from '../db.js';
 import {
   giveBack,
@@ -19,6 +19,12 @@ export interface DispatcherOptions {
   readonly db: PrismaClient;
   /** e.g. smtp://127.0.0.1:1025; credentials in the URL are never logged. */
   readonly smtpUrl: string;
+  /**
+   * The provider's message search (Mailpit's API: Mailpit's or the SMTP sink's address), asked
+   * before an email whose last send has an unknown outcome is sent again. Without it, such an
+   * email is sent again and the possible copy counted. @defaultValue none
+   */
+  readonly lookupUrl?: string;
   readonly from: string;
   readonly log: Logger;
   readonly now?: () => Date;
@@ -33,7 +39,10 @@ export interface DispatcherOptions {
   readonly databaseUrl?: string;
   /** Items claimed per round at most (never more than the sends free to start). @defaultValue 20 */
   readonly batchSize?: number;
-  /** SMTP connections kept open: the sends under way at once, one per connection. @defaultValue 5 */
+  /**
+   * SMTP connections kept open: the sends under way at once, one per connection, and so the pace
+   * of a backlog (SMTP_CONNECTIONS). @defaultValue 5
+   */
   readonly smtpConnections?: number;
   /** First retry delay; doubles per attempt, at most 10 minutes. @defaultValue 1000 */
   readonly retryDelayMs?: number;
@@ -50,17 +59,21 @@ export class LeaseTooShortError extends Error {
 export const longestSendMs = (smtpTimeoutMs: number): number => 3 * smtpTimeoutMs;
 
 /** The dispatcher's settings with their defaults, its lease owner name, SMTP transport and sends under way. */
-type Dispatcher = Required<Omit<DispatcherOptions, 'smtpUrl' | 'databaseUrl'>> & {
+type Dispatcher = Required<Omit<DispatcherOptions, 'smtpUrl' | 'lookupUrl' | 'databaseUrl'>> & {
   readonly owner: string;
   readonly smtp: SmtpClient;
   readonly sends: Sends;
+  /** Its last claim took all it had room for: more is due, and is taken in due order. */
+  draining: boolean;
 };
 
 /**
  * Drains email work items: claims due ones with a lease, sends each over SMTP with its stable
  * Message-ID, then marks it sent. SMTP has no idempotency: a crash after the server accepted
- * a message and before it is marked sent means one more send — with the same Message-ID, so
- * mail clients and the checker can recognise the copy. While it runs, the items its own process
+ * a message and before it is marked sent, or a reply lost on the way, leaves the outcome unknown.
+ * Where the provider can be searched (`lookupUrl`) the next attempt looks the Message-ID up
+ * before anything is sent again; elsewhere it means one more send — with the same Message-ID,
+ * so mail clients and the checker can recognise the copy. While it runs, the items its own process
  * writes are written leased to it and handed to it at their commit (`takeHere`): no claim and
  * no notification for them; the claims recover what a crash left, once its lease has run out.
  *
@@ -69,6 +82,10 @@ type Dispatcher = Required<Omit<DispatcherOptions, 'smtpUrl' | 'databaseUrl'>> &
  * way a slow server once made a second dispatcher send a copy). What it cannot start now it
  * leaves for a later round: a handed-over item is given back, and a claim takes no more than the
  * sends free. Right before each send the lease is checked to outlast it (and renewed if not).
+ *
+ * A backlog drains at the pace of its connections: a claim that took all it had room for is
+ * followed by another as soon as a send ends (not by a poll), so every connection stays busy
+ * while anything is due, and the oldest due is claimed first.
  */
 export function createDispatcher(options: DispatcherOptions): BackgroundWorker & { runOnce(): Promise<number> } {
   const {
@@ -95,20 +112,25 @@ export function createDispatcher(options: DispatcherOptions): BackgroundWorker &
     retryDelayMs,
     smtpTimeoutMs,
     owner: `dispatcher-${randomUUID()}`,
-    smtp: createSmtpClient({ smtpUrl: options.smtpUrl, connections: smtpConnections, timeoutMs: smtpTimeoutMs }),
+    smtp: createSmtpClient({
+      smtpUrl: options.smtpUrl,
+      connections: smtpConnections,
+      timeoutMs: smtpTimeoutMs,
+      ...(options.lookupUrl ? { lookupUrl: options.lookupUrl } : {}),
+    }),
     sends: new Sends(smtpConnections),
+    draining: false,
   };
-  const runOnce = () => round(dispatcher);
   const { databaseUrl } = options;
-  const worker = pollingWorker('email dispatcher', runOnce, {
+  const worker = pollingWorker('email dispatcher', () => round(dispatcher), {
     idleMs: pollIntervalMs,
-    batchSize: dispatcher.batchSize,
     log: options.log,
     ...(databaseUrl ? { wakeOn: { databaseUrl, channel: WORK_ITEMS_CHANNEL } } : {}),
   });
   const own = ownItems(dispatcher);
   return {
     ...worker,
+    runOnce: () => wholeRound(dispatcher),
     start() {
       own.start();
       worker.start();
@@ -123,13 +145,20 @@ export function createDispatcher(options: DispatcherOptions): BackgroundWorker &
 }
 
 /**
- * One round: claims as many due items as sends can start now and sends them. The room is held
- * until the claimed sends start, so an item handed over meanwhile cannot take it.
+ * One round: claims as many due items as sends can start now and starts them. The room is held
+ * until the claimed sends start, so an item handed over meanwhile cannot take it. A claim that
+ * took all it had room for may have left more due: the round ends when a send does, and the next
+ * claims at once (`moreDue`). A shorter claim took all that was due: the sends go on while the
+ * worker waits for a notification or its poll.
  */
-async function round(dispatcher: Dispatcher): Promise<number> {
-  const { sends } = dispatcher;
+async function round(dispatcher: Dispatcher): Promise<{ handled: number; moreDue: boolean; started: Promise<void>[] }> {
+  const { sends, log } = dispatcher;
   const room = Math.min(dispatcher.batchSize, sends.free);
-  if (room <= 0) return 0;
+  // No room (sends of handed-over items fill it): claim once one ends, whatever is due by then.
+  if (room <= 0) {
+    await sends.oneEnded();
+    return { handled: 0, moreDue: true, started: [] };
+  }
   const release = sends.hold(room);
   let items: EmailWorkItem[];
   try {
@@ -138,15 +167,34 @@ async function round(dispatcher: Dispatcher): Promise<number> {
     release();
     throw error;
   }
-  const started = items.map((item) => sends.run(() => traced(dispatcher, item)));
+  const started = items.map((item) => {
+    const send = sends.run(() => traced(dispatcher, item));
+    send.catch((error: unknown) =>
+      log.error({ err: error, emailWorkItemId: item.id }, 'email send not recorded; its lease will run out'),
+    );
+    return send;
+  });
   release();
+  dispatcher.draining = items.length === room;
+  if (dispatcher.draining) await sends.oneEnded();
+  return { handled: items.length, moreDue: dispatcher.draining, started };
+}
+
+/**
+ * One round whose sends have all ended when it returns (rejecting with the first that failed
+ * unexpectedly): what tests and the explorer step through.
+ */
+async function wholeRound(dispatcher: Dispatcher): Promise<number> {
+  const { handled, started } = await round(dispatcher);
   await awaitAll(started);
-  return items.length;
+  await dispatcher.sends.settled();
+  return handled;
 }
 
 /** The sends under way, at most one per SMTP connection: a send that cannot start now is not queued. */
 class Sends {
   readonly #underWay = new Set<Promise<void>>();
+  readonly #waiting: (() => void)[] = [];
   #held = 0;
   constructor(private readonly capacity: number) {}
 
@@ -163,9 +211,18 @@ class Sends {
 
   /** Starts `send` (a slot must be free: see `free`); resolves when it has ended. */
   run(send: () => Promise<void>): Promise<void> {
-    const running = send().finally(() => this.#underWay.delete(running));
+    const running = send().finally(() => {
+      this.#underWay.delete(running);
+      for (const ended of this.#waiting.splice(0)) ended();
+    });
     this.#underWay.add(running);
     return running;
+  }
+
+  /** Resolves when a send under way ends (at once when none is): a slot is free again. */
+  oneEnded(): Promise<void> {
+    if (this.#underWay.size === 0) return Promise.resolve();
+    return new Promise((resolve) => this.#waiting.push(resolve));
   }
 
   settled(): Promise<unknown> {
@@ -175,8 +232,9 @@ class Sends {
 
 /**
  * The items this dispatcher's own process writes, taken at their commit (`takeHere`): each is
- * sent at once, in its own trace, when a send can start; otherwise it is given back for a claim
- * to take later. `stop` takes no more (the sends under way are the dispatcher's to wait for).
+ * sent at once, in its own trace, when a send can start; otherwise, or while a backlog drains
+ * (older items are due: a new one must not pass them), it is given back for a claim to take
+ * later. `stop` takes no more (the sends under way are the dispatcher's to wait for).
  */
 function ownItems(dispatcher: Dispatcher) {
   const { db, owner, leaseMs, log, sends } = dispatcher;
@@ -189,7 +247,7 @@ function ownItems(dispatcher: Dispatcher) {
         owner,
         leaseMs,
         take(item) {
-          if (sends.free > 0)
+          if (sends.free > 0 && !dispatcher.draining)
             void sends
               .run(() => traced(dispatcher, item))
               .catch(failed(item, 'email not sent; its lease will run out'));
@@ -227,6 +285,8 @@ const traced = (dispatcher: Dispatcher, item: EmailWorkItem) =>
 
 async function dispatch(dispatcher: Dispatcher, item: EmailWorkItem): Promise<void> {
   const { db, from, log, now, smtp, owner, leaseMs } = dispatcher;
+  const reconciled = await reconcile(dispatcher, item);
+  if (reconciled === 'done') return;
   // Ours for longer than the send can take, with its text: or not sent by us now.
   const held = await holdForSending(db, item, {
     owner,
@@ -252,7 +312,7 @@ async function dispatch(dispatcher: Dispatcher, item: EmailWorkItem): Promise<vo
     );
   } catch (error) {
     const failure = smtpFailureOf(error);
-    const status = await recordFailedSend(db, item, { ...dispatcher, ...failure }, now());
+    const status = await recordFailedSend(db, item, { ...dispatcher, ...failure, ...reconciled }, now());
     const parked = status === 'parked';
     log[parked ? 'error' : 'warn'](
       {
@@ -270,7 +330,7 @@ async function dispatch(dispatcher: Dispatcher, item: EmailWorkItem): Promise<vo
   // Accepted by the SMTP server, not yet marked: the window in which a crash sends one more copy.
   dispatcher.faults.crashIf('crash-after-send', 'notifications.dispatcher');
   const overran = now() > leaseExpiresAt;
-  await recordSent(db, item, { overran }, now());
+  await recordSent(db, item, { overran, ...reconciled }, now());
   if (overran)
     log.error(
       { emailWorkItemId: item.id, orderId: item.orderId, kind: item.kind, messageId: item.messageId },
@@ -280,6 +340,35 @@ async function dispatch(dispatcher: Dispatcher, item: EmailWorkItem): Promise<vo
     { emailWorkItemId: item.id, orderId: item.orderId, kind: item.kind, messageId: item.messageId },
     'email sent',
   );
+}
+
+/**
+ * An item whose last send has an unknown outcome (its reply lost, or its dispatcher gone mid-send:
+ * more unconfirmed sends than lookups have settled) is looked up at the provider by its Message-ID
+ * before it is sent again, as payments searches before it creates again. Found: it is marked sent
+ * and nothing is sent (`done`). Not found: it is sent, and the lookup is recorded with the send's
+ * outcome (`reconciled`, the unconfirmed sends it settled). A lookup that fails sends nothing: the
+ * attempt fails and is retried (`done`). Without a lookup the item is sent again, the copy counted.
+ * The claim's lease outlasts the lookup (one SMTP timeout) and still holds a send after it.
+ */
+async function reconcile(dispatcher: Dispatcher, item: EmailWorkItem): Promise<'done' | { reconciled?: number }> {
+  const { db, log, now, smtp } = dispatcher;
+  if (!smtp.lookup || item.unconfirmedSends <= item.reconciledSends) return {};
+  const reconciled = item.unconfirmedSends;
+  const about = { emailWorkItemId: item.id, orderId: item.orderId, kind: item.kind, messageId: item.messageId };
+  let accepted: boolean;
+  try {
+    accepted = await inSpan('smtp lookup', { kind: 'client' }, () => smtp.lookup!(item.messageId));
+  } catch (error) {
+    const reason = `lookup failed: ${(error as Error)?.message ?? String(error)}`;
+    await recordFailedSend(db, item, { ...dispatcher, responseCode: 0, reason, unconfirmed: false }, now());
+    log.warn({ ...about, err: error }, 'email not sent: the provider could not say whether it took it; will retry');
+    return 'done';
+  }
+  if (!accepted) return { reconciled };
+  await recordSent(db, item, { overran: false, reconciled }, now());
+  log.info(about, 'email found at the provider: marked sent, not sent again');
+  return 'done';
 }
 
 /**

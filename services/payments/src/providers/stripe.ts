@@ -53,7 +53,8 @@ export type ProviderResult =
  * - a connection the provider's address refused, on the first try, never carried the request
  *   (`unreached`): retried later, and not counted as a call that may have reached it;
  * - a lost connection, a timeout, 409, 429 or 5xx (and anything else) is retried later with the
- *   same key: the request may have reached the provider.
+ *   same key: the request may have reached the provider. (The SDK makes every status but 400, 401,
+ *   402, 403, 404 and 429 a StripeAPIError: a 409 conflict never arrives as an invalid request.)
  */
 export function classifyProviderError(error: unknown): ProviderResult {
   if (neverSent(error)) return { kind: 'unreached', reason: (error as Error).message };
@@ -69,10 +70,8 @@ export function classifyProviderError(error: unknown): ProviderResult {
     error instanceof Stripe.errors.StripeAuthenticationError ||
     error instanceof Stripe.errors.StripePermissionError
   ) {
-    if (error.statusCode !== 409) {
-      const param = error.param ? ` (param ${error.param})` : '';
-      return { kind: 'rejected', code: error.code ?? error.rawType ?? error.type, reason: `${error.message}${param}` };
-    }
+    const param = error.param ? ` (param ${error.param})` : '';
+    return { kind: 'rejected', code: error.code ?? error.rawType ?? error.type, reason: `${error.message}${param}` };
   }
   return { kind: 'retry', reason: (error as Error)?.message ?? String(error) };
 }
@@ -92,7 +91,6 @@ function neverSent(error: unknown): boolean {
  * through): a refusal that names it, or a code about payment methods, is about their choice.
  */
 function isCustomersChoice(error: InstanceType<typeof Stripe.errors.StripeInvalidRequestError>): boolean {
-  if (error.statusCode === 409) return false;
   const code = error.code ?? '';
   return (
     error.param === 'payment_method' ||
