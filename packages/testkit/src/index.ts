@@ -354,4 +354,4 @@ export { startOtlpReceiver, type ReceivedSpan } from './otlp-receiver.js';
 export { startRedisCluster, type RedisCluster, type RedisClusterNode } from './redis-cluster.js';
 export { endlessScript, startRedisServer, type RedisServer } from './redis-server.js';
 export { held, heldTransactions, finishedOrWaiting, type HeldHandler } from './held.js';
-export { startNetworkPath, type NetworkPath } from './network.js';
+export { closedPort, listenOnLoopback, startNetworkPath, type NetworkPath } from './network.js';

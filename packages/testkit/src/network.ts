@@ -104,3 +104,30 @@ export async function startNetworkPath(target: { host: string; port: number }): 
     },
   };
 }
+
+/**
+ * Listens on a loopback port for a test and says which; closing the server destroys its sockets
+ * too, since a server a test keeps silent would otherwise hold close() until its clients hang up.
+ */
+export async function listenOnLoopback(server: Server): Promise<number> {
+  const sockets = new Set<Socket>();
+  server.on('connection', (socket: Socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+  });
+  const close = server.close.bind(server);
+  server.close = (callback) => {
+    for (const socket of sockets) socket.destroy();
+    return close(callback);
+  };
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return (server.address() as { port: number }).port;
+}
+
+/** A loopback port nothing listens on: a server's, closed. */
+export async function closedPort(): Promise<number> {
+  const server = createServer();
+  const port = await listenOnLoopback(server);
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}

@@ -1,4 +1,5 @@
-import { createServer, type Server, type Socket } from 'node:net';
+import { createServer, type Server } from 'node:net';
+import { closedPort, listenOnLoopback } from '@idem/testkit';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createSmtpClient, smtpFailureOf } from './smtp.js';
 
@@ -20,10 +21,7 @@ afterEach(async () => {
 });
 
 async function scriptedServer(until: Stage, then: Then): Promise<number> {
-  const sockets = new Set<Socket>();
   const server = createServer((socket) => {
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
     socket.on('error', () => {});
     const act = () => {
       if (then === 'close') socket.destroy();
@@ -56,24 +54,8 @@ async function scriptedServer(until: Stage, then: Then): Promise<number> {
       }
     });
   });
-  // The server's sockets go with it: a silent one would otherwise keep close() waiting.
-  const close = server.close.bind(server);
-  server.close = (callback) => {
-    for (const socket of sockets) socket.destroy();
-    return close(callback);
-  };
   servers.push(server);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return (server.address() as { port: number }).port;
-}
-
-/** A port nothing listens on: a server's, closed. */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
+  return listenOnLoopback(server);
 }
 
 /** What the dispatcher's SMTP client makes of one send to `port`. */

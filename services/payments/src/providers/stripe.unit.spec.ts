@@ -1,5 +1,6 @@
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { createServer, type Server, type Socket } from 'node:net';
+import { createServer, type Server } from 'node:net';
+import { closedPort, listenOnLoopback } from '@idem/testkit';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createCharge, createStripeClient, type ProviderResult } from './stripe.js';
 
@@ -14,21 +15,10 @@ afterEach(async () => {
   await Promise.all(servers.splice(0).map((server) => new Promise((resolve) => server.close(resolve))));
 });
 
-/** Listens on a loopback port; its sockets are destroyed with it (a hanging one would keep close() waiting). */
-async function listening(server: Server): Promise<number> {
-  const sockets = new Set<Socket>();
-  server.on('connection', (socket: Socket) => {
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
-  });
-  const close = server.close.bind(server);
-  server.close = (callback) => {
-    for (const socket of sockets) socket.destroy();
-    return close(callback);
-  };
+/** Listens on a loopback port, closed after the test. */
+function listening(server: Server): Promise<number> {
   servers.push(server);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return (server.address() as { port: number }).port;
+  return listenOnLoopback(server);
 }
 
 /** An HTTP server that answers every request with `status` and Stripe's error body. */
@@ -52,15 +42,6 @@ const afterTheRequest = (then: 'hang up' | 'silence') =>
       });
     }),
   );
-
-/** A port nothing listens on: a server's, closed. */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 /** What the payment worker makes of one charge sent to `port` with the real SDK. */
 async function chargeAt(port: number): Promise<ProviderResult> {
