@@ -4,4 +4,11 @@ export { runService, processName, stopOnSignal, SHUTDOWN_TIMEOUT_MS, type Runnin
 export type { Role, ServiceContext, ServiceDefinition, ServicePart, StartedPart } from './context.js';
 export { faultSwitches } from './parts/fault-switches.js';
 export { api, worker, gauges } from './parts/own.js';
-export { periodic, pollingWorker, awaitAll, type BackgroundWorker, type PollingRound } from './periodic.js';
+export {
+  periodic,
+  pollingWorker,
+  awaitAll,
+  type BackgroundWorker,
+  type PollingRound,
+  type PollingWorker,
+} from './periodic.js';

@@ -59,6 +59,13 @@ export interface PollingOptions {
  */
 export type PollingRound = number | { readonly handled: number; readonly moreDue: boolean };
 
+/** A polling worker, and its round to run by hand. */
+export interface PollingWorker<R> extends BackgroundWorker {
+  runOnce(): Promise<R>;
+  /** Looks again at once, as a notification would: for work its own process knows is due. */
+  wake(): void;
+}
+
 /** How long a worker woken by a notification waits for more work to arrive before its round. */
 const GATHER_MS = 20;
 
@@ -75,7 +82,7 @@ export function pollingWorker<R extends PollingRound>(
   name: string,
   runOnce: () => Promise<R>,
   { idleMs, log, wakeOn, batchSize }: PollingOptions,
-): BackgroundWorker & { runOnce(): Promise<R> } {
+): PollingWorker<R> {
   let stopped = true;
   let loop: Promise<void> = Promise.resolve();
   let listener: { close(): Promise<void> } | undefined;
@@ -100,6 +107,7 @@ export function pollingWorker<R extends PollingRound>(
   };
   return {
     runOnce,
+    wake: onNotification,
     start() {
       stopped = false;
       if (wakeOn) {
@@ -114,15 +122,13 @@ export function pollingWorker<R extends PollingRound>(
             return undefined;
           });
           if (stopped) break;
-          if (round === undefined) {
-            await sleep(false);
-            continue;
+          if (round === undefined) await sleep(false);
+          else if (!moreMayBeDue(round, { wakeOn, batchSize })) {
+            if (!notified) await sleep(true);
+            // Woken for new work: what is written with it gathers for a moment, so a burst is one
+            // round (one claim for many items) instead of a round per item.
+            if (notified && !stopped) await new Promise((r) => setTimeout(r, GATHER_MS));
           }
-          if (moreMayBeDue(round, { wakeOn, batchSize })) continue;
-          if (!notified) await sleep(true);
-          // Woken for new work: what is written with it gathers for a moment, so a burst is one
-          // round (one claim for many items) instead of a round per item.
-          if (notified && !stopped) await new Promise((r) => setTimeout(r, GATHER_MS));
         }
       })();
     },

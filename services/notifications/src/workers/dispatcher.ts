@@ -127,7 +127,7 @@ export function createDispatcher(options: DispatcherOptions): BackgroundWorker &
     log: options.log,
     ...(databaseUrl ? { wakeOn: { databaseUrl, channel: WORK_ITEMS_CHANNEL } } : {}),
   });
-  const own = ownItems(dispatcher);
+  const own = ownItems(dispatcher, () => worker.wake());
   return {
     ...worker,
     runOnce: () => wholeRound(dispatcher),
@@ -233,10 +233,12 @@ class Sends {
 /**
  * The items this dispatcher's own process writes, taken at their commit (`takeHere`): each is
  * sent at once, in its own trace, when a send can start; otherwise, or while a backlog drains
- * (older items are due: a new one must not pass them), it is given back for a claim to take
- * later. `stop` takes no more (the sends under way are the dispatcher's to wait for).
+ * (older items are due: a new one must not pass them), it is given back and the worker woken
+ * (`claimNow`), so a claim takes it in its turn — a claim under way as it was given back may not
+ * have seen it, and no notification announces it. `stop` takes no more (the sends under way are
+ * the dispatcher's to wait for).
  */
-function ownItems(dispatcher: Dispatcher) {
+function ownItems(dispatcher: Dispatcher, claimNow: () => void) {
   const { db, owner, leaseMs, log, sends } = dispatcher;
   let stopTaking: (() => void) | undefined;
   const failed = (item: EmailWorkItem, message: string) => (error: unknown) =>
@@ -251,7 +253,8 @@ function ownItems(dispatcher: Dispatcher) {
             void sends
               .run(() => traced(dispatcher, item))
               .catch(failed(item, 'email not sent; its lease will run out'));
-          else void giveBack(db, item, owner).catch(failed(item, 'email not given back; its lease will run out'));
+          else
+            void giveBack(db, item, owner).then(claimNow, failed(item, 'email not given back; its lease will run out'));
         },
       });
     },
