@@ -10,6 +10,7 @@ import type { ChildProcess } from 'node:child_process';
 import { randomInt, randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { DEFAULT_TOKEN_CLAIMS, mintCustomerToken } from '@idem/http';
+import { SERVICE_NAMES, type ServiceName } from '@idem/shop';
 import type { NetworkPath, PostgresServer } from '@idem/testkit';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -118,7 +119,7 @@ beforeAll(async () => {
   const { createConsole } = await import('./console.js');
   const console_ = createConsole({
     // Never read here: the explorer's page reads no service's database.
-    databaseUrls: { orders: '', inventory: '', payments: '', notifications: '' },
+    databaseUrls: Object.fromEntries(SERVICE_NAMES.map((service) => [service, ''])) as Record<ServiceName, string>,
     redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
     queuePrefix: prefix,
     ordersApi,
