@@ -33,6 +33,15 @@ export function launchChromium(): Promise<Browser> {
   });
 }
 
+/**
+ * The README's picture of a duplicate suppressed, relative to the repository: the console test
+ * takes it at that step every time it runs (exercises.ts), so it shows the console as it is.
+ */
+export const README_SCREENSHOT = 'docs/images/console-publish-twice.png';
+
+/** Where the README's picture is written. */
+export const readmeScreenshotPath = () => fileURLToPath(new URL(`../${README_SCREENSHOT}`, import.meta.url));
+
 /** Where the browser tests save their screenshots (test artifacts, not committed). */
 export async function screenshotPath(name: string): Promise<string> {
   const dir = fileURLToPath(new URL('../test-results/console/', import.meta.url));

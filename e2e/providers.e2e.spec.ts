@@ -7,8 +7,8 @@ import {
 } from '@idem/chaos';
 import { describe, expect, it } from 'vitest';
 
-// Shorter than the full runs (`pnpm chaos --providers [--full]`, `pnpm chaos --backlog 3000`: README),
-// so CI can afford them; the same faults, in the same order.
+// Shorter than the full runs (`pnpm chaos --providers [--full]`, `pnpm chaos --backlog 3000`:
+// docs/failure-windows.md), so CI can afford them; the same faults, in the same order.
 describe('slow and absent providers (short, as CI runs it)', () => {
   it('sends every email once and charges no cancelled order while SMTP is slow and then down and Stripe is down', async () => {
     const report = await runProviderFaults({

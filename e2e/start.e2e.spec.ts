@@ -1,8 +1,8 @@
 /**
- * `bash scripts/start.sh`, README's first command, on a machine that has everything: it starts
- * the system with the fault switches available and says where the console is and the operator
- * tokens — without asking anything or installing anything (apt-get, sudo and npm on its PATH only
- * record that they were called).
+ * `bash scripts/start.sh` (CONTRIBUTING.md "Run it without Docker"), on a machine that has
+ * everything: it starts the system with the fault switches available and says where the console
+ * is and the operator tokens — without asking anything or installing anything (apt-get, sudo and
+ * npm on its PATH only record that they were called).
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, chmodSync, existsSync } from 'node:fs';

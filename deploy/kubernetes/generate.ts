@@ -1,7 +1,8 @@
 /**
  * Writes deploy/kubernetes/base from what the code already says — the services and their ports
- * (@idem/native-run), who consumes what (@idem/contracts' topology), BullMQ's own key names,
- * the runtime's shutdown bound, the alert rules — so the manifests cannot drift from it:
+ * (the service registry, @idem/shop), who consumes what (the shop's catalogue, @idem/shop), the
+ * Redis users (@idem/messaging), BullMQ's own key names, the runtime's shutdown bound, the alert
+ * rules — so the manifests cannot drift from it:
  * manifests.int.spec.ts regenerates the base and compares. Run `pnpm k8s:generate` after
  * changing any of those. So is components/redis-cluster, which puts the queues on a Redis Cluster
  * (its KEDA list keys follow from the queue names). The overlays are written by hand.

@@ -1,9 +1,11 @@
 /**
  * Code shown inline in the docs is the code that runs: a fenced block after
- * `<!-- excerpt: <path> -->` must be, piece by piece (`// …` separates the pieces), lines of
- * that file as they are (indentation aside: Prettier indents a block on its own) — consecutive
- * within a piece, the pieces in the file's order. A change
- * to an excerpted line fails here until the page shows it.
+ * `<!-- excerpt: <path> -->` must be, piece by piece (a line `// …`, or `// … <what it leaves
+ * out>`, separates the pieces), lines of that file as they are (indentation aside: Prettier
+ * indents a block on its own) — consecutive within a piece, the pieces in the file's order. A
+ * change to an excerpted line fails here until the page shows it. On the page a student reads
+ * first (docs/algorithm.md) every gap says what it leaves out: a bare `// …` there once hid the
+ * read before the inbox's insert, which looked like the read-then-insert mistake.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -12,7 +14,10 @@ import { describe, expect, it } from 'vitest';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
-/** Every excerpt of every page of docs/: the file it names and its pieces, each a list of lines. */
+/** A line between two pieces of an excerpt: `// …`, and what it leaves out, if it says. */
+const ELISION = /\n\s*\/\/ …([^\n]*)\n/g;
+
+/** Every excerpt of every page of docs/: the file it names, its pieces (each a list of lines), and what each gap says it leaves out. */
 function excerpts() {
   return readdirSync(join(root, 'docs'))
     .filter((file) => file.endsWith('.md'))
@@ -21,7 +26,11 @@ function excerpts() {
       return [...text.matchAll(/<!-- excerpt: (\S+) -->\n+```\w*\n([\s\S]*?)\n```/g)].map((m) => ({
         page: `docs/${file}`,
         path: m[1]!,
-        pieces: m[2]!.split(/\n\s*\/\/ …\n/).map((piece) => piece.split('\n').map((line) => line.trim())),
+        pieces: m[2]!
+          .replace(ELISION, '\n// …\n')
+          .split('\n// …\n')
+          .map((piece) => piece.split('\n').map((line) => line.trim())),
+        gaps: [...m[2]!.matchAll(ELISION)].map((gap) => gap[1]!.trim()),
       }));
     });
 }
@@ -53,5 +62,12 @@ describe('the excerpts of code in docs/', () => {
       return missing === undefined ? [] : [`${page}: ${path} no longer has: ${missing.trim()}`];
     });
     expect(stale).toEqual([]);
+  });
+
+  it('say, in docs/algorithm.md, what each gap leaves out', () => {
+    const bare = found
+      .filter((excerpt) => excerpt.page === 'docs/algorithm.md')
+      .flatMap(({ path, gaps }) => gaps.filter((gap) => gap.length < 10).map(() => `${path}: a bare \`// …\``));
+    expect(bare).toEqual([]);
   });
 });

@@ -100,6 +100,21 @@ function stalePointers(where: string, text: string): string[] {
 }
 
 /**
+ * The `@idem` packages a file's opening comment names (a version tag such as `@idem/inbox@0.2.0`
+ * aside) that it neither imports nor belongs to: a header that says where the file takes
+ * something from, naming a package it no longer takes it from.
+ */
+function headerPackagesNotImported(file: string, text: string): string[] {
+  const header = /^\s*(?:\/\/[^\n]*\n\s*)*\/\*\*([\s\S]*?)\*\//.exec(text)?.[1];
+  if (!header) return [];
+  const imported = new Set([...text.matchAll(/from '@idem\/([a-z-]+)'/g)].map((m) => m[1]!));
+  const own = /^(?:packages|infra|services)\/([a-z-]+)\//.exec(file)?.[1];
+  return [...new Set([...header.matchAll(/@idem\/([a-z-]+)(?![\w@-])/g)].map((m) => m[1]!))]
+    .filter((name) => !imported.has(name) && name !== own)
+    .map((name) => `${file}: its header names @idem/${name}, which it does not import`);
+}
+
+/**
  * The keys and indexes of partitioned tables, from the migrations' SQL (the services' and the
  * packages' table sets'): the
  * database reports a violation on the partition's copy (`processed_messages_p…_pkey`), never on
@@ -216,6 +231,21 @@ describe('the documentation', () => {
     expect(problems).toEqual([]);
   });
 
+  it("names in a file's opening comment only the @idem packages it imports (or is part of)", () => {
+    const files = ['packages', 'services', 'infra', 'scripts', 'deploy', 'e2e']
+      .flatMap(sourceFiles)
+      .filter((file) => file.endsWith('.ts') && !file.includes('.spec.'));
+    const problems = files.flatMap((file) => headerPackagesNotImported(file, readFileSync(join(root, file), 'utf8')));
+    expect(problems).toEqual([]);
+    // What it caught: deploy/kubernetes/generate.ts said its services came from @idem/native-run.
+    expect(
+      headerPackagesNotImported(
+        'deploy/kubernetes/generate.ts',
+        "/**\n * the services and their ports (@idem/native-run)\n */\nimport { SERVICE_NAMES } from '@idem/shop';",
+      ),
+    ).toEqual(['deploy/kubernetes/generate.ts: its header names @idem/native-run, which it does not import']);
+  });
+
   it("names the keys a conflict is reported on, not a partitioned table's (the partition's own)", () => {
     const keys = partitionedKeys();
     expect(keys).toContain('processed_messages_pkey');
@@ -280,7 +310,9 @@ describe('the documentation', () => {
     expect(stalePointers('x.ts', '// docs/operations.md "Nowhere"')).toEqual([
       'x.ts: docs/operations.md has no section "Nowhere"',
     ]);
-    expect(stalePointers('x.ts', '// README "Run it", docs/tour.md, docs/operations.md "Fault switches"')).toEqual([]);
+    expect(
+      stalePointers('x.ts', '// README "Read it in this order", docs/tour.md, docs/operations.md "Fault switches"'),
+    ).toEqual([]);
     expect(problem('docs/tour.md', { text: '`no such code here`', target: '../package.json#L2' })).toMatch(
       /no longer contains/,
     );

@@ -11,7 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { PUBLISHED_PACKAGES, tarballOf } from '../../scripts/build-packages.js';
 import { read, root } from './compose-file.js';
 
-/** Where an example finds the tarballs: `pnpm pack --pack-destination` of README "Use the packages in your own service". */
+/** Where an example finds the tarballs: `pnpm pack --pack-destination` of docs/packages.md "Use the packages in your own service". */
 const EXAMPLE_PACKS = 'examples/idem-packs';
 
 interface Manifest {

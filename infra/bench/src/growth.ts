@@ -10,9 +10,10 @@ import { percentile } from './stats.js';
  * Section 4: the processed-message table as it grows. At each size, the latency of inserting
  * new records (as deliveries do, 8 at a time) and the size of the table and its indexes; then
  * the same inserts while the inbox retention purges the older half of the table — the cost
- * behind the README's retention advice. Twice: with UUID v4 ids, which all stay in the DEFAULT
- * partition and are purged row by row (the table as it was before partitions), and with UUID v7
- * ids in partitions of a day, which retention drops whole (@idem/inbox, partitions.ts).
+ * behind docs/operations.md "Choosing the inbox retention". Twice: with UUID v4 ids, which all
+ * stay in the DEFAULT partition and are purged row by row (the table as it was before
+ * partitions), and with UUID v7 ids in partitions of a day, which retention drops whole
+ * (@idem/inbox, partitions.ts).
  */
 export interface GrowthSample {
   /** How the older half goes: deleted in batches, or its partition dropped. */

@@ -14,11 +14,12 @@ import type { DeliveryOutcome, HandlerResult, MessageHandler } from './outcomes.
  * The idempotent consumer, as the article's "How It Works" gives it: in one transaction, record
  * `(consumer, message_id)` first — its primary key decides whether this delivery is the first —
  * then apply the business change, and commit both; a duplicate changes nothing. `consume` below
- * is that algorithm and nothing else. Beside it, each in its own module: what makes it cheaper
- * without changing an outcome (duplicates.ts: the duplicate shortcut; group-commit.ts: several
- * messages per commit; one-statement.ts: the record and a one-statement write as one round
- * trip). The article's common mistakes are not here: the lessons make them, behind this same
- * interface (`infra/lessons/src/wrong-ways.ts`).
+ * is that algorithm, after one read that decides nothing: while a run of duplicates arrives it
+ * answers one whose record is committed (duplicates.ts, the duplicate shortcut). Beside it, each
+ * in its own module: what makes it cheaper without changing an outcome (that shortcut;
+ * group-commit.ts: several messages per commit; one-statement.ts: the record and a one-statement
+ * write as one round trip). The article's common mistakes are not here: the lessons make them,
+ * behind this same interface (`infra/lessons/src/wrong-ways.ts`).
  */
 
 export type { ConflictingDuplicate, MessageHandler, OneStatementHandler };
@@ -80,6 +81,8 @@ export class Inbox<Tx extends SqlClient> {
     handler: MessageHandler<Tx, M>,
   ): Promise<DeliveryOutcome> {
     const hash = bodyHash(message.body);
+    // Not read-then-insert: a read that finds the record can only be right (it was committed), and
+    // one that finds nothing lets nothing through — the INSERT below decides, as for every delivery.
     const known = await this.knownDuplicate(consumer, message, hash);
     if (known) return known;
     try {

@@ -3,7 +3,7 @@ import type { SqlClient } from '@idem/database';
 import { bullmq, DeadLetterWriteError, deliveryEntry, publicationEntries, type Publisher } from '@idem/messaging';
 import type { Metrics } from '@idem/observability';
 import { startIdem, type Idem, type Maintenance, type RelaySettings } from '@idem/service';
-import type { DeliveryReport } from '@idem/transport';
+import { UnservedSubscriptionError, type DeliveryReport } from '@idem/transport';
 import type { BaseConfig } from './config.js';
 import { logDelivery, type Logger } from './logger.js';
 import type { ServiceContext, ServiceDefinition } from './context.js';
@@ -59,13 +59,28 @@ export function startServiceIdem<Tx extends SqlClient, S extends CatalogueSpec>(
       log.debug({ maintenance }, `${name} maintenance done`);
     },
     onError: (error, part) => {
-      if (error instanceof DeadLetterWriteError) {
-        metrics.deadLetterWriteFailures.inc({ consumer: error.consumer });
-        log.error({ err: error, consumer: error.consumer, messageId: error.messageId }, 'dead letter not stored');
-      } else if (part === 'maintenance') log.warn({ err: error }, `${name} maintenance failed; will try again`);
-      else log.error({ err: error, consumer: part }, 'consumer error');
+      if (error instanceof DeadLetterWriteError) metrics.deadLetterWriteFailures.inc({ consumer: error.consumer });
+      logIdemError(log, name, error, part);
     },
   });
+}
+
+/**
+ * A line for what the composition reports through `onError`, as severe as what it is. A consumer
+ * that subscribed before any producer declared its contract (a fresh start: consumers come up
+ * before their producers) is waiting, not failing: its position is kept from before the
+ * producer's first publication, so it receives every one (docs/scaling.md "Subscriptions on Redis").
+ */
+export function logIdemError(log: Logger, name: string, error: unknown, part: string): void {
+  if (error instanceof UnservedSubscriptionError)
+    log.info(
+      { consumer: error.consumer, contract: error.contract },
+      'waiting for a producer: no publication of this contract yet',
+    );
+  else if (error instanceof DeadLetterWriteError)
+    log.error({ err: error, consumer: error.consumer, messageId: error.messageId }, 'dead letter not stored');
+  else if (part === 'maintenance') log.warn({ err: error }, `${name} maintenance failed; will try again`);
+  else log.error({ err: error, consumer: part }, 'consumer error');
 }
 
 /** The relay on a pool of its own, and the handoff after commit (role `relay`): each publication counted. */
