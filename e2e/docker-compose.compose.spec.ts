@@ -364,7 +364,10 @@ describe('docker compose up on a real engine', () => {
     }
     function all() {
       return containers().filter(
-        (c) => !['postgres', 'redis', 'mailpit', 'jaeger', 'prometheus', 'grafana'].includes(c.service),
+        (c) =>
+          !['postgres', 'redis', 'redis-script-watcher', 'mailpit', 'jaeger', 'prometheus', 'grafana'].includes(
+            c.service,
+          ),
       );
     }
   });

@@ -91,6 +91,9 @@ done
 # What the user gives in .env (a real Stripe key, another SMTP server) is written on every start.
 put stripe-api-key "${STRIPE_API_KEY:-$(value simulator-api-key)}"
 put smtp-url "${SMTP_URL:-smtp://notifications:$(value mailpit-smtp-password)@mailpit:1025}"
+# Where notifications looks up a send whose reply was lost: Mailpit's search, with its API login;
+# none when .env names another SMTP server (its copies are then counted, not looked up).
+put smtp-lookup-url "$([ -n "${SMTP_URL:-}" ] || printf 'http://idem:%s@mailpit:8025' "$(value mailpit-api-password)")"
 # A live key reaches payments only: the console's checker reads the provider with a test key (or
 # the simulator's), and with a live one leaves the provider out.
 case "$(value stripe-api-key)" in
@@ -140,7 +143,7 @@ for service in $services; do
   case $service in
     orders) api=jwt-secret own= ;;
     payments) api=stripe-api-key own=stripe-api-key ;;
-    notifications) api=smtp-url own=smtp-url ;;
+    notifications) api='smtp-url smtp-lookup-url' own='smtp-url smtp-lookup-url' ;;
     *) api= own= ;;
   esac
   # The API: its own operator's routes, and for orders the customer-token key. The workers: neither.
