@@ -33,7 +33,7 @@ afterAll(async () => {
   await system?.stop();
 });
 
-const classroom = (): Classroom => ({ page, console: system.urls.console, runs: 'native' });
+const classroom = (): Classroom => ({ page, console: system.urls.console, runs: 'native', mailSearch: true });
 
 describe("concepts.md's exercises, as written, under pnpm start", () => {
   for (const exercise of EXERCISES) it(exercise.title, () => exercise.run(classroom()), EXERCISE_TIMEOUT_MS);

@@ -16,7 +16,7 @@ import { cpSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { formatReport, runChecks } from '@idem/checker';
+import { fetchMailApi, formatReport, runChecks } from '@idem/checker';
 import { asOperator, getJson, placeOrder, runStories, SERVICES, waitForStatus } from '@idem/native-run';
 import { waitFor } from '@idem/testkit';
 import { Redis } from 'ioredis';
@@ -500,7 +500,8 @@ describe('docker compose up on a real engine', () => {
     beforeAll(async () => {
       browser = await launchChromium();
       const { page, console_ } = await studentAtTheConsole(browser);
-      classroom = { page, console: console_, runs: 'compose' };
+      const search = await fetchMailApi(mailpitApi(), '/api/v1/search?query=message-id:probe', undefined);
+      classroom = { page, console: console_, runs: 'compose', mailSearch: search.status !== 404 };
     });
     // README step 5: "switch all off" when you are done.
     afterEach(async () => {

@@ -13,6 +13,8 @@ export interface Classroom {
   readonly console: string;
   /** What the screenshots are named after: how the system runs. */
   readonly runs: 'native' | 'compose';
+  /** Whether the mail server has a message search (Mailpit and the SMTP sink do; the compose kit's stand-in does not). */
+  readonly mailSearch: boolean;
 }
 
 export interface Exercise {
@@ -220,11 +222,13 @@ export const EXERCISES: readonly Exercise[] = [
       await placeOrder(classroom);
       await expectPaid(page);
       // The claim that takes over from the dead dispatcher looks the Message-ID up at the mail
-      // server (its search), finds it, and marks the email sent without sending it again.
+      // server (its search), finds it, and marks the email sent without sending it again. A
+      // server without a search gets it again: the second copy shows, counted as unconfirmed.
       const statuses = () => page.locator('[data-effect="email"] b').allTextContents();
       await expect.poll(statuses, { timeout: PATIENCE_MS }).toEqual(['sent', 'sent']);
       const emails = await page.locator('[data-effect="email"]').allTextContents();
-      expect(emails.filter((email) => email.includes('sent 1×'))).toHaveLength(2);
+      const copies = emails.map((email) => /sent (\d+)×/.exec(email)?.[1]).sort();
+      expect(copies).toEqual(classroom.mailSearch ? ['1', '1'] : ['1', '2']);
       await page.screenshot({ path: await screenshotPath(`${classroom.runs}-exercise-6`), fullPage: true });
       await expectRestarted(classroom, 'notifications', before);
       await expectCheckerOk(classroom);

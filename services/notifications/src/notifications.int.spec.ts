@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { createServer as createHttpServer } from 'node:http';
 import { connect, createServer } from 'node:net';
 import type { Envelope } from '@idem/shop';
 import { takeHere } from '@idem/database';
@@ -552,6 +553,18 @@ describe('email dispatcher', () => {
         expect(await sink.messages()).toHaveLength(1);
       } finally {
         unanswered.close();
+      }
+    });
+
+    it('sends it again, the copy counted, where the provider offers no search (404)', async () => {
+      const searchless = createHttpServer((_req, res) => res.writeHead(404).end());
+      await new Promise<void>((resolve) => searchless.listen(0, '127.0.0.1', resolve));
+      try {
+        const item = await lostReplyThen(`http://127.0.0.1:${(searchless.address() as { port: number }).port}`);
+        expect(item).toMatchObject({ status: 'sent', unconfirmedSends: 1, reconciledSends: 0 });
+        expect((await sink.messages()).map((m) => `<${m.MessageID}>`)).toEqual([item.messageId, item.messageId]);
+      } finally {
+        searchless.close();
       }
     });
   });

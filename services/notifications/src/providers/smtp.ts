@@ -16,10 +16,11 @@ export interface SmtpClient {
   send(mail: OutgoingEmail): Promise<void>;
   /**
    * Whether the provider accepted a message with this Message-ID, asked before an email whose
-   * last send has an unknown outcome is sent again; absent when the provider offers no way to
-   * ask (then the email is sent again, and the copy counted). Rejects when it cannot be asked.
+   * last send has an unknown outcome is sent again; absent, or resolving `undefined`, when the
+   * provider offers no way to ask (then the email is sent again, and the copy counted). Rejects
+   * when it cannot be asked now.
    */
-  readonly lookup?: (messageId: string) => Promise<boolean>;
+  readonly lookup?: (messageId: string) => Promise<boolean | undefined>;
   /** The mail server, for the SMTP client span (never the recipient: customer data stays out of traces). */
   readonly server: Record<string, string | number>;
   close(): void;
@@ -136,8 +137,9 @@ function failureOf(error: unknown, { handedOver }: { handedOver: boolean }): Smt
 /**
  * Mailpit's message search (`GET /api/v1/search?query=message-id:…`), which the SMTP sink serves
  * too. Both store a message before they answer its 250, so a message they accepted is found at once.
+ * A server without the search (404: an older or a look-alike Mailpit) offers no way to ask.
  */
-function mailpitLookup(lookupUrl: string, timeoutMs: number): (messageId: string) => Promise<boolean> {
+function mailpitLookup(lookupUrl: string, timeoutMs: number): (messageId: string) => Promise<boolean | undefined> {
   const url = new URL(lookupUrl);
   const authorization = url.username
     ? `Basic ${Buffer.from(`${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`).toString('base64')}`
@@ -152,6 +154,7 @@ function mailpitLookup(lookupUrl: string, timeoutMs: number): (messageId: string
       headers: authorization ? { authorization } : {},
       signal: AbortSignal.timeout(timeoutMs),
     });
+    if (res.status === 404) return undefined;
     if (!res.ok) throw new Error(`the message search answered ${res.status}`);
     const { messages } = (await res.json()) as { messages?: { MessageID?: string }[] };
     // Mailpit matches a part of the Message-ID: only the whole one counts.

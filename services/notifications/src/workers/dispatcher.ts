@@ -351,7 +351,8 @@ async function dispatch(dispatcher: Dispatcher, item: EmailWorkItem): Promise<vo
  * before it is sent again, as payments searches before it creates again. Found: it is marked sent
  * and nothing is sent (`done`). Not found: it is sent, and the lookup is recorded with the send's
  * outcome (`reconciled`, the unconfirmed sends it settled). A lookup that fails sends nothing: the
- * attempt fails and is retried (`done`). Without a lookup the item is sent again, the copy counted.
+ * attempt fails and is retried (`done`). Without a lookup, or at a provider that offers none, the
+ * item is sent again, the copy counted.
  * The claim's lease outlasts the lookup (one SMTP timeout) and still holds a send after it.
  */
 async function reconcile(dispatcher: Dispatcher, item: EmailWorkItem): Promise<'done' | { reconciled?: number }> {
@@ -359,7 +360,7 @@ async function reconcile(dispatcher: Dispatcher, item: EmailWorkItem): Promise<'
   if (!smtp.lookup || item.unconfirmedSends <= item.reconciledSends) return {};
   const reconciled = item.unconfirmedSends;
   const about = { emailWorkItemId: item.id, orderId: item.orderId, kind: item.kind, messageId: item.messageId };
-  let accepted: boolean;
+  let accepted: boolean | undefined;
   try {
     accepted = await inSpan('smtp lookup', { kind: 'client' }, () => smtp.lookup!(item.messageId));
   } catch (error) {
@@ -367,6 +368,10 @@ async function reconcile(dispatcher: Dispatcher, item: EmailWorkItem): Promise<'
     await recordFailedSend(db, item, { ...dispatcher, responseCode: 0, reason, unconfirmed: false }, now());
     log.warn({ ...about, err: error }, 'email not sent: the provider could not say whether it took it; will retry');
     return 'done';
+  }
+  if (accepted === undefined) {
+    log.warn(about, 'the provider offers no message search: sent again, the copy counted');
+    return {};
   }
   if (!accepted) return { reconciled };
   await recordSent(db, item, { overran: false, reconciled }, now());
