@@ -1,6 +1,7 @@
 import {
   formatPauseDrain,
   formatProviderFaultsReport,
+  PROVIDER_SCENARIOS,
   runNotificationsBacklog,
   runNotificationsPause,
   runProviderFaults,
@@ -11,16 +12,7 @@ import { describe, expect, it } from 'vitest';
 // docs/failure-windows.md), so CI can afford them; the same faults, in the same order.
 describe('slow and absent providers (short, as CI runs it)', () => {
   it('sends every email once and charges no cancelled order while SMTP is slow and then down and Stripe is down', async () => {
-    const report = await runProviderFaults({
-      ordersPerSecond: 10,
-      seconds: 40,
-      smtpSlowMs: 300,
-      smtpDown: { at: 12, for: 25 },
-      stripeDown: { at: 5, for: 20 },
-      cancelShare: 0.33,
-      drainSeconds: 300,
-      log: () => {},
-    });
+    const report = await runProviderFaults({ ...PROVIDER_SCENARIOS.slowThenDown, log: () => {} });
     expect(report.ok, formatProviderFaultsReport(report)).toBe(true);
     expect(report.cancels).toBeGreaterThan(0);
     expect(report.endedByStatus.PAID ?? 0).toBeGreaterThan(0);
@@ -42,17 +34,7 @@ describe('slow and absent providers (short, as CI runs it)', () => {
     expect(report.endedByStatus.PAID ?? 0).toBeGreaterThan(0);
   }, 900_000);
   it('sends every email once when replies are lost as the SMTP link turns from slow to a black hole: the next attempt looks them up', async () => {
-    const report = await runProviderFaults({
-      ordersPerSecond: 5,
-      seconds: 30,
-      smtpSlowMs: 0,
-      smtpLinkSlowMs: 150,
-      smtpBlackHole: { at: 10, for: 10 },
-      stripeDown: { at: 5, for: 5 },
-      cancelShare: 0.2,
-      drainSeconds: 300,
-      log: () => {},
-    });
+    const report = await runProviderFaults({ ...PROVIDER_SCENARIOS.lostReplies, log: () => {} });
     expect(report.ok, formatProviderFaultsReport(report)).toBe(true);
     // The native run's sink can be searched: every send whose reply was lost is looked up before
     // anything is sent again, so not one email reaches the server twice.

@@ -1,5 +1,6 @@
 export { runChaos, formatChaosReport, type ChaosOptions, type ChaosReport } from './chaos.js';
 export {
+  PROVIDER_SCENARIOS,
   runProviderFaults,
   runNotificationsBacklog,
   runNotificationsPause,

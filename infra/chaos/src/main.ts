@@ -1,14 +1,12 @@
 // `pnpm chaos --orders 500 --kills 20 --seconds 120 [--cancel-share 0.3] [--redis-cluster --broker-kills 2]`: see chaos.ts.
-// `pnpm chaos --providers [--full]`: two runs, see providers.ts. First 20 orders/s for 2 minutes, a third
-// cancelled, the SMTP link slow (150 ms a chunk each way) and then a black hole for 45 s (replies on their
-// way lost: the lookup's case) and down for 20 s, Stripe down for 60 s; then a 60 s notifications pause at
-// 20 orders/s, with how long it took to drain. `--full` is the outside check's scenario: 900 orders at 10/s,
-// the link at 300 ms a chunk and then a black hole, and a 3-minute pause at 20 orders/s drained within 3
-// minutes. `pnpm chaos --backlog 3000`: see providers.ts.
+// `pnpm chaos --providers [--full]`: the scenario `standard` (`--full`: `outsideCheck`) of providers.ts's
+// PROVIDER_SCENARIOS, then a notifications pause at 20 orders/s (60 s; `--full`: 3 minutes) and how long it
+// took to drain. `pnpm chaos --backlog 3000`: see providers.ts.
 import { parseArgs } from 'node:util';
 import { formatChaosReport, runChaos } from './chaos.js';
 import {
   formatProviderFaultsReport,
+  PROVIDER_SCENARIOS,
   runNotificationsBacklog,
   runNotificationsPause,
   runProviderFaults,
@@ -33,30 +31,7 @@ const { values } = parseArgs({
   },
 });
 if (values.providers) {
-  const faults = await runProviderFaults(
-    values.full
-      ? {
-          ordersPerSecond: 10,
-          seconds: 90,
-          smtpSlowMs: 0,
-          smtpLinkSlowMs: 300,
-          smtpBlackHole: { at: 30, for: 60 },
-          stripeDown: { at: 20, for: 60 },
-          cancelShare: 0.33,
-          drainSeconds: 900,
-        }
-      : {
-          ordersPerSecond: 20,
-          seconds: 120,
-          smtpSlowMs: 0,
-          smtpLinkSlowMs: 150,
-          smtpBlackHole: { at: 30, for: 45 },
-          smtpDown: { at: 80, for: 20 },
-          stripeDown: { at: 20, for: 60 },
-          cancelShare: 0.33,
-          drainSeconds: 900,
-        },
-  );
+  const faults = await runProviderFaults(PROVIDER_SCENARIOS[values.full ? 'outsideCheck' : 'standard']);
   console.log(formatProviderFaultsReport(faults));
   const pause = await runNotificationsPause({ ordersPerSecond: 20, pauseSeconds: values.full ? 180 : 60 });
   console.log(`\n${formatProviderFaultsReport(pause)}`);

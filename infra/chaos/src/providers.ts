@@ -31,8 +31,8 @@ import { startFaultProxy, type FaultProxy } from './fault-proxy.js';
 export interface ProviderFaultsOptions {
   readonly ordersPerSecond: number;
   readonly seconds: number;
-  /** How long the SMTP server takes to accept each message, from the start. */
-  readonly smtpSlowMs: number;
+  /** How long the SMTP server takes to accept each message, from the start. @defaultValue 0 */
+  readonly smtpSlowMs?: number;
   /** How long the link to the SMTP server delays every chunk, each way, until a black hole. @defaultValue 0 */
   readonly smtpLinkSlowMs?: number;
   /** When the SMTP server becomes unreachable (connections refused), and for how long (seconds). */
@@ -51,6 +51,49 @@ export interface ProviderFaultsOptions {
   readonly drainSeconds?: number;
   readonly log?: (line: string) => void;
 }
+
+/**
+ * The providers' scenarios, one definition each: CI runs the short ones (`e2e/providers.e2e.spec.ts`),
+ * `pnpm chaos --providers [--full]` the long ones.
+ */
+export const PROVIDER_SCENARIOS = {
+  /** CI: the SMTP server slow to accept and then unreachable, Stripe unreachable. */
+  slowThenDown: {
+    ordersPerSecond: 10,
+    seconds: 40,
+    smtpSlowMs: 300,
+    smtpDown: { at: 12, for: 25 },
+    stripeDown: { at: 5, for: 20 },
+  },
+  /** CI: replies lost as the SMTP link turns from slow to a black hole (the lookup's case). */
+  lostReplies: {
+    ordersPerSecond: 5,
+    seconds: 30,
+    smtpLinkSlowMs: 150,
+    smtpBlackHole: { at: 10, for: 10 },
+    stripeDown: { at: 5, for: 5 },
+    cancelShare: 0.2,
+  },
+  /** `pnpm chaos --providers`: 20 orders/s for 2 minutes, the link slow, a black hole, then down. */
+  standard: {
+    ordersPerSecond: 20,
+    seconds: 120,
+    smtpLinkSlowMs: 150,
+    smtpBlackHole: { at: 30, for: 45 },
+    smtpDown: { at: 80, for: 20 },
+    stripeDown: { at: 20, for: 60 },
+    drainSeconds: 900,
+  },
+  /** `pnpm chaos --providers --full`: the outside check's scenario, 900 orders at 10/s. */
+  outsideCheck: {
+    ordersPerSecond: 10,
+    seconds: 90,
+    smtpLinkSlowMs: 300,
+    smtpBlackHole: { at: 30, for: 60 },
+    stripeDown: { at: 20, for: 60 },
+    drainSeconds: 900,
+  },
+} as const satisfies Record<string, ProviderFaultsOptions>;
 
 export interface ProviderFaultsReport {
   readonly ordersPlaced: number;
@@ -84,7 +127,7 @@ const SKUS = ['keyboard', 'mouse', 'monitor', 'cable'];
 export async function runProviderFaults(options: ProviderFaultsOptions): Promise<ProviderFaultsReport> {
   const log = options.log ?? ((line: string) => console.log(line));
   return withSystem('providers', log, async ({ system, proxies, logFile }) => {
-    await mailSink(system, 'slow-answers', { ms: options.smtpSlowMs });
+    await mailSink(system, 'slow-answers', { ms: options.smtpSlowMs ?? 0 });
     proxies.smtp.slow(options.smtpLinkSlowMs ?? 0);
     const started = Date.now();
     const at = (seconds: number) => sleep(Math.max(0, started + seconds * 1000 - Date.now()));
