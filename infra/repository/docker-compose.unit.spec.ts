@@ -205,6 +205,8 @@ describe('docker-compose.yml', () => {
       MP_SMTP_AUTH_ALLOW_INSECURE: 'true',
     });
     expect(secretsVolumeOf(mailpit)).toBe('mailpit');
+    // A copied .env.example keeps that login: an SMTP_URL there would replace it, and be refused.
+    expect(example.SMTP_URL).toBe('');
     expect(mailpit.depends_on?.secrets?.condition).toBe('service_completed_successfully');
     // An htpasswd line each; a plain password is one (Mailpit's htpasswd reader takes it last).
     expect(shared.mailpit).toEqual({
