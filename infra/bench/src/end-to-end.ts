@@ -70,7 +70,22 @@ export interface EndToEndResult {
   readonly steps: LoadStep[];
   /** The highest offered load before latency leaves the flat part (p95 within 2× the lightest step's), if any. */
   readonly knee?: number;
+  /** What each process costs when there is (almost) no work: see {@link IdleCpu}. */
+  readonly idle?: IdleCpu;
 }
+
+/**
+ * CPU of each process as a share of one core (1 = a whole core), measured after the warm-up over
+ * {@link IDLE_SECONDS}: with the system at rest, and at 1 order a second. A loop that runs whether
+ * or not there is work shows here, not in a cost per order under load.
+ */
+export interface IdleCpu {
+  readonly seconds: number;
+  readonly atRest: Record<string, number>;
+  readonly atOnePerSecond: Record<string, number>;
+}
+
+const IDLE_SECONDS = 20;
 
 const SKU = 'bench-item';
 
@@ -129,6 +144,7 @@ export async function runEndToEnd(options: EndToEndOptions): Promise<EndToEndRes
       // inflated p95 would loosen the knee's rule.
       await runStep(system, options.loads[0]!, { ...options, stepSeconds: WARM_UP_SECONDS });
       options.log(`warmed up: ${WARM_UP_SECONDS} s at ${options.loads[0]} orders/s, not recorded`);
+      const idle = await idleCpu(system, options);
       const steps: LoadStep[] = [];
       for (const offered of options.loads) {
         const step = await runStep(system, offered, options);
@@ -140,7 +156,7 @@ export async function runEndToEnd(options: EndToEndOptions): Promise<EndToEndRes
         );
         if (!step.keptUp) break;
       }
-      return { deployed: true, steps, knee: kneeOf(steps) };
+      return { deployed: true, steps, knee: kneeOf(steps), idle };
     } finally {
       await stopLoadedSystem(system);
     }
@@ -232,6 +248,37 @@ export async function runStep(
   } finally {
     await Promise.all([orders.end(), notifications.end()]);
   }
+}
+
+/** {@link IdleCpu}: after the warm-up's last orders have drained, at rest and then at 1 order a second. */
+async function idleCpu(system: RunningSystem, options: Pick<EndToEndOptions, 'log'>): Promise<IdleCpu> {
+  await sleep(5_000); // the warm-up's last receipts
+  const share = async (work: () => Promise<unknown>) => {
+    const before = cpuByPart(system);
+    const started = Date.now();
+    await work();
+    const after = cpuByPart(system);
+    const ms = Date.now() - started;
+    return Object.fromEntries(
+      Object.keys(after).map((part) => [part, Math.round(((after[part]! - (before[part] ?? 0)) / ms) * 1000) / 1000]),
+    );
+  };
+  const atRest = await share(() => sleep(IDLE_SECONDS * 1000));
+  const atOnePerSecond = await share(() =>
+    atRate(IDLE_SECONDS, 1, () =>
+      placeOrder(system.urls, [{ sku: SKU, quantity: 1 }], 'pm_card_visa', randomUUID()).catch((error: unknown) =>
+        options.log(`POST /orders failed: ${(error as Error).message}`),
+      ),
+    ),
+  );
+  const busiest = (shares: Record<string, number>) =>
+    Object.entries(shares)
+      .sort(([, a], [, b]) => b - a)
+      .slice(0, 3)
+      .map(([part, core]) => `${part} ${(core * 100).toFixed(1)}%`)
+      .join(', ');
+  options.log(`idle: at rest ${busiest(atRest)}; at 1 order/s ${busiest(atOnePerSecond)} of a core (the busiest)`);
+  return { seconds: IDLE_SECONDS, atRest, atOnePerSecond };
 }
 
 /** CPU ms so far of each part of the system, PostgreSQL, Redis and this process. */

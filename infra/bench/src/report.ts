@@ -180,6 +180,18 @@ export function evaluateTargets(run: BenchRun): Target[] {
           pass: services.every(([, mb]) => mb <= 150),
         });
     }
+    // No loop without work: a process at rest blocks on what wakes it (end-to-end.ts, IdleCpu).
+    const idle = endToEnd.idle;
+    if (idle) {
+      const shares = Object.entries(idle.atRest).filter(([part]) => part !== 'load generator');
+      const percent = (core: number | undefined) => `${((core ?? 0) * 100).toFixed(1)}%`;
+      const [part, busiest] = shares.reduce((a, b) => (b[1] > a[1] ? b : a), ['none', 0]);
+      targets.push({
+        name: 'end to end: ≤ 1% of a core per process with the system at rest',
+        measured: `busiest ${part} ${percent(busiest)} (at 1 order/s: ${percent(idle.atOnePerSecond[part])})`,
+        pass: shares.every(([, core]) => core <= 0.01),
+      });
+    }
     // At light load an order's latency is waits, not work: every hop wakes on the event that makes work available.
     const light = endToEnd.steps.find((step) => step.offered === 10);
     if (light) {
@@ -379,6 +391,22 @@ function hopsSection(result: EndToEndResult): string[] {
   ];
 }
 
+function idleSection({ idle }: EndToEndResult): string[] {
+  if (!idle) return [];
+  const percent = (core: number | undefined) => `${((core ?? 0) * 100).toFixed(1)}%`;
+  const rows = Object.keys(idle.atRest).map((part) => [
+    part,
+    percent(idle.atRest[part]),
+    percent(idle.atOnePerSecond[part]),
+  ]);
+  return [
+    `**With almost no work** — CPU of each process as a share of one core, over ${idle.seconds} s each, after the warm-up`,
+    '',
+    table(['process', 'at rest', 'at 1 order/s'], rows),
+    '',
+  ];
+}
+
 function endToEndCpuTable(result: EndToEndResult): string {
   const parts = Object.keys(result.steps[0]?.cpuMsPerOrder ?? {});
   const rows = result.steps.map((s) => [
@@ -512,6 +540,7 @@ export function formatMarkdown(
       '',
       endToEndCpuTable(run.endToEnd),
       '',
+      ...idleSection(run.endToEnd),
       run.endToEnd.knee === undefined
         ? 'Knee: not found (even the lightest step was not flat).'
         : `Knee: **${run.endToEnd.knee} orders/s** — the highest offered load that kept up with p95 within twice the lightest step's.`,

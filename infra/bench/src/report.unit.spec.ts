@@ -155,6 +155,24 @@ describe('bench statistics', () => {
     ]);
   });
 
+  it('judges each process at rest against 1% of a core, naming the busiest, the load generator aside', () => {
+    const idle = (orders: number) => ({
+      seconds: 20,
+      atRest: { orders, redis: 0.004, 'load generator': 0.5 },
+      atOnePerSecond: { orders: 0.03, redis: 0.01, 'load generator': 0.5 },
+    });
+    const judged = (orders: number) =>
+      evaluateTargets({ ...run([]), endToEnd: { steps: [step(20, 500)], idle: idle(orders) } }).find((t) =>
+        t.name.includes('at rest'),
+      );
+    expect(judged(0.008)).toEqual({
+      name: 'end to end: ≤ 1% of a core per process with the system at rest',
+      measured: 'busiest orders 0.8% (at 1 order/s: 3.0%)',
+      pass: true,
+    });
+    expect(judged(0.02)?.pass).toBe(false);
+  });
+
   it("says beside the CPU target what an order's deliveries cost through BullMQ alone, from section 6", () => {
     const endToEnd = { steps: [step(10, 400), { ...step(20, 500), cpuMsPerOrder: { orders: 55 } }], knee: 20 };
     const bareDelivery = {
