@@ -80,9 +80,10 @@ function rateLimited(
  * from its address, and a request with no credential at all is a plain 401 that counts against
  * nobody. So no stranger can fill a counter that stands between a caller and a right token — the
  * tokens are high-entropy, so a lockout would protect nothing, and would stop everyone who shares
- * the address. Each failure is counted atomically as it happens, before it is answered: guesses
- * sent all at once are told "wrong" only while their own failure is within the limit.
- * `requireOperator` and `authenticate` report failures to it (`failedToAuthenticate`).
+ * the address. The limit is a signal, not a shield: it tells a client that keeps failing to stop
+ * (429, Retry-After) and shows who fails; it neither slows a guesser (a right token is answered)
+ * nor saves the check that found the failure. `requireOperator` and `authenticate` report failures
+ * to it (`failedToAuthenticate`).
  */
 export function limitFailedAuthentications({
   redis,
@@ -106,20 +107,20 @@ export function limitFailedAuthentications({
     customer: limiterOf(redis, `${prefix}:failed-authentications`, byCustomer),
   };
   return (req, res, next) => {
+    const consume = async (limiter: RateLimiterRedis, key: string, limit: typeof byAddress) => {
+      try {
+        await limiter.consume(key);
+      } catch (error) {
+        throw error instanceof RateLimiterRes ? rateLimited(limit, error, 'failed authentications') : error;
+      }
+    };
     const count: FailureCount = {
       failed: async (claimed) => {
-        const limits = [byAddress, ...(claimed === undefined ? [] : [byCustomer])];
-        // Both counted at once, each whatever the other says; a digest of the claim, which comes
-        // from a token that did not verify, of any length and content.
-        const spent = await Promise.allSettled([
-          limiters.address.consume(addressOf(req)),
-          ...(claimed === undefined ? [] : [limiters.customer.consume(digestOf(claimed))]),
-        ]);
-        spent.forEach((outcome, i) => {
-          if (outcome.status === 'fulfilled') return;
-          if (!(outcome.reason instanceof RateLimiterRes)) throw outcome.reason;
-          throw rateLimited(limits[i]!, outcome.reason, 'failed authentications');
-        });
+        await consume(limiters.address, addressOf(req), byAddress);
+        // Only within its address's limit does a forged token count against the customer it
+        // claims (a digest of the claim, of any length and content): an address past its limit
+        // writes no more keys, however many customers its tokens name.
+        if (claimed !== undefined) await consume(limiters.customer, digestOf(claimed), byCustomer);
       },
     };
     res.locals.failureCount = count;

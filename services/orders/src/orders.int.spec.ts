@@ -728,6 +728,27 @@ describe('failed authentications: limited per address and per claimed customer, 
       await limited.stop();
     }
   });
+
+  it('counts no forgery against its customer once its address is past its limit', async () => {
+    const limited = await instance({
+      TRUST_PROXY: 'loopback',
+      RATE_LIMIT_FAILED_AUTHENTICATIONS_PER_CUSTOMER: '3',
+      RATE_LIMIT_FAILED_AUTHENTICATIONS_PER_ADDRESS: '3',
+    });
+    try {
+      const port = limited.http.port;
+      const from = (address: string, authorization: string) => ({ 'x-forwarded-for': address, authorization });
+      const spend = await repeat(3, () => statusOf(port, '/orders', from('203.0.113.7', 'Bearer guess')));
+      expect(spend).toEqual([401, 401, 401]);
+      const grace = await tokenOf('grace', { secret: 'not-the-orders-signing-key-0123456789' });
+      const past = await repeat(5, () => statusOf(port, '/orders', from('203.0.113.7', `Bearer ${grace}`)));
+      expect(past).toEqual([429, 429, 429, 429, 429]);
+      // Grace's count was left alone: a forgery of hers from elsewhere is only told it is wrong.
+      expect(await statusOf(port, '/orders', from('203.0.113.8', `Bearer ${grace}`))).toBe(401);
+    } finally {
+      await limited.stop();
+    }
+  });
 });
 
 /** A token with `alg: none`: jose refuses it whatever its claims. */
