@@ -11,6 +11,7 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { formatReport, listStripe } from '@idem/checker';
 import { startOtlpReceiver, waitFor, type ReceivedSpan } from '@idem/testkit';
 import { Redis } from 'ioredis';
@@ -30,7 +31,13 @@ let otlp: Awaited<ReturnType<typeof startOtlpReceiver>>;
 beforeAll(async () => {
   otlp = await startOtlpReceiver();
   system = await startIsolatedSystem({
-    env: { OTEL_EXPORTER_OTLP_ENDPOINT: otlp.endpoint, OTEL_BSP_SCHEDULE_DELAY: '200' },
+    env: {
+      OTEL_EXPORTER_OTLP_ENDPOINT: otlp.endpoint,
+      OTEL_BSP_SCHEDULE_DELAY: '200',
+      // As `pnpm start` hands the system each API's token, and as a shell may hold a named one.
+      ...Object.fromEntries(SERVICES.map((s) => [`${s.toUpperCase()}_ADMIN_TOKEN`, randomUUID()])),
+      ADMIN_TOKENS: `shell:${randomUUID()}`,
+    },
   });
 }, 180_000);
 afterAll(async () => {
@@ -123,6 +130,18 @@ describe('the native run', () => {
       .map((line) => line.split(/\s+/)[3]!);
     expect(listening.length).toBeGreaterThanOrEqual(pids.size); // every process listens somewhere
     expect(listening.filter((address) => !/^(127\.0\.0\.1|\[::1\]):\d+$/.test(address))).toEqual([]);
+  });
+
+  it("gives each API only its own operator token, and no process another's or the shell's ADMIN_TOKENS", () => {
+    for (const [name, child] of system.processes) {
+      const environ = readFileSync(`/proc/${child.pid}/environ`, 'utf8').split('\0');
+      expect(
+        environ.filter((v) => /^(ADMIN_TOKENS|[A-Z]+_ADMIN_TOKEN)=/.test(v)),
+        name,
+      ).toEqual([]);
+      const service = SERVICES.find((s) => s === name);
+      if (service) expect(environ, name).toContain(`ADMIN_TOKEN=${system.adminTokens[service]}`);
+    }
   });
 });
 

@@ -406,7 +406,7 @@ export async function startSystem(options: SystemOptions = {}): Promise<RunningS
         };
     const child = spawn(process.execPath, args, {
       cwd,
-      env: { ...process.env, ...env, ...image },
+      env: { ...withoutOperatorTokens({ ...process.env, ...env }), ...image },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     for (const stream of [child.stdout!, child.stderr!]) {
@@ -577,4 +577,13 @@ function readable(line: string): string {
   } catch {
     return line;
   }
+}
+
+/**
+ * What a process inherits, without the operator tokens meant for others: each API's own comes as
+ * its ADMIN_TOKEN, so no process holds another's (`<SERVICE>_ADMIN_TOKEN`), and no `ADMIN_TOKENS`
+ * of the shell opens all four APIs with one token.
+ */
+export function withoutOperatorTokens(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  return Object.fromEntries(Object.entries(env).filter(([name]) => !/^(ADMIN_TOKENS|[A-Z]+_ADMIN_TOKEN)$/.test(name)));
 }

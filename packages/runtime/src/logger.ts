@@ -36,6 +36,7 @@ export function createLogger(service: string, level: string): Logger {
         'config.JWT_SECRET',
         'config.STRIPE_API_KEY',
         'config.SMTP_URL',
+        'config.SMTP_LOOKUP_URL',
       ],
     },
     stdout,
