@@ -490,11 +490,12 @@ describe('email dispatcher', () => {
       return proxy;
     }
 
-    const throughProxy = (port: number, lookupUrl?: string) =>
+    const throughProxy = (port: number, lookupUrl?: string, maxAttempts?: number) =>
       createDispatcher({
         db,
         smtpUrl: `smtp://127.0.0.1:${port}`,
         ...(lookupUrl ? { lookupUrl } : {}),
+        ...(maxAttempts ? { maxAttempts } : {}),
         from: 'shop@idem.local',
         log: createLogger('notifications', 'silent'),
         retryDelayMs: 1,
@@ -503,9 +504,9 @@ describe('email dispatcher', () => {
       });
 
     /** One email sent through the proxy with its reply lost, then dispatched until it ends sent or `until` says. */
-    async function lostReplyThen(lookupUrl: string | undefined, until = async () => false) {
+    async function lostReplyThen(lookupUrl: string | undefined, until = async () => false, maxAttempts?: number) {
       const proxy = await replyLosingProxy();
-      const dispatcher_ = throughProxy(proxy.port, lookupUrl);
+      const dispatcher_ = throughProxy(proxy.port, lookupUrl, maxAttempts);
       try {
         await inbox().consume('notifications.order-placed.v1', orderPlacedMessage(), handleOrderPlaced({ now }));
         proxy.loseReplies = 1;
@@ -551,6 +552,19 @@ describe('email dispatcher', () => {
         expect(item).toMatchObject({ status: 'pending', unconfirmedSends: 1, reconciledSends: 0 });
         expect(item.lastError).toMatch(/lookup/);
         expect(await sink.messages()).toHaveLength(1);
+      } finally {
+        unanswered.close();
+      }
+    });
+
+    it('sends it on the last attempt rather than park it while the provider cannot be asked, the copy counted', async () => {
+      const unanswered = createServer((socket) => socket.destroy());
+      await new Promise<void>((resolve) => unanswered.listen(0, '127.0.0.1', resolve));
+      try {
+        const lookupUrl = `http://127.0.0.1:${(unanswered.address() as { port: number }).port}`;
+        const item = await lostReplyThen(lookupUrl, undefined, 3);
+        expect(item).toMatchObject({ status: 'sent', attempts: 3, unconfirmedSends: 1, reconciledSends: 0 });
+        expect((await sink.messages()).map((m) => `<${m.MessageID}>`)).toEqual([item.messageId, item.messageId]);
       } finally {
         unanswered.close();
       }

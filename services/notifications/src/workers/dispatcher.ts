@@ -351,7 +351,7 @@ async function dispatch(dispatcher: Dispatcher, item: EmailWorkItem): Promise<vo
  * before it is sent again, as payments searches before it creates again. Found: it is marked sent
  * and nothing is sent (`done`). Not found: it is sent, and the lookup is recorded with the send's
  * outcome (`reconciled`, the unconfirmed sends it settled). A lookup that fails sends nothing: the
- * attempt fails and is retried (`done`). Without a lookup, or at a provider that offers none, the
+ * attempt fails and is retried (`done`), except the last, which sends rather than park the email. Without a lookup, or at a provider that offers none, the
  * item is sent again, the copy counted.
  * The claim's lease outlasts the lookup (one SMTP timeout) and still holds a send after it.
  */
@@ -364,6 +364,14 @@ async function reconcile(dispatcher: Dispatcher, item: EmailWorkItem): Promise<'
   try {
     accepted = await inSpan('smtp lookup', { kind: 'client' }, () => smtp.lookup!(item.messageId));
   } catch (error) {
+    // Never parked for want of an answer: the last attempt sends, and the copy it may make is counted.
+    if (item.attempts >= dispatcher.maxAttempts) {
+      log.warn(
+        { ...about, err: error },
+        'the provider could not say whether it took the email: sent on the last attempt',
+      );
+      return {};
+    }
     const reason = `lookup failed: ${(error as Error)?.message ?? String(error)}`;
     await recordFailedSend(db, item, { ...dispatcher, responseCode: 0, reason, unconfirmed: false }, now());
     log.warn({ ...about, err: error }, 'email not sent: the provider could not say whether it took it; will retry');
