@@ -695,16 +695,19 @@ describe('failed authentications: limited per address and per claimed customer, 
     }
   });
 
-  it("limits forged tokens per customer they claim to be, from any address, and never the customer's own", async () => {
-    // Behind a trusted proxy each X-Forwarded-For is a client address of its own.
-    const limited = await instance({
+  /** Behind a trusted proxy, where each X-Forwarded-For is a client address of its own; 3 failures each. */
+  const behindProxy = () =>
+    instance({
       TRUST_PROXY: 'loopback',
       RATE_LIMIT_FAILED_AUTHENTICATIONS_PER_CUSTOMER: '3',
       RATE_LIMIT_FAILED_AUTHENTICATIONS_PER_ADDRESS: '3',
     });
+  const from = (address: string, authorization: string) => ({ 'x-forwarded-for': address, authorization });
+
+  it("limits forged tokens per customer they claim to be, from any address, and never the customer's own", async () => {
+    const limited = await behindProxy();
     try {
       const port = limited.http.port;
-      const from = (address: string, authorization: string) => ({ 'x-forwarded-for': address, authorization });
       const forged = await tokenOf('ada', { secret: 'not-the-orders-signing-key-0123456789' });
       let address = 0;
       const forgeries = await repeat(4, () =>
@@ -730,14 +733,9 @@ describe('failed authentications: limited per address and per claimed customer, 
   });
 
   it('counts no forgery against its customer once its address is past its limit', async () => {
-    const limited = await instance({
-      TRUST_PROXY: 'loopback',
-      RATE_LIMIT_FAILED_AUTHENTICATIONS_PER_CUSTOMER: '3',
-      RATE_LIMIT_FAILED_AUTHENTICATIONS_PER_ADDRESS: '3',
-    });
+    const limited = await behindProxy();
     try {
       const port = limited.http.port;
-      const from = (address: string, authorization: string) => ({ 'x-forwarded-for': address, authorization });
       const spend = await repeat(3, () => statusOf(port, '/orders', from('203.0.113.7', 'Bearer guess')));
       expect(spend).toEqual([401, 401, 401]);
       const grace = await tokenOf('grace', { secret: 'not-the-orders-signing-key-0123456789' });
