@@ -184,11 +184,10 @@ export function evaluateTargets(run: BenchRun): Target[] {
     const idle = endToEnd.idle;
     if (idle) {
       const shares = Object.entries(idle.atRest).filter(([part]) => part !== 'load generator');
-      const percent = (core: number | undefined) => `${((core ?? 0) * 100).toFixed(1)}%`;
       const [part, busiest] = shares.reduce((a, b) => (b[1] > a[1] ? b : a), ['none', 0]);
       targets.push({
         name: 'end to end: ≤ 1% of a core per process with the system at rest',
-        measured: `busiest ${part} ${percent(busiest)} (at 1 order/s: ${percent(idle.atOnePerSecond[part])})`,
+        measured: `busiest ${part} ${ofACore(busiest)} (at 1 order/s: ${ofACore(idle.atOnePerSecond[part])})`,
         pass: shares.every(([, core]) => core <= 0.01),
       });
     }
@@ -391,13 +390,15 @@ function hopsSection(result: EndToEndResult): string[] {
   ];
 }
 
+/** A share of one core (1 = a whole core) as a percentage. */
+const ofACore = (core: number | undefined) => `${((core ?? 0) * 100).toFixed(1)}%`;
+
 function idleSection({ idle }: EndToEndResult): string[] {
   if (!idle) return [];
-  const percent = (core: number | undefined) => `${((core ?? 0) * 100).toFixed(1)}%`;
   const rows = Object.keys(idle.atRest).map((part) => [
     part,
-    percent(idle.atRest[part]),
-    percent(idle.atOnePerSecond[part]),
+    ofACore(idle.atRest[part]),
+    ofACore(idle.atOnePerSecond[part]),
   ]);
   return [
     `**With almost no work** — CPU of each process as a share of one core, over ${idle.seconds} s each, after the warm-up`,

@@ -584,6 +584,6 @@ function readable(line: string): string {
  * its ADMIN_TOKEN, so no process holds another's (`<SERVICE>_ADMIN_TOKEN`), and no `ADMIN_TOKENS`
  * of the shell opens all four APIs with one token.
  */
-export function withoutOperatorTokens(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+function withoutOperatorTokens(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   return Object.fromEntries(Object.entries(env).filter(([name]) => !/^(ADMIN_TOKENS|[A-Z]+_ADMIN_TOKEN)$/.test(name)));
 }

@@ -154,8 +154,11 @@ function mailpitLookup(lookupUrl: string, timeoutMs: number): (messageId: string
       headers: authorization ? { authorization } : {},
       signal: AbortSignal.timeout(timeoutMs),
     });
-    if (res.status === 404) return undefined;
-    if (!res.ok) throw new Error(`the message search answered ${res.status}`);
+    if (!res.ok) {
+      await res.body?.cancel(); // the connection goes back to the pool, not to the garbage collector
+      if (res.status === 404) return undefined;
+      throw new Error(`the message search answered ${res.status}`);
+    }
     const { messages } = (await res.json()) as { messages?: { MessageID?: string }[] };
     // Mailpit matches a part of the Message-ID: only the whole one counts.
     return (messages ?? []).some((message) => message.MessageID === bare);

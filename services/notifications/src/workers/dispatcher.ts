@@ -351,8 +351,8 @@ async function dispatch(dispatcher: Dispatcher, item: EmailWorkItem): Promise<vo
  * before it is sent again, as payments searches before it creates again. Found: it is marked sent
  * and nothing is sent (`done`). Not found: it is sent, and the lookup is recorded with the send's
  * outcome (`reconciled`, the unconfirmed sends it settled). A lookup that fails sends nothing: the
- * attempt fails and is retried (`done`), except the last, which sends rather than park the email. Without a lookup, or at a provider that offers none, the
- * item is sent again, the copy counted.
+ * attempt fails and is retried (`done`), except the last, which sends rather than park the email.
+ * Without a lookup, or at a provider that offers none, the item is sent again, the copy counted.
  * The claim's lease outlasts the lookup (one SMTP timeout) and still holds a send after it.
  */
 async function reconcile(dispatcher: Dispatcher, item: EmailWorkItem): Promise<'done' | { reconciled?: number }> {
