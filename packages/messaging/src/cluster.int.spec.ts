@@ -33,7 +33,11 @@ let cluster: RedisCluster;
 let db: TestDatabase;
 
 beforeAll(async () => {
-  cluster = await startRedisCluster({ firstPort: randomInt(31_000, 31_090) });
+  // Six ports a cluster (bus ports 500 above). This file runs in two projects at once (int,
+  // bullmq-as-published), each in a worker slot of its own: random starts overlapped now and then,
+  // and one cluster's nodes joined the other's. A slot's own six ports never overlap another's.
+  const slot = Number(process.env.VITEST_POOL_ID ?? randomInt(1, 15));
+  cluster = await startRedisCluster({ firstPort: 31_000 + (slot % 15) * 6 });
   db = await createTestDatabase('cluster');
   await db.prisma.stockItem.create({ data: { sku: CONSUMER, available: 100 } });
 }, 60_000);
