@@ -8,7 +8,6 @@
 import { execFileSync } from 'node:child_process';
 import { fromNodePostgres, type SqlClient } from '@idem/database';
 import { defineCatalogue } from '@idem/contracts';
-import { connectRedis } from '@idem/messaging';
 import { deleteTopology, rabbitmq, UnservedSubscriptionError } from '@idem/rabbitmq';
 import { createInbox, type Inbox } from '@idem/inbox';
 import {
@@ -17,7 +16,6 @@ import {
   exited,
   printed,
   rabbitmqUrl,
-  redisUrl,
   startScript,
   uniqueName,
   waitFor,
@@ -257,65 +255,6 @@ describe.each(TRANSPORTS)('%s: subscriptions belong to consumers', (name) => {
     );
     await audit.close();
     await cleanUp(name, `${prefix}_unserved`, [AUDIT]);
-  });
-});
-
-describe('BullMQ: a consumer killed between forwarding its subscription and moving its position', () => {
-  const prefix = uniqueName('idem_forward_crash');
-  afterAll(() => deleteQueues(prefix));
-
-  it('forwards the entries again from the stream: each loan charged once', async () => {
-    await pool.query('TRUNCATE fees, failing_books, processed_messages, dead_letters');
-    const child = startScript(new URL('./consumer-process.ts', import.meta.url), {
-      TRANSPORT: 'bullmq',
-      DATABASE_URL: database.url,
-      IDEM_PREFIX: prefix,
-      IDEM_FAULTS_ENABLED: '1',
-      IDEM_FAULTS: `crash-after-forward consumer=${CONSUMER} count=1`,
-    });
-    const transport = transportOf('bullmq', prefix);
-    const publisher = transport.createPublisher({ catalogue });
-    const settled = new Map<string, string[]>();
-    let consumer: Consumer | undefined;
-    // The consumer queue's events: each job added, or met under its id.
-    const redis = connectRedis(redisUrl);
-    const adds = async (messageId: string) =>
-      (await redis.xrange(`${prefix}:${CONSUMER}:events`, '-', '+')).filter(
-        ([, fields]) => fields.includes(messageId) && (fields.includes('added') || fields.includes('duplicated')),
-      ).length;
-    try {
-      await printed(child, 'ready');
-      const messages = await Promise.all(Array.from({ length: 6 }, () => bookLent()));
-      await publisher.publish(messages);
-      expect(await exited(child)).toBe('SIGKILL'); // its queue holds them, its position is still before them
-      // What the killed instance forwarded before it died: its first read may have found only the
-      // first of the six appends, and it died after forwarding that batch.
-      const forwarded = [];
-      for (const message of messages) if ((await adds(message.messageId)) > 0) forwarded.push(message);
-      expect(forwarded.length).toBeGreaterThan(0);
-      consumer = transport.startConsumer({
-        catalogue,
-        consumer: CONSUMER,
-        inbox: createInbox({ db }),
-        handler: chargeFee,
-        onDelivery: ({ messageId, outcome }) =>
-          settled.set(messageId, [...(settled.get(messageId) ?? []), outcome.outcome]),
-      });
-      await consumer.ready;
-      for (const { messageId } of messages)
-        await waitFor(() => settled.get(messageId)?.includes('processed'), { what: `${messageId} processed` });
-      // Forwarded again from the position the killed instance never moved: each message's job
-      // added twice (or met under its id, still waiting).
-      for (const { messageId } of forwarded)
-        await waitFor(async () => (await adds(messageId)) >= 2, { what: `${messageId} forwarded again` });
-      expect(await fees()).toBe(messages.length);
-      // Forwarded twice, each message is still one job (its id) or one more copy the inbox absorbs.
-      for (const outcomes of settled.values()) expect(outcomes.filter((o) => o !== 'duplicate')).toEqual(['processed']);
-    } finally {
-      redis.disconnect();
-      await consumer?.close(1000);
-      await publisher.close();
-    }
   });
 });
 

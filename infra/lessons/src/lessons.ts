@@ -1,15 +1,6 @@
 import { createFaults, noFaults, parseFaultRules } from '@idem/faults';
 import { createInbox } from '@idem/inbox';
-import {
-  connectRedis,
-  createPublisher,
-  positionOf,
-  resolveBroker,
-  startConsumer,
-  streamOf,
-  type Consumer,
-  type DeliveryReport,
-} from '@idem/messaging';
+import { createPublisher, startConsumer, type Consumer, type DeliveryReport } from '@idem/messaging';
 import {
   createTestDatabase,
   deleteQueues,
@@ -83,31 +74,10 @@ const crashThenRestart = async (context: LessonContext, mistake: Mistake | undef
   await printed(child, 'ready');
   await context.publish();
   context.say(`the consumer process ended with ${String(await exited(child))}`);
-  await markForwarded(context.prefix);
   context.consumer(); // a restarted instance takes over what the dead one left
   // Its lock is 1 s and stalled jobs are checked every 0.3 s: anything to redeliver comes within seconds.
   await new Promise((resolve) => setTimeout(resolve, 4_000));
 };
-
-/**
- * Moves the lesson consumer's subscription past what was published, as the dead instance would
- * have once its forwarder wrote down what it had put in its queue: it may have died before that,
- * and the restarted instance would then forward the message again — the subscription's own
- * at-least-once hop (docs/failure-windows.md, crash-after-forward), which would hide the mistake
- * this lesson shows. Only what the queue itself redelivers comes back.
- */
-async function markForwarded(prefix: string): Promise<void> {
-  const contract = 'orders.order-placed.v1';
-  const redis = connectRedis(resolveBroker().redisUrl);
-  try {
-    const info = (await redis.xinfo('STREAM', streamOf(prefix, contract))) as unknown[];
-    const field = (name: string) => String(info[info.indexOf(name) + 1]);
-    const position = positionOf(prefix, contract, LESSON_CONSUMER);
-    await redis.hset(position, 'id', field('last-generated-id'), 'read', field('entries-added'));
-  } finally {
-    redis.disconnect();
-  }
-}
 
 /** A lesson whose window is a crash right after the first commit (or, the wrong way, the first "ack"). */
 const crashLesson =

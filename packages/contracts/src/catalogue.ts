@@ -86,9 +86,9 @@ export function serviceOf(name: string): string {
 
 /**
  * What a service reaches at the broker: the queues of its own consumers (named `<service>.…`), the
- * contracts it publishes (their streams), and its consumers' subscriptions (each consumer and a
- * contract it subscribes to, on the producer's stream). What its Redis user may reach
- * (@idem/messaging's `redisUserOf`), and nothing more.
+ * contracts it publishes, its consumers' subscriptions (each consumer and a contract it subscribes
+ * to), and the consumers its contracts are delivered to (their queues, which its publications
+ * write). What its Redis user may reach (@idem/messaging's `redisUserOf`), and nothing more.
  */
 export function reachOf<S extends CatalogueSpec>(
   catalogue: Catalogue<S>,
@@ -97,17 +97,20 @@ export function reachOf<S extends CatalogueSpec>(
   consumes: ConsumerName<S>[];
   publishes: EventType<S>[];
   subscribes: { contract: EventType<S>; consumer: ConsumerName<S> }[];
+  deliversTo: ConsumerName<S>[];
 } {
   const consumes = (Object.keys(catalogue.consumers) as ConsumerName<S>[]).filter(
     (name) => serviceOf(name) === service,
   );
   const types = Object.keys(catalogue.contracts) as EventType<S>[];
+  const publishes = types.filter((type) => catalogue.contracts[type]!.producer === service);
   return {
     consumes,
-    publishes: types.filter((type) => catalogue.contracts[type]!.producer === service),
+    publishes,
     subscribes: consumes.flatMap((consumer) =>
       (catalogue.consumers[consumer] as readonly EventType<S>[]).map((contract) => ({ contract, consumer })),
     ),
+    deliversTo: [...new Set(publishes.flatMap((type) => catalogue.contracts[type]!.consumers as ConsumerName<S>[]))],
   };
 }
 

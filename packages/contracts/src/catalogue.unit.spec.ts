@@ -65,6 +65,7 @@ describe("a user's catalogue", () => {
       consumes: ['library.member-joined.v1'],
       publishes: ['library.book-lent.v1', 'library.book-returned.v1', 'library.book-returned.v2'],
       subscribes: [{ contract: 'members.member-joined.v1', consumer: 'library.member-joined.v1' }],
+      deliversTo: ['billing.book-lent.v1', 'members.book-lent.v1', 'billing.book-returned.v1'],
     });
   });
 

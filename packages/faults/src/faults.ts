@@ -23,8 +23,6 @@ export const FAULT_NAMES = [
   'crash-after-send',
   /** SIGKILL a RabbitMQ consumer after its retry copy was confirmed, before it acknowledged the delivery that copy replaces. */
   'crash-after-retry-copy',
-  /** SIGKILL a BullMQ consumer after it forwarded entries of a contract's stream to its queue, before it moved its position past them. */
-  'crash-after-forward',
 ] as const;
 
 /** One of {@link FAULT_NAMES}: a place in the code where the order of operations is the guarantee. */

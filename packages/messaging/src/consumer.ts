@@ -9,16 +9,12 @@ import {
   type Received,
   type Consumer as AnyConsumer,
   type DeliveryPolicy,
-  defaultDeliveryPolicy,
-  subscriptionsOf,
   UnservedSubscriptionError,
 } from '@idem/transport';
-import { noFaults } from '@idem/faults';
 import { QueueKeys, UnrecoverableError, Worker, type Job, type WorkerOptions } from 'bullmq';
-import { DURABILITY_TIMEOUT_MS, type DURABILITIES } from './durability.js';
 import { SILENT, watchLiveness } from './liveness.js';
 import { createRedis, queueName, resolveBroker, type BrokerOptions, type RedisClient } from './redis.js';
-import { startForwarder, subscribeConsumer } from './subscriptions.js';
+import { subscribeConsumer } from './subscriptions.js';
 
 export type { DeliveryReport };
 
@@ -29,22 +25,16 @@ export interface ConsumerOptions<Tx extends SqlClient, S extends CatalogueSpec, 
   readonly lockDurationMs?: number;
   /**
    * How often this instance looks for deliveries whose owner died, and (no more often than every
-   * 5 s) whether its own worker still takes the deliveries that wait (liveness.ts); also how long
-   * an instance that died keeps its subscriptions' forwarding before another takes it over
-   * (subscriptions.ts). @defaultValue 30000
+   * 5 s) whether its own worker still takes the deliveries that wait (liveness.ts). @defaultValue 30000
    */
   readonly stalledIntervalMs?: number;
   /** Redeliveries after an owner died before the message is dead-lettered. @defaultValue 5 */
   readonly maxStalledCount?: number;
   /**
-   * How the jobs forwarded from its subscriptions are retried and kept: its own, whatever the
-   * producer's. @defaultValue defaultDeliveryPolicy
+   * How its deliveries are retried and kept: its own, written where its producers read it
+   * (subscriptions.ts), whatever theirs. @defaultValue defaultDeliveryPolicy
    */
   readonly policy?: DeliveryPolicy;
-  /** What a forwarded job waits for before its position on the stream moves past it (durability.ts). @defaultValue 'auto' */
-  readonly durability?: (typeof DURABILITIES)[number];
-  /** How long that wait may take. @defaultValue 1000 */
-  readonly durabilityTimeoutMs?: number;
 }
 
 /** A running consumer: its BullMQ worker, and how to stop it. */
@@ -97,7 +87,7 @@ export function startConsumer<Tx extends SqlClient, S extends CatalogueSpec, C e
       void close(wedged, 1_000).catch(onError);
     },
   });
-  const subscriptions = subscribeAndForward(options, { redisUrl, prefix });
+  const subscriptions = subscribeUntilDone(options, { redisUrl, prefix });
   const ready = Promise.all([current.worker.waitUntilReady(), subscriptions.ready]).then(() => undefined);
   ready.catch(onError);
   return {
@@ -114,53 +104,34 @@ export function startConsumer<Tx extends SqlClient, S extends CatalogueSpec, C e
 }
 
 /**
- * Subscribes the consumer to its contracts' streams (saying which no producer has declared yet) —
- * again and again until Redis lets it, on connections of their own, so a consumer started while
- * Redis is out of reach subscribes once it is back —, then forwards each to its queue
- * (subscriptions.ts).
+ * Subscribes the consumer to its contracts (saying which nobody has declared yet) — again and
+ * again until Redis lets it, on connections of their own, so a consumer started while Redis is
+ * out of reach subscribes once it is back (subscriptions.ts).
  */
-function subscribeAndForward<Tx extends SqlClient, S extends CatalogueSpec, C extends ConsumerName<S>>(
+function subscribeUntilDone<Tx extends SqlClient, S extends CatalogueSpec, C extends ConsumerName<S>>(
   options: ConsumerOptions<Tx, S, C>,
   { redisUrl, prefix }: { redisUrl: string; prefix: string },
 ): { ready: Promise<void>; close(): Promise<void> } {
-  const { consumer, stalledIntervalMs = 30_000, onError = () => {} } = options;
-  const contracts = subscriptionsOf(options.catalogue as never, consumer);
-  let forwarders: { close(): Promise<void> }[] = [];
+  const { consumer, policy, onError = () => {} } = options;
   let closed = false;
   const ready = (async () => {
-    for (;;) {
+    while (!closed) {
       try {
-        const unserved = await subscribeConsumer({ redisUrl, prefix, catalogue: options.catalogue, consumer });
+        const unserved = await subscribeConsumer({ redisUrl, prefix, catalogue: options.catalogue, consumer, policy });
         for (const contract of unserved) onError(new UnservedSubscriptionError(consumer, contract));
-        break;
+        return;
       } catch (error) {
         if (closed) return;
         onError(error);
         await new Promise((resolve) => setTimeout(resolve, 1_000));
       }
     }
-    if (closed) return;
-    forwarders = contracts.map((contract) =>
-      startForwarder({
-        redisUrl,
-        prefix,
-        contract,
-        consumer,
-        policy: options.policy ?? defaultDeliveryPolicy,
-        faults: options.faults ?? noFaults,
-        leaseMs: stalledIntervalMs,
-        durability: options.durability ?? 'auto',
-        durabilityTimeoutMs: options.durabilityTimeoutMs ?? DURABILITY_TIMEOUT_MS,
-        onError,
-      }),
-    );
   })();
   return {
     ready,
     async close() {
       closed = true;
       await ready.catch(() => {});
-      await Promise.all(forwarders.map((forwarder) => forwarder.close()));
     },
   };
 }

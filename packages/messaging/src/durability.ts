@@ -77,7 +77,7 @@ export async function confirmDurable(
 /**
  * Confirms writes as durably as `asked`: `auto` resolved on the first write, once Redis can say
  * whether it has a replica (asked again after a failure). What a publisher waits for after its
- * append, and a forwarder after its jobs are added, before it acknowledges their entries.
+ * jobs are added, before the publication counts as published.
  */
 export function durableWrites(
   redis: RedisClient,

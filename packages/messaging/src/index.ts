@@ -3,7 +3,7 @@ export { DURABILITIES, NotDurableError, type Durability } from './durability.js'
 export { startConsumer, type Consumer, type ConsumerOptions } from './consumer.js';
 export { bullmq, type BullmqOptions } from './transport.js';
 export { jobOptions } from './delivery-policy.js';
-export { positionOf, streamOf, trimStream } from './subscriptions.js';
+export { subscribersOf, subscriptionOf } from './subscriptions.js';
 // The transport-neutral part, for code written against BullMQ before the seam.
 export {
   ConsumerRunner,
@@ -60,7 +60,6 @@ export {
   scriptWatcherRedisUser,
   rateLimitPrefix,
   REDIS_USER_COMMANDS,
-  NO_CONSUMER_GROUPS,
   setRedisUser,
   type Reach,
   type RedisUser,

@@ -9,7 +9,7 @@ import {
   type Publisher as AnyPublisher,
   type PublisherOptions as AnyPublisherOptions,
 } from '@idem/transport';
-import { Queue } from 'bullmq';
+import { Queue, type JobsOptions } from 'bullmq';
 import { jobOptions } from './delivery-policy.js';
 import { DURABILITY_TIMEOUT_MS, durableWrites, type DURABILITIES, type Durability } from './durability.js';
 import {
@@ -20,9 +20,8 @@ import {
   queueName,
   resolveBroker,
   type BrokerOptions,
-  type RedisClient,
 } from './redis.js';
-import { backlogOf, entryOf, streamOf, subscribe, trimStream } from './subscriptions.js';
+import { subscribersFor } from './subscriptions.js';
 
 /** A publisher's options on BullMQ: the transport's, its Redis, its delivery policy and durability. */
 export interface PublisherOptions extends AnyPublisherOptions, BrokerOptions {
@@ -37,7 +36,7 @@ export interface PublisherOptions extends AnyPublisherOptions, BrokerOptions {
   readonly durabilityTimeoutMs?: number;
 }
 
-/** Appends envelopes to their contracts' streams; the consumers' subscriptions forward them to their queues, under their message id (`jobId = messageId`). */
+/** Adds envelopes to their subscribers' queues, under their message id (`jobId = messageId`). */
 export interface Publisher extends AnyPublisher {
   /** How many of a consumer's deliveries wait, run, wait for a retry, or have failed. */
   jobCounts(consumer: string): Promise<Record<'waiting' | 'active' | 'delayed' | 'failed', number>>;
@@ -94,10 +93,10 @@ function startSendBatch(spans: Span[]): Span {
 }
 
 /**
- * A publisher on the broker: each envelope is appended to its contract's stream, from where each
- * subscribing consumer forwards it to its own queue (subscriptions.ts). The consumers its catalogue
- * names are subscribed before its first publication of a contract, so none of them misses one for
- * having started later.
+ * A publisher on the broker: each envelope is added to the queue of every consumer subscribed to
+ * its contract (subscriptions.ts) — those its catalogue names, subscribed before its first
+ * publication so none of them misses one for having started later, and those that subscribed
+ * themselves — under the subscriber's own delivery policy.
  */
 export function createPublisher(options: PublisherOptions): Publisher {
   const { redisUrl, prefix } = resolveBroker(options);
@@ -114,7 +113,7 @@ export function createPublisher(options: PublisherOptions): Publisher {
     if (!q) queues.set(consumer, (q = new Queue(queueName(consumer, redisUrl), { connection, prefix })));
     return q;
   };
-  const streams = streamsOf(connection, prefix, catalogue);
+  const subscribers = subscribersFor(connection, { prefix, redisUrl, fallback: policy });
 
   // Accepted within `timeoutMs`, or failed, the connection dropped.
   const drop = droppingOnce(connection);
@@ -123,25 +122,24 @@ export function createPublisher(options: PublisherOptions): Publisher {
   return {
     publish: (envelopes) =>
       accepted(
-        publish(connection, envelopes, {
-          streams,
-          faults,
-          durable: writes.confirm,
-          onPublished: options.onPublished,
-        }),
+        whenReady(connection).then(() =>
+          publish(envelopes, {
+            catalogue,
+            subscribers,
+            queue,
+            faults,
+            durable: writes.confirm,
+            onPublished: options.onPublished,
+          }),
+        ),
       ),
     durability: writes.resolved,
     redeliver: async (consumer, messageId, payload) =>
       accepted(redeliver(await queue(consumer), policy, messageId, payload)),
     async jobCounts(consumer) {
       const counts = await (await queue(consumer)).getJobCounts('waiting', 'active', 'delayed', 'failed');
-      // What its subscriptions hold that it has not forwarded to its queue yet waits too.
-      const contracts = (catalogue.consumers as Record<string, readonly string[] | undefined>)[consumer] ?? [];
-      const forwarding = await Promise.all(
-        contracts.map((contract) => backlogOf(connection, prefix, contract, consumer)),
-      );
       return {
-        waiting: (counts.waiting ?? 0) + forwarding.reduce((sum, n) => sum + n, 0),
+        waiting: counts.waiting ?? 0,
         active: counts.active ?? 0,
         delayed: counts.delayed ?? 0,
         failed: counts.failed ?? 0,
@@ -150,41 +148,6 @@ export function createPublisher(options: PublisherOptions): Publisher {
     async close() {
       await Promise.all([...queues.values()].map((q) => q.close()));
       connection.disconnect();
-    },
-  };
-}
-
-/** How often, at most, a publisher trims a stream it publishes to. */
-const TRIM_EVERY_MS = 5_000;
-
-/**
- * The streams of a publisher's contracts: each declared once, before its first entry, with every
- * consumer the catalogue names subscribed (the subscriptions it knows of; others bring their own),
- * and trimmed now and then after a publication.
- */
-function streamsOf(redis: RedisClient, prefix: string, catalogue: Catalogue) {
-  const declared = new Map<string, Promise<void>>();
-  const trimmedAt = new Map<string, number>();
-  return {
-    async declare(contract: string): Promise<string> {
-      const consumers = catalogue.contracts[contract]?.consumers;
-      if (!consumers) throw new Error(`${contract} is not in the catalogue: nobody subscribes to it`);
-      let done = declared.get(contract);
-      if (!done) {
-        done = whenReady(redis)
-          .then(() => Promise.all(consumers.map((consumer) => subscribe(redis, prefix, contract, consumer))))
-          .then(() => undefined);
-        declared.set(contract, done);
-        done.catch(() => declared.delete(contract)); // declared again next time
-      }
-      await done;
-      return streamOf(prefix, contract);
-    },
-    /** Trims `contract`'s stream if it was not for a while; never fails the publication that asked. */
-    trim(contract: string): void {
-      if (Date.now() - (trimmedAt.get(contract) ?? 0) < TRIM_EVERY_MS) return;
-      trimmedAt.set(contract, Date.now());
-      trimStream(redis, prefix, contract).catch(() => trimmedAt.delete(contract));
     },
   };
 }
@@ -207,52 +170,61 @@ function timeoutsOf(options: PublisherOptions): { timeoutMs: number; durabilityT
 }
 
 /**
- * Appends envelopes to their contracts' streams, one write per stream, each under its send span
- * (several under one batch span); resolves once Redis has accepted all of them, as durably as asked.
+ * Publishes envelopes to every subscriber's queue, one write per queue, each under its send span
+ * (several under one batch span); resolves once Redis has accepted all of them, as durably as
+ * asked. The consumers its catalogue names it must reach: a refusal fails the publication. One
+ * that subscribed itself and whose queue this producer may not write (its Redis user does not reach
+ * it: a name any subscriber could add) is left out, the refusal recorded on the spans: it stops
+ * nobody else.
  */
 async function publish(
-  redis: RedisClient,
   envelopes: readonly AnyEnvelope[],
   {
-    streams,
+    catalogue,
+    subscribers,
+    queue,
     faults,
     durable,
     onPublished,
-  }: Pick<PublisherOptions, 'onPublished'> & {
-    streams: ReturnType<typeof streamsOf>;
+  }: Pick<PublisherOptions, 'onPublished' | 'catalogue'> & {
+    subscribers: ReturnType<typeof subscribersFor>;
+    queue: (consumer: string) => Promise<Queue>;
     faults: Faults;
-    durable: (streams: readonly string[]) => Promise<void>;
+    durable: (keys: readonly string[]) => Promise<void>;
   },
 ): Promise<void> {
   if (envelopes.length === 0) return;
-  const spans: Span[] = [];
-  const byContract = new Map<string, AnyEnvelope[]>();
-  for (const produced of envelopes) {
-    const { span, envelope } = startSend(produced);
-    spans.push(span);
-    const batch = byContract.get(envelope.type);
-    if (batch) batch.push(envelope);
-    else byContract.set(envelope.type, [envelope]);
-  }
+  const sent = envelopes.map(startSend);
+  const spans = sent.map(({ span }) => span);
   const writeSpan = spans.length === 1 ? spans[0]! : startSendBatch(spans);
   try {
-    // The fault's copy is forwarded under another job id, so it reaches the consumer even while
-    // the first job still exists: what a relay crash after BullMQ removed the job looks like.
-    const twice = faults.fires('publish-twice', 'publisher');
-    const entries = (envelope: AnyEnvelope) => [entryOf(envelope), ...(twice ? [entryOf(envelope, true)] : [])];
-    const written = await Promise.all(
-      [...byContract].map(async ([contract, batch]) => ({
-        contract,
-        stream: await streams.declare(contract),
-        batch,
-      })),
+    const byContract = groupBy(sent.map(({ envelope }) => [envelope.type, [envelope]] as const));
+    const { subscribers: of, policies } = await subscribers.of(namedIn(catalogue, byContract.keys()));
+    const byConsumer = groupBy(
+      [...byContract].flatMap(([contract, batch]) => of.get(contract)!.map((consumer) => [consumer, batch] as const)),
     );
-    const writes = () => Promise.all(written.map(({ stream, batch }) => append(redis, stream, batch.flatMap(entries))));
+    // The fault's copy gets another job id, so it reaches the consumer even while the first job
+    // still exists: what a relay crash after BullMQ removed the job looks like.
+    const twice = faults.fires('publish-twice', 'publisher');
+    const writes = () =>
+      Promise.all(
+        [...byConsumer].map(async ([consumer, batch]) => {
+          const to = await queue(consumer);
+          try {
+            await add(to, jobsOf(batch, policies.get(consumer)!, twice));
+            return to;
+          } catch (error) {
+            if (namedBy(catalogue, batch, consumer) || !/NOPERM/.test((error as Error).message)) throw error;
+            for (const span of spans) span.addEvent('subscriber out of reach', { 'idem.consumer': consumer });
+            return undefined;
+          }
+        }),
+      );
     // The Redis writes nest under the publication: its one send span, or a batch span.
-    await context.with(trace.setSpan(context.active(), writeSpan), writes);
-    await durable(written.map(({ stream }) => stream)); // only a publication as durable as asked counts as published
+    const written = await context.with(trace.setSpan(context.active(), writeSpan), writes);
+    // Only a publication as durable as asked counts as published.
+    await durable(written.flatMap((to) => (to ? [to.toKey('id')] : [])));
     onPublished?.(envelopes, twice ? 2 : 1);
-    for (const { contract } of written) streams.trim(contract);
   } catch (error) {
     for (const span of spans) {
       span.recordException(error as Error);
@@ -265,13 +237,49 @@ async function publish(
   }
 }
 
-/** Entries onto one stream in one round trip (one key: one slot of a cluster). */
-async function append(redis: RedisClient, stream: string, entries: string[][]): Promise<void> {
-  if (entries.length === 1) {
-    await redis.xadd(stream, '*', ...entries[0]!);
-    return;
+/** Each envelope's job under `policy`, and with `twice` a copy under an id of its own. */
+const jobsOf = (envelopes: readonly AnyEnvelope[], policy: DeliveryPolicy, twice: boolean) =>
+  envelopes.flatMap((envelope) => [
+    { name: envelope.type, data: envelope, opts: jobOptions(policy, envelope.messageId) },
+    ...(twice
+      ? [{ name: envelope.type, data: envelope, opts: jobOptions(policy, `${envelope.messageId}-again`) }]
+      : []),
+  ]);
+
+/** Envelopes gathered by key, in the order they came. */
+function groupBy(pairs: Iterable<readonly [string, readonly AnyEnvelope[]]>): Map<string, AnyEnvelope[]> {
+  const groups = new Map<string, AnyEnvelope[]>();
+  for (const [key, envelopes] of pairs) {
+    const group = groups.get(key);
+    if (group) group.push(...envelopes);
+    else groups.set(key, [...envelopes]);
   }
-  const pipeline = redis.pipeline();
-  for (const fields of entries) pipeline.xadd(stream, '*', ...fields);
-  for (const [error] of (await pipeline.exec()) ?? []) if (error) throw error;
+  return groups;
+}
+
+/** The consumers the catalogue names for each of `contracts`; a contract it does not know is refused. */
+const namedIn = (catalogue: Catalogue, contracts: Iterable<string>) =>
+  new Map(
+    [...contracts].map((contract) => {
+      const consumers = catalogue.contracts[contract]?.consumers;
+      if (!consumers) throw new Error(`${contract} is not in the catalogue: nobody subscribes to it`);
+      return [contract, consumers] as const;
+    }),
+  );
+
+/** Whether the catalogue names `consumer` a subscriber of one of `envelopes`' contracts. */
+const namedBy = (catalogue: Catalogue, envelopes: readonly AnyEnvelope[], consumer: string) =>
+  envelopes.some((envelope) =>
+    (catalogue.contracts[envelope.type]?.consumers as readonly string[] | undefined)?.includes(consumer),
+  );
+
+/**
+ * Jobs onto one queue in one round trip. A single job goes as one script call: `addBulk` would
+ * wrap it in an ioredis pipeline, and making one copies every BullMQ script onto it (the
+ * publishing services' profile charged ~0.4 ms an order to that alone).
+ */
+function add(queue: Queue, jobs: { name: string; data: AnyEnvelope; opts: JobsOptions }[]): Promise<unknown> {
+  if (jobs.length !== 1) return queue.addBulk(jobs);
+  const { name, data, opts } = jobs[0]!;
+  return queue.add(name, data, opts);
 }

@@ -11,6 +11,7 @@ import {
   waitFor,
   type TestDatabase,
 } from '@idem/testkit';
+import { defaultDeliveryPolicy } from '@idem/transport';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -26,7 +27,7 @@ import {
   setRedisUser,
 } from './redis-users.js';
 import { journalKey } from './journal.js';
-import { leaseOf, positionOf, streamOf, subscribersOf } from './subscriptions.js';
+import { subscribersOf, subscriptionOf } from './subscriptions.js';
 import { shop } from '@idem/shop';
 
 const prefix = uniqueName('idem_test_acl');
@@ -78,14 +79,11 @@ describe("a service's Redis user", () => {
     const payments = createPublisher({ catalogue: shop, redisUrl, prefix });
     const redis = new Redis(asInventory, { maxRetriesPerRequest: 1 });
     try {
-      await payments.publish([testMessage('payments.payment-captured.v1')]); // its stream exists
+      await payments.publish([testMessage('payments.payment-captured.v1')]);
       const forged = testMessage('payments.payment-captured.v1');
       await expect(inventory.publish([forged])).rejects.toThrow(/NOPERM/);
-      // Not even on a stream it subscribes to: it reads orders' events, and cannot write one.
-      await expect(redis.xadd(streamOf(prefix, 'orders.order-placed.v1'), '*', 'envelope', '{}')).rejects.toThrow(
-        /NOPERM/,
-      );
-      await expect(redis.xtrim(streamOf(prefix, 'orders.order-placed.v1'), 'MAXLEN', 0)).rejects.toThrow(/NOPERM/);
+      // Not even among orders' events, which it subscribes to: it reads their subscribers, and writes no queue of theirs.
+      await expect(redis.del(`${prefix}:notifications.order-placed.v1:wait`)).rejects.toThrow(/NOPERM/);
       await expect(redis.del(`${prefix}:orders.payment-captured.v1:wait`)).rejects.toThrow(/NOPERM/);
       expect(await payments.jobCounts('orders.payment-captured.v1')).toMatchObject({ waiting: 1 });
     } finally {
@@ -110,21 +108,27 @@ describe("a service's Redis user", () => {
 });
 
 describe("a subscriber's Redis user", () => {
-  const notifications = redisUserOf(`${prefix}-notifications`, {
-    prefix,
-    service: 'notifications',
-    redisUrl,
-    ...reachOf('notifications'),
-  });
+  const userOf = (service: 'notifications' | 'payments') =>
+    redisUserOf(`${prefix}-${service}`, { prefix, service, redisUrl, ...reachOf(service) });
+  const [notifications, payments] = [userOf('notifications'), userOf('payments')];
   const asNotifications = asRedisUser(redisUrl, notifications.name, password);
   const CONTRACT = 'payments.payment-captured.v1';
   const ORDERS = 'orders.payment-captured.v1';
-  const stream = streamOf(prefix, CONTRACT);
-  beforeAll(() => setRedisUser(admin, notifications, password));
-  afterAll(() => deleteRedisUser(admin, notifications.name));
+  beforeAll(async () => {
+    await setRedisUser(admin, notifications, password);
+    await setRedisUser(admin, payments, password);
+  });
+  afterAll(async () => {
+    await deleteRedisUser(admin, notifications.name);
+    await deleteRedisUser(admin, payments.name);
+  });
 
-  it("reaches only its own subscription: another consumer's is not read, acknowledged, claimed, moved or pinned", async () => {
-    const payments = createPublisher({ catalogue: shop, redisUrl, prefix });
+  it("reaches only its own subscription: another consumer's is not removed, redirected or emptied, and a name it adds silences nobody", async () => {
+    const producer = createPublisher({
+      catalogue: shop,
+      redisUrl: asRedisUser(redisUrl, payments.name, password),
+      prefix,
+    });
     const delivered: string[] = [];
     const consumer = startConsumer({
       catalogue: shop,
@@ -136,35 +140,31 @@ describe("a subscriber's Redis user", () => {
       prefix,
     });
     const redis = new Redis(asNotifications, { maxRetriesPerRequest: 1 });
+    const orders = new Queue(ORDERS, { connection: admin, prefix });
     try {
       await consumer.ready;
+      const subscribers = subscribersOf(prefix, CONTRACT);
+      expect(await redis.smembers(subscribers)).toContain('notifications.payment-captured.v1'); // it reads them
+      // Orders' subscription to payments' captures, as a stranger would silence or redirect it:
+      await expect(redis.srem(subscribers, ORDERS)).rejects.toThrow(/NOPERM/);
+      await expect(redis.del(subscribers)).rejects.toThrow(/NOPERM/);
+      await expect(redis.set(subscriptionOf(prefix, ORDERS), '{}')).rejects.toThrow(/NOPERM/);
+      await expect(redis.del(`${prefix}:${ORDERS}:wait`)).rejects.toThrow(/NOPERM/);
+      // It can add a name — even one subscribed, that the producer may not deliver to — and stops
+      // nobody's delivery with it.
+      const subscription = { contracts: [CONTRACT], policy: defaultDeliveryPolicy };
+      await admin.set(subscriptionOf(prefix, 'stranger.payment-captured.v1'), JSON.stringify(subscription));
+      await redis.sadd(subscribers, 'stranger.payment-captured.v1');
       const captured = testMessage(CONTRACT);
-      await payments.publish([captured]);
-      const [[id]] = (await redis.xrange(stream, '-', '+')) as [[string, string[]]]; // it reads the stream
-      // Orders' subscription to payments' captures, as a stranger would silence it or pin the stream:
-      await expect(
-        redis.xreadgroup('GROUP', ORDERS, 'x', 'COUNT', 10, 'NOACK', 'STREAMS', stream, '>'),
-      ).rejects.toThrow(/NOPERM/);
-      await expect(redis.xack(stream, ORDERS, id)).rejects.toThrow(/NOPERM/);
-      await expect(redis.xclaim(stream, ORDERS, 'x', 0, id)).rejects.toThrow(/NOPERM/);
-      await expect(redis.xautoclaim(stream, ORDERS, 'x', 0, '0-0')).rejects.toThrow(/NOPERM/);
-      await expect(redis.xgroup('CREATE', stream, 'pin', '0')).rejects.toThrow(/NOPERM/);
-      await expect(redis.xtrim(stream, 'MAXLEN', 0)).rejects.toThrow(/NOPERM/);
-      const position = positionOf(prefix, CONTRACT, ORDERS);
-      await expect(redis.hset(position, 'id', '0-0')).rejects.toThrow(/NOPERM/);
-      await expect(redis.set(position, '0-0')).rejects.toThrow(/NOPERM/);
-      await expect(redis.del(position)).rejects.toThrow(/NOPERM/);
-      await expect(redis.set(leaseOf(prefix, CONTRACT, ORDERS), 'mine', 'PX', 60_000)).rejects.toThrow(/NOPERM/);
-      // It can add a name to the subscribers, and remove none: orders' position keeps holding the stream.
-      await expect(redis.srem(subscribersOf(prefix, CONTRACT), ORDERS)).rejects.toThrow(/NOPERM/);
-      await expect(redis.del(subscribersOf(prefix, CONTRACT))).rejects.toThrow(/NOPERM/);
-      expect(await admin.sismember(subscribersOf(prefix, CONTRACT), ORDERS)).toBe(1);
-      // Its own still delivers.
+      await producer.publish([captured]);
       await waitFor(() => delivered.includes(captured.messageId), { what: 'its own delivery' });
+      expect(await orders.getJob(captured.messageId)).toBeDefined();
+      expect(await admin.exists(`${prefix}:stranger.payment-captured.v1:${captured.messageId}`)).toBe(0);
     } finally {
       redis.disconnect();
+      await orders.close();
       await consumer.close();
-      await payments.close();
+      await producer.close();
     }
   });
 });

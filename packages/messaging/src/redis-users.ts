@@ -1,16 +1,17 @@
 import { journalKey } from './journal.js';
 import { Cluster, Redis } from 'ioredis';
 import { queueName, type RedisClient } from './redis.js';
-import { leaseOf, positionOf, streamOf, subscribersOf } from './subscriptions.js';
+import { subscribersOf } from './subscriptions.js';
 
 /**
- * A Redis user (ACL) for one service: it may reach the keys of the queues it consumes, the streams
- * of the contracts it publishes (with their subscribers and positions), its own journal stream and
- * its own rate limits, and of the streams it subscribes to, only to read them, keep its own
- * consumers' positions and add their names to the subscribers — nothing else (no other service's
- * counters to reset, no entries to write in another's name, no other subscriber's position to
- * move). With one password for all, any process could publish any event (mark an order paid with
- * no charge); with these, a service's credentials reach only its own part of the flow.
+ * A Redis user (ACL) for one service: it may reach the keys of the queues it consumes, of the
+ * queues its publications are delivered to and the subscribers of the contracts it publishes, its
+ * own journal stream and its own rate limits, and of the subscribers of what it subscribes to, only
+ * to read them and add its consumers' names — nothing else (no other service's counters to reset,
+ * no queue its events do not go to, no subscriber to remove). With one password for all, any
+ * process could publish any event (mark an order paid with no charge); with these, a service's
+ * credentials reach only its own part of the flow. What a producer still reaches, its subscribers'
+ * queues whole, docs/scaling.md "Subscriptions on Redis" says.
  */
 export interface RedisUser {
   readonly name: string;
@@ -57,14 +58,6 @@ export const REDIS_USER_COMMANDS = [
   '-function',
 ] as const;
 
-/**
- * Consumer groups, refused to a subscriber's user: no idem process uses them (a subscription is a
- * position of its consumer's own, subscriptions.ts), and Redis lets a user that may only read a
- * stream run `XREADGROUP` — `NOACK` on another's group would move it past entries its consumer
- * never got.
- */
-export const NO_CONSUMER_GROUPS = ['-xreadgroup', '-xgroup', '-xack', '-xclaim', '-xautoclaim'] as const;
-
 /** Where `service` keeps its rate limits' counters (its Redis user reaches these and no other's). */
 export const rateLimitPrefix = (prefix: string, service: string) => `${prefix}:rate-limit:${service}`;
 
@@ -72,10 +65,12 @@ export const rateLimitPrefix = (prefix: string, service: string) => `${prefix}:r
 export interface Reach {
   /** Its consumers: their queues. */
   readonly consumes: readonly string[];
-  /** The contracts it publishes: their streams. */
+  /** The contracts it publishes: their subscribers. */
   readonly publishes: readonly string[];
-  /** Its consumers' subscriptions: each consumer and a contract it subscribes to, on that contract's stream. */
+  /** Its consumers' subscriptions: each consumer and a contract it subscribes to. */
   readonly subscribes: readonly { readonly contract: string; readonly consumer: string }[];
+  /** The consumers what it publishes is delivered to: their queues, which its publications write. */
+  readonly deliversTo: readonly string[];
 }
 
 /** The user of `name` for `service` of the system under `prefix`, reaching what `reach` names. */
@@ -83,33 +78,22 @@ export function redisUserOf(
   name: string,
   { prefix, service, redisUrl, ...reach }: { prefix: string; service: string; redisUrl: string } & Reach,
 ): RedisUser {
-  const queues = [...new Set(reach.consumes)]
+  // The queues it takes deliveries from, and those its publications are added to (with the policy
+  // each consumer keeps there).
+  const queues = [...new Set([...reach.consumes, ...reach.deliversTo])]
     .sort()
     .map((queue) => `${prefix}:${globEscape(queueName(queue, redisUrl))}:*`);
-  // What it publishes is its own: the stream, its subscribers, their positions (which it writes
-  // when it subscribes the consumers its catalogue names; it could drop the stream as well).
+  // The subscribers of what it publishes are its own (it adds the consumers its catalogue names);
+  // those of another's contracts it only reads and adds its consumers' names to.
   const publishes = [...new Set(reach.publishes)].sort();
-  const published = publishes.flatMap((contract) => [
-    globEscape(streamOf(prefix, contract)),
-    globEscape(subscribersOf(prefix, contract)),
-    `${globEscape(positionOf(prefix, contract, ''))}*`,
-  ]);
-  // Its consumers' own positions and leases; another's stream and its subscribers, only to read
-  // and to add a name to.
-  const subscriptions = reach.subscribes
-    .flatMap(({ contract, consumer }) => [positionOf(prefix, contract, consumer), leaseOf(prefix, contract, consumer)])
-    .sort()
-    .map(globEscape);
   const subscribed = [...new Set(reach.subscribes.map(({ contract }) => contract))]
     .filter((contract) => !publishes.includes(contract))
     .sort();
   const own = [globEscape(journalKey(prefix, service)), `${globEscape(rateLimitPrefix(prefix, service))}:*`];
   return {
     name,
-    keys: [...queues, ...published, ...subscriptions, ...own],
-    readOnlyKeys: subscribed.flatMap((contract) =>
-      [streamOf(prefix, contract), subscribersOf(prefix, contract)].map(globEscape),
-    ),
+    keys: [...queues, ...publishes.map((contract) => globEscape(subscribersOf(prefix, contract))), ...own],
+    readOnlyKeys: subscribed.map((contract) => globEscape(subscribersOf(prefix, contract))),
     addOnlyKeys: subscribed.map((contract) => globEscape(subscribersOf(prefix, contract))),
   };
 }
@@ -164,10 +148,8 @@ export function aclRules(user: RedisUser, password: string): string[] {
     ...(user.readOnlyKeys ?? []).map((key) => `%R~${key}`),
     'resetchannels',
     ...(user.commands ?? REDIS_USER_COMMANDS),
-    // A subscriber's: no consumer group, and its names added to the subscribers of what it reads.
-    ...(user.addOnlyKeys?.length
-      ? [...NO_CONSUMER_GROUPS, `(${[...user.addOnlyKeys.map((key) => `%W~${key}`), '+sadd'].join(' ')})`]
-      : []),
+    // A subscriber's: its names added to the subscribers of what it reads.
+    ...(user.addOnlyKeys?.length ? [`(${[...user.addOnlyKeys.map((key) => `%W~${key}`), '+sadd'].join(' ')})`] : []),
   ];
 }
 

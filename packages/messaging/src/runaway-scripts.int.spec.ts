@@ -21,6 +21,7 @@ const userOf = (service: string) =>
     consumes: [],
     publishes: [],
     subscribes: [],
+    deliversTo: [],
   });
 const watcher = scriptWatcherRedisUser('idem-script-watcher');
 let server: RedisServer;

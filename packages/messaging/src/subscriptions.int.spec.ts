@@ -16,12 +16,12 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startConsumer } from './consumer.js';
 import { createPublisher } from './publisher.js';
-import { leaseOf, positionOf, streamOf, subscribeConsumer, subscribersOf, trimStream } from './subscriptions.js';
+import { subscribeConsumer, subscribersOf, subscriptionOf } from './subscriptions.js';
 
 const CONSUMER = 'inventory.order-placed.v1';
 const CONTRACT = 'orders.order-placed.v1';
 const prefixes: string[] = [];
-/** A prefix of the test's own: its stream, subscribers, positions and queue. */
+/** A prefix of the test's own: its subscribers and queues. */
 const fresh = () => {
   prefixes.push(uniqueName('idem_test_subscriptions'));
   return prefixes.at(-1)!;
@@ -50,7 +50,7 @@ const instance = (prefix: string, reports: DeliveryReport[]) =>
   });
 
 describe('a subscription', () => {
-  it("adds what it forwards under the consumer's own delivery policy, never the job options a producer wrote", async () => {
+  it("adds each publication under the consumer's own delivery policy, never the producer's", async () => {
     const prefix = fresh();
     const own = { attempts: 3, backoffDelayMs: 50, keepCompletedMs: 60_000, keepFailedMs: 120_000 };
     const delivered: string[] = [];
@@ -63,35 +63,20 @@ describe('a subscription', () => {
       policy: own,
       prefix,
     });
-    // A producer with a policy of its own, and one that writes job options into its stream as it likes.
     const producer = createPublisher({ catalogue: shop, prefix, policy: { ...defaultDeliveryPolicy, attempts: 1 } });
     const queue = new Queue(CONSUMER, { connection: admin, prefix });
     try {
       await consumer.ready;
       const published = orderPlacedMessage();
       await producer.publish([published]);
-      const hostile = orderPlacedMessage();
-      const tenYears = 10 * 365 * 24 * 3_600_000;
-      await admin.xadd(
-        streamOf(prefix, CONTRACT),
-        '*',
-        'job',
-        JSON.stringify({ jobId: hostile.messageId, delay: tenYears, attempts: 0, removeOnComplete: true }),
-        'envelope',
-        JSON.stringify(hostile),
-      );
-      await waitFor(() => delivered.includes(published.messageId) && delivered.includes(hostile.messageId), {
-        what: 'both delivered, at once',
+      await waitFor(() => delivered.includes(published.messageId), { what: 'the delivery' });
+      expect((await queue.getJob(published.messageId))?.opts).toMatchObject({
+        jobId: published.messageId,
+        attempts: own.attempts,
+        backoff: { type: 'exponential', delay: own.backoffDelayMs },
+        removeOnComplete: { age: own.keepCompletedMs / 1000 },
+        removeOnFail: { age: own.keepFailedMs / 1000 },
       });
-      for (const { messageId } of [published, hostile])
-        expect((await queue.getJob(messageId))?.opts).toMatchObject({
-          jobId: messageId,
-          attempts: own.attempts,
-          backoff: { type: 'exponential', delay: own.backoffDelayMs },
-          removeOnComplete: { age: own.keepCompletedMs / 1000 },
-          removeOnFail: { age: own.keepFailedMs / 1000 },
-        });
-      expect((await queue.getJob(hostile.messageId))?.opts.delay ?? 0).toBe(0);
     } finally {
       await consumer.close(1000);
       await producer.close();
@@ -99,83 +84,99 @@ describe('a subscription', () => {
     }
   });
 
-  it('is forwarded by one instance at a time, and by another at once when that one stops', async () => {
+  it("adds under the producer's policy for a consumer that wrote none, or one that is no policy", async () => {
     const prefix = fresh();
-    const lease = leaseOf(prefix, CONTRACT, CONSUMER);
-    const reports: DeliveryReport[] = [];
-    const first = instance(prefix, reports);
-    await first.ready;
-    await waitFor(() => admin.get(lease), { what: 'the first instance holding the lease' });
-    const second = instance(prefix, reports);
-    const producer = createPublisher({ catalogue: shop, prefix });
+    const policy = { ...defaultDeliveryPolicy, attempts: 2 };
+    const producer = createPublisher({ catalogue: shop, prefix, policy });
+    const queue = new Queue(CONSUMER, { connection: admin, prefix });
     try {
-      await second.ready;
-      const messages = Array.from({ length: 20 }, () => orderPlacedMessage());
-      for (const message of messages) await producer.publish([message]);
-      await waitFor(() => reports.length === messages.length, { what: 'each message delivered' });
-      // Each entry was added once: the second instance forwarding it too would have met its job.
-      const events = await admin.xrange(`${prefix}:${CONSUMER}:events`, '-', '+');
-      expect(events.filter(([, fields]) => fields.includes('duplicated'))).toEqual([]);
-      // The first stops and gives the lease up: the second takes over at the next entry, not once
-      // the lease (30 s) would have expired.
-      await first.close(1000);
-      expect(await admin.get(lease)).toBeNull();
-      const next = orderPlacedMessage();
-      await producer.publish([next]);
-      await waitFor(() => reports.some((report) => report.messageId === next.messageId), {
-        timeoutMs: 10_000,
-        what: 'the next message, forwarded by the second instance',
-      });
+      const notAPolicy = { attempts: 0, backoffDelayMs: 'soon' };
+      await admin.set(subscriptionOf(prefix, CONSUMER), JSON.stringify({ contracts: [CONTRACT], policy: notAPolicy }));
+      const published = orderPlacedMessage();
+      await producer.publish([published]);
+      expect((await queue.getJob(published.messageId))?.opts).toMatchObject({ attempts: 2 });
     } finally {
-      await Promise.all([first.close(1000), second.close(1000)]);
       await producer.close();
+      await queue.close();
     }
   });
 
-  it('resumes from the first entry kept when its position was lost, skipping nothing', async () => {
+  it('is one hop: a publication waits in the queue of each subscriber once it resolves, none of them running yet', async () => {
     const prefix = fresh();
     const producer = createPublisher({ catalogue: shop, prefix });
+    const queues = shop.contracts[CONTRACT].consumers.map((name) => new Queue(name, { connection: admin, prefix }));
     const reports: DeliveryReport[] = [];
     try {
-      await subscribeConsumer({ catalogue: shop, consumer: CONSUMER, prefix });
-      const missed = [orderPlacedMessage(), orderPlacedMessage()];
-      await producer.publish(missed);
-      await admin.del(positionOf(prefix, CONTRACT, CONSUMER)); // removed, or gone with a failover
-      const consumer = instance(prefix, reports);
+      // The producer first: the catalogue's consumers are subscribed before its first publication.
+      const published = orderPlacedMessage();
+      await producer.publish([published]);
+      for (const queue of queues) expect(await queue.getJob(published.messageId)).toBeDefined();
+      expect((await admin.smembers(subscribersOf(prefix, CONTRACT))).sort()).toEqual(
+        [...shop.contracts[CONTRACT].consumers].sort(),
+      );
+      const consumer = instance(prefix, reports); // started after the producer
       try {
-        await waitFor(() => missed.every(({ messageId }) => reports.some((r) => r.messageId === messageId)), {
-          what: 'what was published before the position was lost',
+        await waitFor(() => reports.some((r) => r.messageId === published.messageId), {
+          what: 'what was published before the consumer started',
         });
       } finally {
         await consumer.close(1000);
       }
     } finally {
       await producer.close();
+      await Promise.all(queues.map((queue) => queue.close()));
     }
   });
-});
 
-describe("a producer's stream", () => {
-  it('is trimmed to the oldest position of its subscribers, and keeps the last minute', async () => {
+  it("survives its subscribers being lost (deleted, or gone with a failover): the catalogue's still receive, a self-subscribed one once it subscribes again", async () => {
     const prefix = fresh();
-    const stream = streamOf(prefix, CONTRACT);
-    const at = (id: string) => ({
-      position: (consumer: string) => admin.hset(positionOf(prefix, CONTRACT, consumer), 'id', id),
-    });
-    const old = Date.now() - 10 * 60_000;
-    const ids = [0, 1, 2].map((i) => `${old + i * 1000}-0`);
-    for (const id of ids) await admin.xadd(stream, id, 'envelope', '{}');
-    const recent = (await admin.xadd(stream, '*', 'envelope', '{}'))!;
-    // A name without a position (only added to the subscribers) holds nothing.
-    await admin.sadd(subscribersOf(prefix, CONTRACT), 'a', 'b', 'a-name-alone');
-    await at(ids[1]!).position('a');
-    await at(ids[2]!).position('b');
-    const kept = async () => (await admin.xrange(stream, '-', '+')).map(([id]) => id);
-    await trimStream(admin, prefix, CONTRACT);
-    expect(await kept()).toEqual([ids[1], ids[2], recent]);
-    await at(recent).position('a');
-    await at(recent).position('b');
-    await trimStream(admin, prefix, CONTRACT);
-    expect(await kept()).toEqual([recent]);
+    const producer = createPublisher({ catalogue: shop, prefix });
+    const named = new Queue(CONSUMER, { connection: admin, prefix });
+    const STRANGER = 'audit.order-placed.v1';
+    const stranger = new Queue(STRANGER, { connection: admin, prefix });
+    try {
+      await producer.publish([orderPlacedMessage()]);
+      // A consumer outside the producer's catalogue, subscribed as subscribeConsumer would.
+      const subscription = { contracts: [CONTRACT], policy: defaultDeliveryPolicy };
+      await admin.set(subscriptionOf(prefix, STRANGER), JSON.stringify(subscription));
+      await admin.sadd(subscribersOf(prefix, CONTRACT), STRANGER);
+      await admin.del(subscribersOf(prefix, CONTRACT));
+      const after = orderPlacedMessage();
+      await producer.publish([after]);
+      expect(await named.getJob(after.messageId)).toBeDefined();
+      expect(await stranger.getJob(after.messageId)).toBeUndefined(); // lost with the key, until it subscribes again
+      await admin.sadd(subscribersOf(prefix, CONTRACT), STRANGER);
+      const next = orderPlacedMessage();
+      await producer.publish([next]);
+      expect(await stranger.getJob(next.messageId)).toBeDefined();
+    } finally {
+      await producer.close();
+      await Promise.all([named.close(), stranger.close()]);
+    }
+  });
+
+  it("delivers to a name another added only where that consumer's own subscription takes the contract", async () => {
+    const prefix = fresh();
+    const OTHER = 'payments.stock-reserved.v1'; // subscribed, to another contract
+    await subscribeConsumer({ catalogue: shop, consumer: OTHER, prefix });
+    const producer = createPublisher({ catalogue: shop, prefix });
+    const other = new Queue(OTHER, { connection: admin, prefix });
+    try {
+      await admin.sadd(subscribersOf(prefix, CONTRACT), OTHER, 'nobody.order-placed.v1');
+      const published = orderPlacedMessage();
+      await producer.publish([published]);
+      expect(await other.getJob(published.messageId)).toBeUndefined();
+      expect(await admin.exists(`${prefix}:nobody.order-placed.v1:${published.messageId}`)).toBe(0);
+      expect(await admin.exists(`${prefix}:${CONSUMER}:${published.messageId}`)).toBe(1);
+    } finally {
+      await producer.close();
+      await other.close();
+    }
+  });
+
+  it('says which of its contracts nobody has declared yet', async () => {
+    const prefix = fresh();
+    expect(await subscribeConsumer({ catalogue: shop, consumer: CONSUMER, prefix })).toEqual([CONTRACT]);
+    expect(await subscribeConsumer({ catalogue: shop, consumer: CONSUMER, prefix })).toEqual([]);
   });
 });

@@ -44,6 +44,7 @@ beforeAll(async () => {
     prefix,
     policy: KEEP_NOTHING,
   });
+  await consumer.ready; // its policy written before the first publication meets it
 });
 afterAll(async () => {
   await consumer.close();

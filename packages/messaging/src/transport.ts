@@ -18,10 +18,10 @@ export interface BullmqOptions
 }
 
 /**
- * The BullMQ transport: a stream per contract where producers publish, read by each subscribing
- * consumer from a position of its own and forwarded to its queue (subscriptions.ts), a job per
- * message under its message id, retries by BullMQ's exponential backoff under the consumer's
- * policy, a lock per delivery that another instance takes over when its owner dies.
+ * The BullMQ transport: a queue per consumer, where each producer adds what it publishes for every
+ * consumer subscribed to the contract (subscriptions.ts), a job per message under its message id,
+ * retries by BullMQ's exponential backoff under the consumer's policy, a lock per delivery that
+ * another instance takes over when its owner dies.
  */
 export function bullmq(options: BullmqOptions = {}): Transport<Publisher> {
   const policy = options.policy ?? defaultDeliveryPolicy;

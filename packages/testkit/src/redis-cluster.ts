@@ -216,10 +216,12 @@ function parseNodes(text: string) {
     .map((line) => line.split(' '));
   const portOf = (address: string) => Number(address.split(/[:@]/)[1]);
   const idToPort = new Map(lines.map(([id, address]) => [id!, portOf(address!)]));
+  // Failed as the cluster agreed (`fail`), not as one node suspects on a loaded machine (`fail?`).
+  const failed = (flags: string) => flags.split(',').includes('fail');
   return lines.map(([, address, flags, masterId, , , , , ...slots]) => ({
     port: portOf(address!),
-    live: !flags!.includes('fail'),
-    master: flags!.includes('master') && !flags!.includes('fail'),
+    live: !failed(flags!),
+    master: flags!.includes('master') && !failed(flags!),
     of: idToPort.get(masterId!),
     slots: slots.filter((s) => /^\d/.test(s)).map((s) => s.split('-').map(Number) as [number, number?]),
   }));
