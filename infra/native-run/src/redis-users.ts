@@ -17,10 +17,10 @@ import {
 
 /**
  * A Redis user for each service, as compose and Kubernetes give them: each reaches only its own
- * queues, streams and subscriptions (docs/operations.md "Redis users"); the console's, which
- * reads the journal and owns its lessons' queues; and the script watcher's, which may only PING
- * and SCRIPT KILL. Made with a fresh password on the system's Redis (every node of a cluster) as
- * the system starts, removed as it stops. `as` turns a service's (or the console's, or the
+ * queues and subscriptions, and the queues its events go to (docs/operations.md "Redis users");
+ * the console's, which reads the journal and owns its lessons' queues; and the script watcher's,
+ * which may only PING and SCRIPT KILL. Made with a fresh password on the system's Redis (every
+ * node of a cluster) as the system starts, removed as it stops. `as` turns a service's (or the console's, or the
  * watcher's) REDIS_URL into one that logs in as its user.
  */
 export async function provisionRedisUsers(

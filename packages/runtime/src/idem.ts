@@ -68,8 +68,8 @@ export function startServiceIdem<Tx extends SqlClient, S extends CatalogueSpec>(
 /**
  * A line for what the composition reports through `onError`, as severe as what it is. A consumer
  * that subscribed before any producer declared its contract (a fresh start: consumers come up
- * before their producers) is waiting, not failing: its position is kept from before the
- * producer's first publication, so it receives every one (docs/scaling.md "Subscriptions on Redis").
+ * before their producers) is waiting, not failing: a producer adds the consumers its catalogue
+ * names before its first publication, so it receives every one (docs/scaling.md "Subscriptions on Redis").
  */
 export function logIdemError(log: Logger, name: string, error: unknown, part: string): void {
   if (error instanceof UnservedSubscriptionError)
