@@ -17,7 +17,9 @@ import { countdown } from './stats.js';
 /**
  * Section 2: the outbox relay. Rows of `orders.order-placed.v1` (two subscribers, so fan-out 2)
  * published by idem's relay — claim a batch with SKIP LOCKED, publish, mark — against the
- * same jobs written with BullMQ's raw `addBulk` and nothing else.
+ * same jobs written with BullMQ's raw `addBulk` and nothing else. Like for like: the relay's
+ * publication adds to the subscribers' queues as the raw variant does (one hop), and asks Redis
+ * one thing more per batch, who subscribes (`SMEMBERS`).
  */
 export type RelayVariant = 'relay' | 'relays' | 'addBulk';
 
