@@ -120,10 +120,12 @@ export function subscribersFor(
       await Promise.all([...named].map(([contract, consumers]) => declare(contract, consumers)));
       const members = await Promise.all([...named.keys()].map((c) => redis.smembers(subscribersOf(prefix, c))));
       const all = [...new Set([...named.values(), ...members].flat())];
-      await read(all.filter(stale));
-      // A name whose subscription lacks the contract may have subscribed to it since it was read.
+      const fresh = new Set(all.filter(stale));
+      await read([...fresh]);
+      // A name whose subscription, read before this publication, lacks the contract may have
+      // subscribed to it since: read once more (not one just read).
       const others = [...named].flatMap(([contract, consumers], i) =>
-        members[i]!.filter((c) => !consumers.includes(c) && !takes(c, contract)),
+        members[i]!.filter((c) => !consumers.includes(c) && !fresh.has(c) && !takes(c, contract)),
       );
       if (others.length > 0) await read([...new Set(others)]);
       const subscribers = new Map(
