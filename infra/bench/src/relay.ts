@@ -19,7 +19,7 @@ import { countdown } from './stats.js';
  * published by idem's relay — claim a batch with SKIP LOCKED, publish, mark — against the
  * same jobs written with BullMQ's raw `addBulk` and nothing else. Like for like: the relay's
  * publication adds to the subscribers' queues as the raw variant does (one hop), and asks Redis
- * one thing more per batch, who subscribes (`SMEMBERS`).
+ * one thing more per batch, who subscribes (`SSCAN`).
  */
 export type RelayVariant = 'relay' | 'relays' | 'addBulk';
 

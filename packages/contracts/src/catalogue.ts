@@ -45,6 +45,12 @@ const VERSIONED = /^[a-z0-9-]+\.[a-z0-9-]+\.v\d+$/;
 const CONSUMER = /^[a-z0-9-]+\.[a-z0-9.-]+$/;
 
 /**
+ * Whether `name` has a consumer name's form (`<service>.<name>`, lower-case letters, digits, `-`
+ * and `.`): no `:`, `{` or `}`, so no key a broker derives from it falls under another name's.
+ */
+export const isConsumerNameForm = (name: string): boolean => CONSUMER.test(name);
+
+/**
  * Declares a system's catalogue: each event type (versioned: `library.book-lent.v1`) with its
  * producer, its body's schema and its consumers. The inbox, outbox, relay, publisher and
  * consumers take it and are typed by it; throws for a name they could not carry.
@@ -55,7 +61,7 @@ export function defineCatalogue<const S extends CatalogueSpec>(contracts: S): Ca
     if (!VERSIONED.test(type)) throw new Error(`"${type}" is not a versioned contract name (<service>.<event>.v<N>)`);
     if (!contract.producer) throw new Error(`${type} names no producer`);
     for (const name of contract.consumers) {
-      if (!CONSUMER.test(name))
+      if (!isConsumerNameForm(name))
         throw new Error(`"${name}" (a consumer of ${type}) is not a consumer name (<service>.<name>)`);
       (consumers[name] ??= []).push(type);
     }

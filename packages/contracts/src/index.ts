@@ -2,6 +2,7 @@ export { envelopeSchema, isMessageId, type RawEnvelope, type AnyEnvelope } from 
 export {
   defineCatalogue,
   isConsumerName,
+  isConsumerNameForm,
   isEventType,
   publishersOf,
   reachOf,

@@ -10,6 +10,7 @@ import {
   type PublisherOptions as AnyPublisherOptions,
 } from '@idem/transport';
 import { Queue, type JobsOptions } from 'bullmq';
+import { ReplyError } from 'ioredis';
 import { jobOptions } from './delivery-policy.js';
 import { DURABILITY_TIMEOUT_MS, durableWrites, type DURABILITIES, type Durability } from './durability.js';
 import {
@@ -21,7 +22,7 @@ import {
   resolveBroker,
   type BrokerOptions,
 } from './redis.js';
-import { subscribersFor } from './subscriptions.js';
+import { subscribersFor, type Note } from './subscriptions.js';
 
 /** A publisher's options on BullMQ: the transport's, its Redis, its delivery policy and durability. */
 export interface PublisherOptions extends AnyPublisherOptions, BrokerOptions {
@@ -173,8 +174,8 @@ function timeoutsOf(options: PublisherOptions): { timeoutMs: number; durabilityT
  * Publishes envelopes to every subscriber's queue, one write per queue, each under its send span
  * (several under one batch span); resolves once Redis has accepted all of them, as durably as
  * asked. The consumers its catalogue names it must reach: a refusal fails the publication. One
- * that subscribed itself and whose queue this producer may not write (its Redis user does not reach
- * it: a name any subscriber could add) is left out, the refusal recorded on the spans: it stops
+ * that subscribed itself and whose queue Redis refuses this producer (its Redis user does not reach
+ * it, or a key there is not BullMQ's) is left out, the refusal recorded on the spans: it stops
  * nobody else.
  */
 async function publish(
@@ -199,7 +200,8 @@ async function publish(
   const writeSpan = spans.length === 1 ? spans[0]! : startSendBatch(spans);
   try {
     const byContract = groupBy(sent.map(({ envelope }) => [envelope.type, [envelope]] as const));
-    const { subscribers: of, policies } = await subscribers.of(namedIn(catalogue, byContract.keys()));
+    const note: Note = (event, attributes) => spans.forEach((span) => span.addEvent(event, attributes));
+    const { subscribers: of, policies } = await subscribers.of(namedIn(catalogue, byContract.keys()), note);
     const byConsumer = groupBy(
       [...byContract].flatMap(([contract, batch]) => of.get(contract)!.map((consumer) => [consumer, batch] as const)),
     );
@@ -214,8 +216,13 @@ async function publish(
             await add(to, jobsOf(batch, policies.get(consumer)!, twice));
             return to;
           } catch (error) {
-            if (namedBy(catalogue, batch, consumer) || !/NOPERM/.test((error as Error).message)) throw error;
-            for (const span of spans) span.addEvent('subscriber out of reach', { 'idem.consumer': consumer });
+            // Redis's refusal of a self-subscribed name's queue (out of this producer's reach, keys
+            // of the wrong type) stops nobody else; a lost connection fails the publication.
+            if (namedBy(catalogue, batch, consumer) || !(error instanceof ReplyError)) throw error;
+            note('subscriber out of reach', {
+              'idem.consumer': consumer,
+              'exception.message': (error as Error).message,
+            });
             return undefined;
           }
         }),

@@ -155,11 +155,16 @@ describe("a subscriber's Redis user", () => {
       const subscription = { contracts: [CONTRACT], policy: defaultDeliveryPolicy };
       await admin.set(subscriptionOf(prefix, 'stranger.payment-captured.v1'), JSON.stringify(subscription));
       await redis.sadd(subscribers, 'stranger.payment-captured.v1');
+      // Nor can it have the producer add jobs to queues it invents under its own keys.
+      const invented = 'notifications.payment-captured.v1:1';
+      await redis.set(subscriptionOf(prefix, invented), JSON.stringify(subscription));
+      await redis.sadd(subscribers, invented);
       const captured = testMessage(CONTRACT);
       await producer.publish([captured]);
       await waitFor(() => delivered.includes(captured.messageId), { what: 'its own delivery' });
       expect(await orders.getJob(captured.messageId)).toBeDefined();
       expect(await admin.exists(`${prefix}:stranger.payment-captured.v1:${captured.messageId}`)).toBe(0);
+      expect(await admin.exists(`${prefix}:${invented}:${captured.messageId}`)).toBe(0);
     } finally {
       redis.disconnect();
       await orders.close();

@@ -16,7 +16,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startConsumer } from './consumer.js';
 import { createPublisher } from './publisher.js';
-import { subscribeConsumer, subscribersOf, subscriptionOf } from './subscriptions.js';
+import { MOST_SUBSCRIBERS, subscribeConsumer, subscribersOf, subscriptionOf } from './subscriptions.js';
 
 const CONSUMER = 'inventory.order-placed.v1';
 const CONTRACT = 'orders.order-placed.v1';
@@ -171,6 +171,79 @@ describe('a subscription', () => {
     } finally {
       await producer.close();
       await other.close();
+    }
+  });
+
+  it("takes only consumers' names: one with a ':' reaches no queue under another's keys", async () => {
+    const prefix = fresh();
+    const producer = createPublisher({ catalogue: shop, prefix });
+    try {
+      // As a subscriber could write them in its own keys, a queue under its queue's name.
+      const invented = `${CONSUMER}:1`;
+      const subscription = { contracts: [CONTRACT], policy: defaultDeliveryPolicy };
+      await admin.set(subscriptionOf(prefix, invented), JSON.stringify(subscription));
+      await admin.sadd(subscribersOf(prefix, CONTRACT), invented);
+      const published = orderPlacedMessage();
+      await producer.publish([published]);
+      expect(await admin.exists(`${prefix}:${CONSUMER}:${published.messageId}`)).toBe(1);
+      expect(await admin.exists(`${prefix}:${invented}:${published.messageId}`)).toBe(0);
+    } finally {
+      await producer.close();
+    }
+  });
+
+  it('leaves out a self-subscribed name whose queue or subscription Redis refuses, and delivers to everyone else', async () => {
+    const prefix = fresh();
+    const producer = createPublisher({ catalogue: shop, prefix });
+    const [broken, unreadable, whole] = [
+      'broken.order-placed.v1',
+      'unreadable.order-placed.v1',
+      'audit.order-placed.v1',
+    ];
+    const subscription = JSON.stringify({ contracts: [CONTRACT], policy: defaultDeliveryPolicy });
+    try {
+      await admin.set(subscriptionOf(prefix, broken), subscription);
+      await admin.set(`${prefix}:${broken}:events`, 'not a stream'); // BullMQ's add writes its events
+      await admin.sadd(subscriptionOf(prefix, unreadable), 'not a subscription');
+      await admin.set(subscriptionOf(prefix, whole), subscription);
+      await admin.sadd(subscribersOf(prefix, CONTRACT), broken, unreadable, whole);
+      const published = orderPlacedMessage();
+      await producer.publish([published]);
+      for (const reached of [CONSUMER, whole])
+        expect(await admin.exists(`${prefix}:${reached}:${published.messageId}`)).toBe(1);
+      // The broken queue's script failed part way (Redis undoes none of it); the publication stood.
+      expect(await admin.exists(`${prefix}:${unreadable}:${published.messageId}`)).toBe(0);
+    } finally {
+      await producer.close();
+    }
+  });
+
+  it('reads no more than MOST_SUBSCRIBERS names of a contract: past them it keeps the subscribers it knew, and takes new ones once the names are removed', async () => {
+    const prefix = fresh();
+    const producer = createPublisher({ catalogue: shop, prefix });
+    const [known, late] = ['audit.order-placed.v1', 'late.order-placed.v1'];
+    const subscription = JSON.stringify({ contracts: [CONTRACT], policy: defaultDeliveryPolicy });
+    const reached = async (consumer: string) => {
+      const published = orderPlacedMessage();
+      await producer.publish([published]);
+      return (await admin.exists(`${prefix}:${consumer}:${published.messageId}`)) === 1;
+    };
+    try {
+      await admin.set(subscriptionOf(prefix, known), subscription);
+      await admin.sadd(subscribersOf(prefix, CONTRACT), known);
+      expect(await reached(known)).toBe(true);
+      // Names by the thousand, as a subscriber may add them: each a consumer's, subscribed to nothing.
+      const names = Array.from({ length: 4 * MOST_SUBSCRIBERS }, (_, i) => `flood.name-${i}`);
+      await admin.sadd(subscribersOf(prefix, CONTRACT), ...names);
+      await admin.set(subscriptionOf(prefix, late), subscription);
+      await admin.sadd(subscribersOf(prefix, CONTRACT), late);
+      expect(await reached(known)).toBe(true);
+      expect(await reached(CONSUMER)).toBe(true);
+      expect(await reached(late)).toBe(false);
+      await admin.srem(subscribersOf(prefix, CONTRACT), ...names);
+      expect(await reached(late)).toBe(true);
+    } finally {
+      await producer.close();
     }
   });
 
