@@ -106,6 +106,35 @@ describe.each(TRANSPORTS)('the transport %s', (name) => {
       what: `the dead letter of ${messageId} on ${name}`,
     });
 
+  it('loses nothing published before its consumer first started: what was accepted waits for it, what was refused the relay publishes again', async () => {
+    const fresh = `${prefix}_first`; // a system whose consumer has never run
+    const late = transportOf(name, fresh);
+    const producer = late.createPublisher({ catalogue });
+    const consumer = late.startConsumer({
+      catalogue,
+      consumer: CONSUMER,
+      inbox,
+      handler: chargeFee,
+      onDelivery: (report) => reports.push(report),
+    });
+    try {
+      const messages = await Promise.all([bookLent(), bookLent(), bookLent()]);
+      // Before the consumer started: the publication is accepted, or refused (and the relay keeps it).
+      const accepted = await producer.publish(messages).then(
+        () => true,
+        () => false,
+      );
+      await consumer.ready;
+      if (!accepted) await producer.publish(messages); // the relay, publishing again
+      for (const message of messages) await waitForOutcome(message.messageId, 'processed');
+      expect(await fees()).toBe(messages.length);
+    } finally {
+      await consumer.close(1000);
+      await producer.close();
+      await cleanUp(name, fresh, [CONSUMER]);
+    }
+  });
+
   it('charges one fee for a message published three times', async () => {
     await start();
     const message = await bookLent();
@@ -228,6 +257,7 @@ describe.each(TRANSPORTS)('%s: subscriptions belong to consumers', (name) => {
 
   it("delivers a running producer's next event to a consumer added after it, the producer never told", async () => {
     const transport = transportOf(name, prefix);
+    await transport.subscribe({ catalogue, consumer: CONSUMER }); // the consumer its catalogue names
     const producer = transport.createPublisher({ catalogue }); // deployed before audit existed
     const before = await bookLent();
     await producer.publish([before]);

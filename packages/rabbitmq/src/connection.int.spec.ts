@@ -18,6 +18,7 @@ import { deleteTopology, rabbitmq } from './transport.js';
 
 const prefix = uniqueName('idem_tls');
 const CONSUMER = 'billing.book-lent.v1';
+const AUDIT = 'audit.book-lent.v1';
 const dir = mkdtempSync(join(tmpdir(), 'idem-tls-'));
 
 /** A key and a certificate for `name`, signed by the test's own authority (made first, self-signed). */
@@ -63,7 +64,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await deleteTopology(
     { url: rabbitmqUrl, prefix, policy },
-    { consumers: [CONSUMER], contracts: Object.keys(catalogue.contracts) },
+    { consumers: [CONSUMER, AUDIT], contracts: Object.keys(catalogue.contracts) },
   );
   await new Promise((resolve) => listener.close(resolve));
   rmSync(dir, { recursive: true, force: true });
@@ -78,6 +79,9 @@ describe('an amqps:// URL with TLS options', () => {
       policy,
     });
     await transport.subscribe({ catalogue, consumer: CONSUMER });
+    // The loans' other consumer, subscribed as well (not through the proxy): the library publishes
+    // once every consumer of its catalogue subscribed.
+    await rabbitmq({ url: rabbitmqUrl, prefix, policy }).subscribe({ catalogue, consumer: AUDIT });
     const publisher = transport.createPublisher({ catalogue });
     await publisher.publish([bookLent()]).finally(() => publisher.close());
     expect(sessions).toEqual([

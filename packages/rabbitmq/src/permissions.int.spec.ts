@@ -2,7 +2,8 @@
  * Each service on RabbitMQ as a user of its own, with `rabbitmqPermissionsOf` its permissions, on
  * the machine's real RabbitMQ: a virtual host and users made for this file (`rabbitmqctl`), deleted
  * after it. Billing's user runs its subscription from start to dead letter and replay, and is
- * refused everything of the library's and of audit's.
+ * refused everything of the library's and of audit's; a producer's user looks whether its
+ * consumers subscribed, and a consumer's says it did.
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -17,6 +18,7 @@ import { bookLent, catalogue, feeCharged, policy } from '../test/fixtures.js';
 import { rabbitmqPermissionsOf } from './permissions.js';
 import { exchangeOf, queueOf, redeliveryExchangeOf, retryQueueOf } from './topology.js';
 import { rabbitmq } from './transport.js';
+import { NotSubscribedError } from './not-subscribed-error.js';
 import { UnboundSubscriptionError } from './unbound-subscription-error.js';
 
 const rabbitmqctl = (...args: string[]) => promisify(execFile)('rabbitmqctl', ['--quiet', ...args]);
@@ -72,14 +74,20 @@ describe("billing's own RabbitMQ user", () => {
     const billingPublisher = billing.createPublisher({ catalogue });
     const outcomesOf = (messageId: string) =>
       reports.filter((r) => r.messageId === messageId).map((r) => `${r.outcome.outcome}:${r.attempt}`);
+    const audit = transportOf('audit');
     try {
       // Started before the library ever published: it may not declare the library's exchange.
       await consumer.ready;
       expect(errors).toEqual([expect.any(UnboundSubscriptionError)]);
       const first = bookLent();
+      // The library declares its exchange and refuses to publish until billing has bound to it (and
+      // audit, its other consumer, subscribed): the outbox keeps the loan, and the relay publishes it
+      // again.
+      await expect(library.publish([first])).rejects.toThrow(NotSubscribedError);
+      await expect(audit.subscribe({ catalogue, consumer: 'audit.book-lent.v1' })).resolves.toBeUndefined();
       await waitFor(
         async () => {
-          await library.publish([first]); // what goes out before billing bound reaches no queue of billing's
+          await library.publish([first]).catch(() => {});
           return outcomesOf(first.messageId).length > 0;
         },
         { what: 'billing bound to the loans once the library declared their exchange' },
@@ -103,6 +111,9 @@ describe("billing's own RabbitMQ user", () => {
       await replayDeadLetters(inbox.deadLetters, billingPublisher, { consumer: 'billing.book-lent.v1' });
       await waitFor(() => outcomesOf(dead.messageId).includes('processed:1'), { what: 'the replay processed' });
 
+      // Its own contract, once audit bound to it (audit may not declare billing's exchange).
+      await expect(billingPublisher.publish([feeCharged()])).rejects.toThrow(NotSubscribedError);
+      await audit.subscribe({ catalogue, consumer: 'audit.fee-charged.v1' });
       await billingPublisher.publish([feeCharged()]);
       await billing.subscribe({ catalogue, consumer: 'billing.book-lent.v1' }); // at deployment, the same rights
       expect(errors).toHaveLength(1);
@@ -114,9 +125,21 @@ describe("billing's own RabbitMQ user", () => {
 
   it("is refused the library's contract and everything of audit's consumer: no forged loan, no reading, purging, deleting or forging attempts of another's queue", async () => {
     const library = transportOf('library').createPublisher({ catalogue });
-    await library.publish([bookLent()]).finally(() => library.close()); // its exchange exists
+    await library // declares its exchange, whether or not its consumers subscribed yet
+      .publish([bookLent()])
+      .catch(() => {})
+      .finally(() => library.close());
     await transportOf('audit').subscribe({ catalogue, consumer: 'audit.book-lent.v1' });
     const audit = queueOf({ prefix: 'idem' }, 'audit.book-lent.v1');
+    const waiting = async () => {
+      const admin = await connect(urlOf('admin'));
+      try {
+        return (await (await admin.createChannel()).checkQueue(audit)).messageCount;
+      } finally {
+        await admin.close();
+      }
+    };
+    const before = await waiting(); // the loans above, which audit has not taken
     const loans = exchangeOf({ prefix: 'idem' }, 'library.book-lent.v1');
     const message = Buffer.from(JSON.stringify(bookLent()));
 
@@ -150,13 +173,7 @@ describe("billing's own RabbitMQ user", () => {
     } finally {
       await model.close();
     }
-    const admin = await connect(urlOf('admin'));
-    try {
-      const channel = await admin.createChannel();
-      expect(await channel.checkQueue(audit)).toMatchObject({ queue: audit, messageCount: 0 });
-    } finally {
-      await admin.close();
-    }
+    expect(await waiting()).toBe(before); // nothing forged into it
   });
 });
 

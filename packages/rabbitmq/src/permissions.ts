@@ -1,4 +1,12 @@
-import { deadQueueOf, exchangeOf, queueOf, redeliveryExchangeOf, retryExchangeOf, type Names } from './topology.js';
+import {
+  deadQueueOf,
+  exchangeOf,
+  queueOf,
+  redeliveryExchangeOf,
+  retryExchangeOf,
+  subscriptionOf,
+  type Names,
+} from './topology.js';
 
 /** What a service declares, as `reachOf(catalogue, service)` of @idem/contracts names it. */
 export interface Reach {
@@ -27,7 +35,9 @@ export interface RabbitmqPermissions {
  *
  * - declaring or deleting an exchange or a queue needs `configure` on it, and a queue that
  *   dead-letters also `write` on that exchange and `read` on itself: a consumer's queues and its
- *   own exchanges, and the exchanges of the contracts it publishes;
+ *   own exchanges, its subscriptions' exchanges, and the exchanges of the contracts it publishes
+ *   (looking whether one exists, a passive declaration, needs no right: a producer looks for the
+ *   subscriptions of its contracts' consumers);
  * - binding a queue to an exchange needs `write` on the queue and `read` on the exchange: its queues
  *   to the contracts it subscribes to, and to its own exchanges;
  * - publishing needs `write` on the exchange: the contracts it publishes, and its consumers' retry
@@ -56,8 +66,11 @@ export function rabbitmqPermissionsOf(reach: Reach, names: Names = { prefix: 'id
     literal(deadQueueOf(names, consumer)),
   ]);
   const exchanges = (contracts: readonly string[]) => contracts.map((contract) => literal(exchangeOf(names, contract)));
+  const subscriptions = reach.subscribes.map(({ consumer, contract }) =>
+    literal(subscriptionOf(names, consumer, contract)),
+  );
   return {
-    configure: anyOf([...owned, ...exchanges(reach.publishes)]),
+    configure: anyOf([...owned, ...subscriptions, ...exchanges(reach.publishes)]),
     write: anyOf([...owned, ...exchanges(reach.publishes)]),
     read: anyOf([...owned, ...exchanges(subscribed)]),
   };

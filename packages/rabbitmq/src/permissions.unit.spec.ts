@@ -8,7 +8,7 @@ const billing = rabbitmqPermissionsOf(reachOf(catalogue, 'billing'), { prefix: '
 const matches = (pattern: string, name: string) => new RegExp(pattern).test(name);
 
 describe('rabbitmqPermissionsOf', () => {
-  it('writes out what billing declares: its consumer’s queues and exchanges, the contract it publishes, the one it subscribes to', () => {
+  it('writes out what billing declares: its consumer’s queues and exchanges, its subscription, the contract it publishes, the one it subscribes to', () => {
     const own = [
       'idem\\.billing\\.book-lent\\.v1',
       'idem\\.billing\\.book-lent\\.v1\\.dead',
@@ -16,8 +16,9 @@ describe('rabbitmqPermissionsOf', () => {
       'idem\\.billing\\.book-lent\\.v1\\.retry',
       'idem\\.billing\\.book-lent\\.v1\\.retry\\.[0-9]+',
     ];
+    const subscription = 'idem\\.billing\\.book-lent\\.v1\\.subscription\\.library\\.book-lent\\.v1';
     expect(billing).toEqual({
-      configure: `^(${[...own, 'idem\\.billing\\.fee-charged\\.v1'].sort().join('|')})$`,
+      configure: `^(${[...own, subscription, 'idem\\.billing\\.fee-charged\\.v1'].sort().join('|')})$`,
       write: `^(${[...own, 'idem\\.billing\\.fee-charged\\.v1'].sort().join('|')})$`,
       read: `^(${[...own, 'idem\\.library\\.book-lent\\.v1'].sort().join('|')})$`,
     });

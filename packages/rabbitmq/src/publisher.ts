@@ -2,9 +2,10 @@ import type { AnyEnvelope } from '@idem/contracts';
 import { noFaults } from '@idem/faults';
 import { acceptedWithin, PUBLISH_TIMEOUT_MS, type Publisher, type PublisherOptions } from '@idem/transport';
 import type { Socket } from 'node:net';
-import type { ChannelModel, ConfirmChannel } from 'amqplib';
+import type { ChannelModel, ConfirmChannel, Message } from 'amqplib';
 import { openConnection, type Endpoint } from './connection.js';
-import { declareExchange, exchangeOf, redeliveryExchangeOf, type Names } from './topology.js';
+import { NotSubscribedError } from './not-subscribed-error.js';
+import { declareExchange, exchangeOf, redeliveryExchangeOf, subscribed, type Names } from './topology.js';
 
 /** A message as the transport puts it on RabbitMQ: JSON, persistent, under its message id. */
 export const propertiesOf = (messageId: string, type: string, headers: Record<string, unknown> = {}) => ({
@@ -18,33 +19,34 @@ export const propertiesOf = (messageId: string, type: string, headers: Record<st
 /**
  * A publisher on RabbitMQ: each envelope goes to its contract's exchange, whoever is bound to it,
  * on a confirm channel; a publication counts only once RabbitMQ confirmed every message of it
- * (for a quorum queue: written to a majority of its replicas). It needs no list of consumers.
+ * (for a quorum queue: written to a majority of its replicas). Before its first publication of a
+ * contract, on each connection, it declares the exchange and waits for every consumer its catalogue
+ * names to have subscribed (topology.ts): until then the publication fails, and the outbox keeps the
+ * event. A contract the catalogue names consumers for is published `mandatory`: a message no queue
+ * took comes back, and fails its publication rather than be confirmed to nobody.
  */
 export function createRabbitPublisher(endpoint: Endpoint, names: Names, options: PublisherOptions): Publisher {
   const faults = options.faults ?? noFaults;
-  // Each contract's exchange, declared once per connection: publications that meet a declaration
-  // under way wait for it, rather than queue one each behind it (a channel runs one at a time).
-  const declared = new Map<string, Promise<void>>();
-  const declare = (channel: ConfirmChannel, type: string) => {
-    let declaring = declared.get(type);
-    if (!declaring) {
-      declared.set(type, (declaring = declareExchange(channel, names, type).then(() => {})));
-      declaring.catch(() => declared.delete(type));
+  const consumersOf = (type: string) => options.catalogue.contracts[type]?.consumers ?? [];
+  // Each contract readied once per connection: publications that meet a declaration under way
+  // wait for it, rather than queue one each behind it (a channel runs one at a time).
+  const ready = new Map<string, Promise<void>>();
+  const readied = (opened: Opened, type: string) => {
+    let readying = ready.get(type);
+    if (!readying) {
+      ready.set(type, (readying = readyToPublish(opened, names, type, consumersOf(type))));
+      readying.catch(() => ready.delete(type));
     }
-    return declaring;
+    return readying;
   };
   const timeoutMs = options.timeoutMs ?? PUBLISH_TIMEOUT_MS;
   // A lost connection is opened again by the next publication; what was not confirmed was not
   // published, and the relay publishes it again.
-  const connection = reopening(endpoint, timeoutMs, () => declared.clear());
+  const connection = reopening(endpoint, timeoutMs, () => ready.clear());
   // On the connection, confirmed within `timeoutMs`, or that connection is taken for dead and dropped.
-  const confirmed = (publication: (channel: ConfirmChannel) => Promise<void>) => {
+  const confirmed = (publication: (opened: Opened) => Promise<void>) => {
     const opening = connection.open();
-    return acceptedWithin(
-      opening.then(({ channel }) => publication(channel)),
-      timeoutMs,
-      () => connection.drop(opening),
-    );
+    return acceptedWithin(opening.then(publication), timeoutMs, () => connection.drop(opening));
   };
 
   return {
@@ -53,33 +55,72 @@ export function createRabbitPublisher(endpoint: Endpoint, names: Names, options:
     close: () => connection.close(),
   };
 
-  async function publish(channel: ConfirmChannel, envelopes: readonly AnyEnvelope[]) {
+  async function publish(opened: Opened, envelopes: readonly AnyEnvelope[]) {
     const twice = faults.fires('publish-twice', 'publisher');
     for (const envelope of envelopes)
       if (!options.catalogue.contracts[envelope.type])
         throw new Error(`${envelope.type} is not in the catalogue: nobody subscribes to it`);
-    await Promise.all([...new Set(envelopes.map((envelope) => envelope.type))].map((type) => declare(channel, type)));
-    for (const envelope of envelopes) {
-      const body = Buffer.from(JSON.stringify(envelope));
-      const properties = propertiesOf(envelope.messageId, envelope.type);
-      for (let copy = twice ? 2 : 1; copy > 0; copy--)
-        channel.publish(exchangeOf(names, envelope.type), '', body, properties);
-    }
-    await channel.waitForConfirms(); // a nack rejects: not published, published again
+    const types = [...new Set(envelopes.map((envelope) => envelope.type))];
+    await Promise.all(types.map((type) => readied(opened, type)));
+    const returned = await confirmedAll(opened.channel, (channel) => {
+      for (const envelope of envelopes) {
+        const body = Buffer.from(JSON.stringify(envelope));
+        const properties = { ...propertiesOf(envelope.messageId, envelope.type), mandatory: owed(envelope.type) };
+        for (let copy = twice ? 2 : 1; copy > 0; copy--)
+          channel.publish(exchangeOf(names, envelope.type), '', body, properties);
+      }
+    });
+    const lost = envelopes.filter((envelope) => returned.has(envelope.messageId) && owed(envelope.type));
+    if (lost[0]) throw new Error(`${lost[0].type} ${lost[0].messageId} reached no queue: not published`);
     options.onPublished?.(envelopes, twice ? 2 : 1);
   }
 
-  async function redeliver(channel: ConfirmChannel, consumer: string, messageId: string, payload: unknown) {
+  /** Whether a contract's messages are owed to a queue: the catalogue names consumers of it. */
+  function owed(type: string): boolean {
+    return consumersOf(type).length > 0;
+  }
+
+  async function redeliver({ channel }: Opened, consumer: string, messageId: string, payload: unknown) {
     const type = (payload as { type?: unknown } | null)?.type;
     // To the consumer's own queue through its redelivery exchange, which only its service's user
-    // may write; a first attempt again, as it carries no attempt count.
-    channel.publish(
-      redeliveryExchangeOf(names, consumer),
-      '',
-      Buffer.from(JSON.stringify(payload)),
-      propertiesOf(messageId, typeof type === 'string' ? type : 'unknown'),
+    // may write; a first attempt again, as it carries no attempt count. A queue gone takes nothing:
+    // the replay fails, and the dead letter stays as it was.
+    const returned = await confirmedAll(channel, (c) =>
+      c.publish(redeliveryExchangeOf(names, consumer), '', Buffer.from(JSON.stringify(payload)), {
+        ...propertiesOf(messageId, typeof type === 'string' ? type : 'unknown'),
+        mandatory: true,
+      }),
     );
+    if (returned.has(messageId)) throw new Error(`${consumer} has no queue to take ${messageId}: not replayed`);
+  }
+}
+
+/**
+ * Declares a contract's exchange, and makes sure each of the `consumers` the catalogue names has
+ * subscribed to it (topology.ts): else throws `NotSubscribedError`, nothing published.
+ */
+async function readyToPublish({ model, channel }: Opened, names: Names, type: string, consumers: readonly string[]) {
+  await declareExchange(channel, names, type);
+  const waiting = await Promise.all(consumers.map((consumer) => subscribed(model, names, consumer, type)));
+  const first = consumers.find((_, i) => !waiting[i]);
+  if (first !== undefined) throw new NotSubscribedError(first, type);
+}
+
+/**
+ * Publishes what `publish` sends on `channel` and waits for RabbitMQ's confirms (a nack rejects:
+ * not published, published again); resolves to the ids of the `mandatory` messages that came back
+ * unrouted (RabbitMQ returns one before it confirms it).
+ */
+async function confirmedAll(channel: ConfirmChannel, publish: (channel: ConfirmChannel) => void): Promise<Set<string>> {
+  const returned = new Set<string>();
+  const onReturn = (message: Message) => returned.add(String(message.properties.messageId));
+  channel.on('return', onReturn);
+  try {
+    publish(channel);
     await channel.waitForConfirms();
+    return returned;
+  } finally {
+    channel.off('return', onReturn);
   }
 }
 

@@ -12,6 +12,13 @@ import type { Channel, ChannelModel } from 'amqplib';
  *     <prefix>.<consumer>.retry            direct exchange: a retry copy, routed by its delay in ms
  *     <prefix>.<consumer>.retry.<ms>       queue: a retry waits <ms>, then goes to the redelivery exchange
  *     <prefix>.<consumer>.dead             fanout exchange and queue: what RabbitMQ stopped redelivering
+ *     <prefix>.<consumer>.subscription.<contract>
+ *                                          fanout exchange, unused: declared once the queue is bound to the contract
+ *
+ * A fanout exchange keeps nothing for a queue not bound yet. So a producer publishes a contract only
+ * once each consumer its catalogue names has subscribed to it (`subscribed`: that consumer's
+ * subscription exchange exists), and publishes it `mandatory`: a message no queue took comes back,
+ * and the publication fails — the outbox keeps the event until it can be delivered.
  *
  * Everything a consumer writes goes through exchanges named after it (never the default
  * exchange, which routes to any queue by name), so its RabbitMQ user can be the only one allowed
@@ -35,6 +42,14 @@ export const retryQueueOf = (names: Names, consumer: string, delayMs: number) =>
   `${retryExchangeOf(names, consumer)}.${delayMs}`;
 /** Where RabbitMQ moves what it stopped redelivering to a consumer (its consumers kept dying): an exchange and its queue. */
 export const deadQueueOf = (names: Names, consumer: string) => `${queueOf(names, consumer)}.dead`;
+
+/**
+ * The exchange that says a consumer has subscribed to a contract: declared by the consumer once its
+ * queue is bound to the contract's exchange, looked for by producers (a passive declaration, which
+ * needs no right). Nothing is published to it.
+ */
+export const subscriptionOf = (names: Names, consumer: string, contract: string) =>
+  `${queueOf(names, consumer)}.subscription.${contract}`;
 
 /** Declares a contract's exchange (idempotent: the same arguments each time). */
 export const declareExchange = (channel: Channel, names: Names, contract: string) =>
@@ -68,7 +83,8 @@ export async function declareConsumer(
 }
 
 /**
- * Binds a consumer's queue to the exchange of each contract it subscribes to, and says which of
+ * Binds a consumer's queue to the exchange of each contract it subscribes to, declares its
+ * subscription to each (`subscriptionOf`) once bound, and says which of
  * those no producer had declared yet (`missing`). A missing exchange is declared when the
  * consumer's user may (then it receives from now on); under a user of its own it may not
  * (`rabbitmqPermissionsOf`: configure only what it owns), and the contract is left `unbound` until
@@ -99,10 +115,15 @@ export async function bindSubscriptions(
     const channel = await model.createChannel();
     channel.on('error', () => {}); // the rejection below says it
     await channel.bindQueue(queueOf(names, consumer), exchange, '');
+    await channel.assertExchange(subscriptionOf(names, consumer, contract), 'fanout', { durable: true });
     await channel.close();
   }
   return { missing, unbound };
 }
+
+/** Whether `consumer` has subscribed to `contract`: its queue bound, its subscription exchange declared. */
+export const subscribed = (model: ChannelModel, names: Names, consumer: string, contract: string) =>
+  onChannel(model, (channel) => channel.checkExchange(subscriptionOf(names, consumer, contract)));
 
 /** Whether `step` succeeded on a channel of its own (a 404 or 403 closes that channel only). */
 async function onChannel(model: ChannelModel, step: (channel: Channel) => Promise<unknown>): Promise<boolean> {

@@ -16,6 +16,7 @@ import {
   redeliveryExchangeOf,
   retryExchangeOf,
   retryQueueOf,
+  subscriptionOf,
 } from './topology.js';
 import { startRabbitConsumer } from './consumer.js';
 import { createRabbitPublisher } from './publisher.js';
@@ -94,9 +95,9 @@ const settingsOf = (options: RabbitmqOptions) => ({
 
 /**
  * Deletes what the transport with these options declared for `consumers` — each one's queue, retry
- * queues and dead queue, with the messages in them, and its exchanges — and the exchanges of
- * `contracts`: for a consumer retired for good, or a system torn down (tests). Never for a consumer
- * still deployed.
+ * queues and dead queue, with the messages in them, its exchanges, and its subscriptions to
+ * `contracts` — and the exchanges of `contracts`: for a consumer retired for good, or a system torn
+ * down (tests). Never for a consumer still deployed.
  */
 export async function deleteTopology(
   options: RabbitmqOptions,
@@ -116,6 +117,7 @@ export async function deleteTopology(
         redeliveryExchangeOf(names, consumer),
         retryExchangeOf(names, consumer),
         deadQueueOf(names, consumer),
+        ...contracts.map((contract) => subscriptionOf(names, consumer, contract)),
       ])
         await channel.deleteExchange(exchange);
     }
