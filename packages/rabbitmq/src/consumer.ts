@@ -140,9 +140,20 @@ class RabbitConsumer<Tx extends SqlClient> {
         );
       this.#bindWhenDeclared(model, unbound);
       await channel.prefetch(this.#concurrency);
+      // RabbitMQ cancels a consumption whose queue was deleted: the session ends, and the next one
+      // declares the queue again and binds it, without a restart.
+      const cancelled = () => {
+        this.#onError(new Error(`${this.#consumer}: RabbitMQ cancelled its deliveries (a queue deleted?)`));
+        void model.close().catch(() => {});
+      };
       const tags = [
-        (await channel.consume(queueOf(names, this.#consumer), (m) => this.#deliver(channel, retries, m))).consumerTag,
-        (await channel.consume(deadQueueOf(names, this.#consumer), (m) => this.#bury(channel, m))).consumerTag,
+        (
+          await channel.consume(queueOf(names, this.#consumer), (m) =>
+            m ? this.#deliver(channel, retries, m) : cancelled(),
+          )
+        ).consumerTag,
+        (await channel.consume(deadQueueOf(names, this.#consumer), (m) => (m ? this.#bury(channel, m) : cancelled())))
+          .consumerTag,
       ];
       this.#session = { model, channel, retries, tags };
     } catch (error) {
@@ -203,8 +214,7 @@ class RabbitConsumer<Tx extends SqlClient> {
     await current.model.close().catch(() => {});
   }
 
-  #deliver(channel: Channel, retries: ConfirmChannel, message: ConsumeMessage | null): void {
-    if (!message) return; // cancelled by RabbitMQ (the queue was deleted)
+  #deliver(channel: Channel, retries: ConfirmChannel, message: ConsumeMessage): void {
     const settling = this.#settleHolding(channel, retries, message)
       .catch(this.#onError) // an onRecorded that threw: the delivery is settled all the same
       .finally(() => this.#inFlight.delete(settling));
@@ -268,8 +278,7 @@ class RabbitConsumer<Tx extends SqlClient> {
   }
 
   /** What RabbitMQ stopped redelivering (its consumers kept dying), kept as a dead letter. */
-  #bury(channel: Channel, message: ConsumeMessage | null): void {
-    if (!message) return;
+  #bury(channel: Channel, message: ConsumeMessage): void {
     const data = parse(message.content);
     const brokerId = message.properties.messageId as string | undefined;
     const attempt = Number(message.properties.headers?.['x-delivery-count'] ?? this.#settings.deliveryLimit) + 1;

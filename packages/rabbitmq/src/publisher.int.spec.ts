@@ -4,7 +4,7 @@
  * publication fails instead, and the outbox keeps the event. Real RabbitMQ and PostgreSQL; the
  * consumer started after the producer, the queue deleted as an operator or a lost node would.
  */
-import { createInbox, transientFailure } from '@idem/inbox';
+import { createInbox, processed, transientFailure } from '@idem/inbox';
 import { createTestDatabase, rabbitmqUrl, uniqueName, waitFor, type TestDatabase } from '@idem/testkit';
 import { replayDeadLetters } from '@idem/transport';
 import { connect } from 'amqplib';
@@ -102,6 +102,51 @@ describe('a publication on RabbitMQ', () => {
         replayDeadLetters(inbox.deadLetters, publisher, { consumer: BILLING, messageIds: [loan.messageId] }),
       ).rejects.toThrow(`${BILLING} has no queue to take ${loan.messageId}`);
       expect(await inbox.deadLetters.list({ messageIds: [loan.messageId] })).toHaveLength(1); // not marked replayed
+    } finally {
+      await consumer.close(1000);
+      await publisher.close();
+    }
+  });
+
+  it('reaches a consumer whose queue was deleted once it declared it again, on its own, without a restart', async () => {
+    const inbox = createInbox({ db: database.prisma });
+    const delivered: string[] = [];
+    const consumer = transport.startConsumer({
+      catalogue,
+      consumer: BILLING,
+      inbox,
+      handler: async () => processed,
+      onDelivery: (report) => delivered.push(report.messageId),
+    });
+    await transport.subscribe({ catalogue, consumer: AUDIT });
+    const publisher = transport.createPublisher({ catalogue });
+    try {
+      await consumer.ready;
+      await deleteQueue(BILLING);
+      const model = await connect(rabbitmqUrl);
+      try {
+        await waitFor(
+          async () => {
+            const channel = await model.createChannel();
+            channel.on('error', () => {}); // a 404 closes this channel only
+            return channel.checkQueue(queueOf({ prefix }, BILLING)).then(
+              () => true,
+              () => false,
+            );
+          },
+          { what: "billing's queue declared again" },
+        );
+      } finally {
+        await model.close();
+      }
+      const loan = bookLent();
+      await waitFor(
+        async () => {
+          await publisher.publish([loan]); // bound again once its queue is back; the inbox takes a copy
+          return delivered.includes(loan.messageId);
+        },
+        { what: 'the loan at billing, on its queue declared again' },
+      );
     } finally {
       await consumer.close(1000);
       await publisher.close();
