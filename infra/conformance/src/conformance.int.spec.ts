@@ -291,17 +291,21 @@ describe.each(TRANSPORTS)('%s: subscriptions belong to consumers', (name) => {
 describe('RabbitMQ: a retry copy RabbitMQ refuses', () => {
   const prefix = uniqueName('idem_refused_retry');
   const refusing = `${prefix}_refuse_retries`;
+  // Retries that wait 5 s: the first copy stays in its queue while the next ones are refused.
+  const slowRetries = { ...policy, backoffDelayMs: 5000 };
   const rabbitmqctl = (...args: string[]) => execFileSync('rabbitmqctl', ['--quiet', ...args], { stdio: 'pipe' });
   afterAll(async () => {
     await deleteTopology(
-      { url: rabbitmqUrl, prefix, policy },
+      { url: rabbitmqUrl, prefix, policy: slowRetries },
       { consumers: [CONSUMER], contracts: Object.keys(catalogue.contracts) },
     );
   });
 
   it('holds the delivery and tries again after a wait, never counted as a consumer that died', async () => {
     await pool.query('TRUNCATE fees, failing_books, processed_messages, dead_letters');
-    // The consumer's retry queues take nothing: every retry copy is refused (a nack of its confirm).
+    // The consumer's retry queues take nothing more: a quorum queue refuses a publication once it
+    // is over its length (a nack of its confirm), so the first copy is taken and every next one
+    // refused while it waits.
     const retryQueues = `^${prefix}\\..*\\.retry\\.`;
     rabbitmqctl(
       'set_policy',
@@ -311,7 +315,7 @@ describe('RabbitMQ: a retry copy RabbitMQ refuses', () => {
       '--apply-to',
       'queues',
     );
-    const transport = rabbitmq({ url: rabbitmqUrl, prefix, policy, deliveryLimit: 1 }); // one message handed back ends it
+    const transport = rabbitmq({ url: rabbitmqUrl, prefix, policy: slowRetries, deliveryLimit: 1 }); // one message handed back ends it
     const errors: unknown[] = [];
     const consumer = transport.startConsumer({
       catalogue,
@@ -323,16 +327,16 @@ describe('RabbitMQ: a retry copy RabbitMQ refuses', () => {
     const publisher = transport.createPublisher({ catalogue });
     try {
       await consumer.ready;
-      const message = await bookLent('9780000000001');
+      const messages = await Promise.all([bookLent('9780000000001'), bookLent('9780000000001')]);
       await pool.query("INSERT INTO failing_books VALUES ('9780000000001')");
-      await publisher.publish([message]);
+      await publisher.publish(messages);
       const refused = () => errors.filter((error) => String(error).includes('nacked')).length;
       await waitFor(() => refused() >= 2, { what: 'two retry copies refused, a second apart' });
       expect(await createInbox({ db }).deadLetters.list()).toEqual([]); // not `stalled_too_often`: it was never handed back
 
       rabbitmqctl('clear_policy', refusing);
       await pool.query('TRUNCATE failing_books');
-      await waitFor(async () => (await fees()) === 1, { what: 'the fee, once the retry copy was taken' });
+      await waitFor(async () => (await fees()) === 2, { what: 'the fees, once the retry copies were taken' });
       expect(await createInbox({ db }).deadLetters.list()).toEqual([]);
     } finally {
       if (rabbitmqctl('list_policies').toString().includes(refusing)) rabbitmqctl('clear_policy', refusing);

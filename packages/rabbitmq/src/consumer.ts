@@ -26,6 +26,7 @@ import {
   retryExchangeOf,
   type Names,
 } from './topology.js';
+import { confirmedAll } from './publisher.js';
 import { UnboundSubscriptionError } from './unbound-subscription-error.js';
 
 /**
@@ -270,11 +271,18 @@ class RabbitConsumer<Tx extends SqlClient> {
       this.#retryQueues.add(delayMs);
     }
     const headers = { ...message.properties.headers, [ATTEMPT_HEADER]: attempt + counted };
-    retries.publish(retryExchangeOf(names, this.#consumer), String(delayMs), message.content, {
-      ...message.properties,
-      headers,
-    });
-    await retries.waitForConfirms();
+    // Mandatory: a copy no retry queue took (one deleted meanwhile) comes back, and is tried again.
+    const returned = await confirmedAll(retries, (channel) =>
+      channel.publish(retryExchangeOf(names, this.#consumer), String(delayMs), message.content, {
+        ...message.properties,
+        headers,
+        mandatory: true,
+      }),
+    );
+    if (returned.has(String(message.properties.messageId))) {
+      this.#retryQueues.delete(delayMs); // deleted meanwhile: declared again at the next try
+      throw new Error(`${this.#consumer}: the retry queue of ${delayMs} ms took no copy`);
+    }
   }
 
   /** What RabbitMQ stopped redelivering (its consumers kept dying), kept as a dead letter. */

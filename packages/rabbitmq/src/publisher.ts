@@ -111,7 +111,10 @@ async function readyToPublish({ model, channel }: Opened, names: Names, type: st
  * not published, published again); resolves to the ids of the `mandatory` messages that came back
  * unrouted (RabbitMQ returns one before it confirms it).
  */
-async function confirmedAll(channel: ConfirmChannel, publish: (channel: ConfirmChannel) => void): Promise<Set<string>> {
+export async function confirmedAll(
+  channel: ConfirmChannel,
+  publish: (channel: ConfirmChannel) => void,
+): Promise<Set<string>> {
   const returned = new Set<string>();
   const onReturn = (message: Message) => returned.add(String(message.properties.messageId));
   channel.on('return', onReturn);

@@ -10,8 +10,8 @@ import type { Channel, ChannelModel } from 'amqplib';
  *     <prefix>.<consumer>                  quorum queue, bound to each subscribed exchange and to its redelivery exchange
  *     <prefix>.<consumer>.redelivery       fanout exchange: retries back from their wait, and replays
  *     <prefix>.<consumer>.retry            direct exchange: a retry copy, routed by its delay in ms
- *     <prefix>.<consumer>.retry.<ms>       queue: a retry waits <ms>, then goes to the redelivery exchange
- *     <prefix>.<consumer>.dead             fanout exchange and queue: what RabbitMQ stopped redelivering
+ *     <prefix>.<consumer>.retry.<ms>       quorum queue: a retry waits <ms>, then goes to the redelivery exchange
+ *     <prefix>.<consumer>.dead             fanout exchange and quorum queue: what RabbitMQ stopped redelivering
  *     <prefix>.<consumer>.subscription.<contract>
  *                                          fanout exchange, unused: declared once the queue is bound to the contract
  *
@@ -71,16 +71,28 @@ export async function declareConsumer(
   const dead = deadQueueOf(names, consumer);
   const redelivery = redeliveryExchangeOf(names, consumer);
   await channel.assertExchange(dead, 'fanout', { durable: true });
-  await channel.assertQueue(dead, { durable: true });
+  await channel.assertQueue(dead, { durable: true, arguments: { 'x-queue-type': 'quorum' } });
   await channel.bindQueue(dead, dead, '');
   await channel.assertExchange(redelivery, 'fanout', { durable: true });
   await channel.assertExchange(retryExchangeOf(names, consumer), 'direct', { durable: true });
   await channel.assertQueue(queue, {
     durable: true,
-    arguments: { 'x-queue-type': 'quorum', 'x-delivery-limit': deliveryLimit, 'x-dead-letter-exchange': dead },
+    arguments: { ...DEAD_LETTERED_AT_LEAST_ONCE, 'x-delivery-limit': deliveryLimit, 'x-dead-letter-exchange': dead },
   });
   await channel.bindQueue(queue, redelivery, '');
 }
+
+/**
+ * A quorum queue whose dead letters RabbitMQ keeps until the queue they go to confirmed them
+ * (at-least-once dead lettering, RabbitMQ 3.10 on), which holds only while publishers are refused
+ * rather than the oldest messages dropped: a message dead-lettered while that queue is unavailable,
+ * deleted or not bound yet waits in its queue and is sent again, never lost.
+ */
+const DEAD_LETTERED_AT_LEAST_ONCE = {
+  'x-queue-type': 'quorum',
+  'x-dead-letter-strategy': 'at-least-once',
+  'x-overflow': 'reject-publish',
+} as const;
 
 /**
  * Binds a consumer's queue to the exchange of each contract it subscribes to, declares its
@@ -142,7 +154,11 @@ export async function declareRetryQueue(channel: Channel, names: Names, consumer
   const queue = retryQueueOf(names, consumer, delayMs);
   await channel.assertQueue(queue, {
     durable: true,
-    arguments: { 'x-message-ttl': delayMs, 'x-dead-letter-exchange': redeliveryExchangeOf(names, consumer) },
+    arguments: {
+      ...DEAD_LETTERED_AT_LEAST_ONCE,
+      'x-message-ttl': delayMs,
+      'x-dead-letter-exchange': redeliveryExchangeOf(names, consumer),
+    },
   });
   await channel.bindQueue(queue, retryExchangeOf(names, consumer), String(delayMs));
 }
