@@ -291,16 +291,21 @@ class RabbitConsumer<Tx extends SqlClient> {
     const brokerId = message.properties.messageId as string | undefined;
     const attempt = Number(message.properties.headers?.['x-delivery-count'] ?? this.#settings.deliveryLimit) + 1;
     const reason = `handed out ${attempt} times and never settled: its consumers kept dying`;
-    this.#runner
+    // Held in flight, so close() waits for it; a dead letter not stored is handed back a second
+    // later, on a channel still open (a closed one has handed it back already).
+    const burying = this.#runner
       .deadLetter({ data, brokerId, attempt }, messageIdOf(data, brokerId), 'stalled_too_often', reason)
       .then(
         () => channel.ack(message),
-        (error: unknown) => {
+        async (error: unknown) => {
           this.#onError(error);
-          setTimeout(() => channel.nack(message, false, true), 1000).unref();
+          await new Promise((resolve) => setTimeout(resolve, 1000));
+          if (this.#session?.channel === channel) channel.nack(message, false, true);
         },
       )
-      .catch(() => {});
+      .catch(this.#onError)
+      .finally(() => this.#inFlight.delete(burying));
+    this.#inFlight.add(burying);
   }
 }
 

@@ -256,4 +256,40 @@ describe.each(Object.keys(TRANSPORTS) as (keyof typeof TRANSPORTS)[])('startIdem
     idem = undefined;
     expect(await feesOf(loanId)).toBe(1);
   });
+
+  it('stops every part though a consumer fails to close: no relay left publishing, the failure thrown', async () => {
+    await idem?.stop();
+    idem = undefined;
+    // The transport as it is, but for its consumers' close, which fails after closing.
+    const failingToClose: Transport = {
+      ...transport,
+      startConsumer: (options) => {
+        const consumer = transport.startConsumer(options);
+        return {
+          ready: consumer.ready,
+          close: async (timeoutMs) => {
+            await consumer.close(timeoutMs);
+            throw new Error('this consumer failed to close');
+          },
+        };
+      },
+    };
+    const stopping = startIdem({
+      db,
+      catalogue,
+      transport: failingToClose,
+      consumers: { [CONSUMER]: chargeFee },
+      relay: { pollIntervalMs: 100 },
+      replayWindowMs: 0,
+    });
+    await stopping.ready;
+    await expect(stopping.stop(1000)).rejects.toThrow('this consumer failed to close');
+    const { event } = await lend();
+    await new Promise((resolve) => setTimeout(resolve, 500)); // five polls of a relay still running
+    const { rows } = await pool.query<{ published: boolean }>(
+      'SELECT published_at IS NOT NULL AS published FROM outbox_messages WHERE message_id = $1',
+      [event.messageId],
+    );
+    expect(rows).toEqual([{ published: false }]);
+  });
 });

@@ -200,10 +200,13 @@ export function startIdem<Tx extends SqlClient, S extends CatalogueSpec, P exten
     },
     parked: { list: (limit) => listParked(db, limit), retry: (messageIds) => retryParked(db, messageIds) },
     async stop(timeoutMs) {
-      await Promise.all(consumers.map((consumer) => consumer.close(timeoutMs)));
-      await relay?.stop();
-      await maintenance.stop();
-      await publisher.close();
+      // Every part stopped, whatever another's stop did: a consumer whose close failed leaves no
+      // relay or publisher running. The first failure is thrown once all are done.
+      const stopped = await Promise.allSettled(consumers.map((consumer) => consumer.close(timeoutMs)));
+      for (const stop of [() => relay?.stop(), () => maintenance.stop(), () => publisher.close()])
+        stopped.push(...(await Promise.allSettled([stop()])));
+      const failed = stopped.find((result) => result.status === 'rejected');
+      if (failed) throw failed.reason;
     },
   };
 }
