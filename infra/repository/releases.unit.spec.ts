@@ -76,7 +76,7 @@ describe('the releases of the published packages', () => {
     ]);
   });
 
-  it('are named at their current version wherever a page says to install a tarball, and in every example', () => {
+  it('are named at their current version wherever a page says to install a tarball or shows a manifest, and in every example', () => {
     const stale: string[] = [];
     for (const page of pages)
       for (const [, name, version] of readFileSync(join(root, page), 'utf8').matchAll(
@@ -84,6 +84,13 @@ describe('the releases of the published packages', () => {
       ))
         if (version !== versionOf(name as (typeof PUBLISHED_PACKAGES)[number]))
           stale.push(`${page}: idem-${name}-${version}`);
+    // A manifest a page shows, e.g. docs/lifting-out.md's: "@idem/database": "0.2.0".
+    for (const page of pages)
+      for (const [, name, version] of readFileSync(join(root, page), 'utf8').matchAll(
+        /"@idem\/([a-z]+)": "(\d+\.\d+\.\d+)"/g,
+      ))
+        if (version !== versionOf(name as (typeof PUBLISHED_PACKAGES)[number]))
+          stale.push(`${page}: @idem/${name} ${version}`);
     for (const example of readdirSync(join(root, 'examples'))) {
       const { dependencies } = JSON.parse(readFileSync(join(root, 'examples', example, 'package.json'), 'utf8')) as {
         dependencies: Record<string, string>;

@@ -5,7 +5,7 @@
 // the transport's policy) and the shutdown in order.
 import { fromNodePostgres, migrate } from '@idem/database';
 import { inboxTables, processed } from '@idem/inbox';
-import type { DeliveryReport } from '@idem/messaging';
+import type { DeliveryReport } from '@idem/transport';
 import type { MessageOf } from '@idem/contracts';
 import { startIdem } from '@idem/service';
 import pg from 'pg';

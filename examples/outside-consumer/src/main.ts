@@ -6,7 +6,7 @@
 // would send (`conflicting_duplicate`): one fee either way.
 import { migrate } from '@idem/database';
 import { createInbox, inboxTables, processed } from '@idem/inbox';
-import type { DeliveryReport } from '@idem/messaging';
+import type { DeliveryReport } from '@idem/transport';
 import type { MessageOf } from '@idem/contracts';
 import { PrismaPg } from '@prisma/adapter-pg';
 import { library, type Library } from './catalogue.js';
