@@ -26,7 +26,7 @@ import {
   retryExchangeOf,
   type Names,
 } from './topology.js';
-import { confirmedAll } from './publisher.js';
+import { unroutedOf } from './confirms.js';
 import { UnboundSubscriptionError } from './unbound-subscription-error.js';
 
 /**
@@ -272,14 +272,14 @@ class RabbitConsumer<Tx extends SqlClient> {
     }
     const headers = { ...message.properties.headers, [ATTEMPT_HEADER]: attempt + counted };
     // Mandatory: a copy no retry queue took (one deleted meanwhile) comes back, and is tried again.
-    const returned = await confirmedAll(retries, (channel) =>
+    const unrouted = await unroutedOf(retries, [String(message.properties.messageId)], (channel) =>
       channel.publish(retryExchangeOf(names, this.#consumer), String(delayMs), message.content, {
         ...message.properties,
         headers,
         mandatory: true,
       }),
     );
-    if (returned.has(String(message.properties.messageId))) {
+    if (unrouted.length > 0) {
       this.#retryQueues.delete(delayMs); // deleted meanwhile: declared again at the next try
       throw new Error(`${this.#consumer}: the retry queue of ${delayMs} ms took no copy`);
     }

@@ -2,7 +2,8 @@ import type { AnyEnvelope } from '@idem/contracts';
 import { noFaults } from '@idem/faults';
 import { acceptedWithin, PUBLISH_TIMEOUT_MS, type Publisher, type PublisherOptions } from '@idem/transport';
 import type { Socket } from 'node:net';
-import type { ChannelModel, ConfirmChannel, Message } from 'amqplib';
+import type { ChannelModel, ConfirmChannel } from 'amqplib';
+import { unroutedOf } from './confirms.js';
 import { openConnection, type Endpoint } from './connection.js';
 import { NotSubscribedError } from './not-subscribed-error.js';
 import { declareExchange, exchangeOf, redeliveryExchangeOf, subscribed, type Names } from './topology.js';
@@ -62,7 +63,8 @@ export function createRabbitPublisher(endpoint: Endpoint, names: Names, options:
         throw new Error(`${envelope.type} is not in the catalogue: nobody subscribes to it`);
     const types = [...new Set(envelopes.map((envelope) => envelope.type))];
     await Promise.all(types.map((type) => readied(opened, type)));
-    const returned = await confirmedAll(opened.channel, (channel) => {
+    const mandatory = envelopes.filter((envelope) => owed(envelope.type)).map((envelope) => envelope.messageId);
+    const [lost] = await unroutedOf(opened.channel, mandatory, (channel) => {
       for (const envelope of envelopes) {
         const body = Buffer.from(JSON.stringify(envelope));
         const properties = { ...propertiesOf(envelope.messageId, envelope.type), mandatory: owed(envelope.type) };
@@ -70,8 +72,8 @@ export function createRabbitPublisher(endpoint: Endpoint, names: Names, options:
           channel.publish(exchangeOf(names, envelope.type), '', body, properties);
       }
     });
-    const lost = envelopes.filter((envelope) => returned.has(envelope.messageId) && owed(envelope.type));
-    if (lost[0]) throw new Error(`${lost[0].type} ${lost[0].messageId} reached no queue: not published`);
+    const type = envelopes.find((envelope) => envelope.messageId === lost)?.type;
+    if (lost !== undefined) throw new Error(`${type} ${lost} reached no queue: not published`);
     options.onPublished?.(envelopes, twice ? 2 : 1);
   }
 
@@ -85,13 +87,13 @@ export function createRabbitPublisher(endpoint: Endpoint, names: Names, options:
     // To the consumer's own queue through its redelivery exchange, which only its service's user
     // may write; a first attempt again, as it carries no attempt count. A queue gone takes nothing:
     // the replay fails, and the dead letter stays as it was.
-    const returned = await confirmedAll(channel, (c) =>
+    const unrouted = await unroutedOf(channel, [messageId], (c) =>
       c.publish(redeliveryExchangeOf(names, consumer), '', Buffer.from(JSON.stringify(payload)), {
         ...propertiesOf(messageId, typeof type === 'string' ? type : 'unknown'),
         mandatory: true,
       }),
     );
-    if (returned.has(messageId)) throw new Error(`${consumer} has no queue to take ${messageId}: not replayed`);
+    if (unrouted.length > 0) throw new Error(`${consumer} has no queue to take ${messageId}: not replayed`);
   }
 }
 
@@ -104,27 +106,6 @@ async function readyToPublish({ model, channel }: Opened, names: Names, type: st
   const waiting = await Promise.all(consumers.map((consumer) => subscribed(model, names, consumer, type)));
   const first = consumers.find((_, i) => !waiting[i]);
   if (first !== undefined) throw new NotSubscribedError(first, type);
-}
-
-/**
- * Publishes what `publish` sends on `channel` and waits for RabbitMQ's confirms (a nack rejects:
- * not published, published again); resolves to the ids of the `mandatory` messages that came back
- * unrouted (RabbitMQ returns one before it confirms it).
- */
-export async function confirmedAll(
-  channel: ConfirmChannel,
-  publish: (channel: ConfirmChannel) => void,
-): Promise<Set<string>> {
-  const returned = new Set<string>();
-  const onReturn = (message: Message) => returned.add(String(message.properties.messageId));
-  channel.on('return', onReturn);
-  try {
-    publish(channel);
-    await channel.waitForConfirms();
-    return returned;
-  } finally {
-    channel.off('return', onReturn);
-  }
 }
 
 interface Opened {
