@@ -2,8 +2,8 @@
 // Reads ORDERS_/INVENTORY_/PAYMENTS_/NOTIFICATIONS_DATABASE_URL, STRIPE_API_BASE, STRIPE_API_KEY,
 // MAIL_API, CHECK_QUIET_WINDOW_MS, CHECK_STUCK_AFTER_MS; the defaults are `pnpm start`'s system
 // (IDEM_PORT_OFFSET / IDEM_SYSTEM choose another one, as they do for `pnpm start`).
-import { systemFromEnv } from '@idem/native-run';
-import { formatReport, runChecks, SERVICES } from './checker.js';
+import { formatReport, runChecks, SERVICES } from '@idem/checker';
+import { systemFromEnv } from './system.js';
 
 const env = process.env;
 const system = systemFromEnv(env);
