@@ -83,8 +83,8 @@ describe.each(TRANSPORTS)('the transport %s', (name) => {
     await Promise.all(running.splice(0).map((consumer) => consumer.close(1000)));
   });
 
-  async function start() {
-    const consumer = transport.startConsumer({
+  async function start(on = transport) {
+    const consumer = on.startConsumer({
       catalogue,
       consumer: CONSUMER,
       inbox,
@@ -110,13 +110,6 @@ describe.each(TRANSPORTS)('the transport %s', (name) => {
     const fresh = `${prefix}_first`; // a system whose consumer has never run
     const late = transportOf(name, fresh);
     const producer = late.createPublisher({ catalogue });
-    const consumer = late.startConsumer({
-      catalogue,
-      consumer: CONSUMER,
-      inbox,
-      handler: chargeFee,
-      onDelivery: (report) => reports.push(report),
-    });
     try {
       const messages = await Promise.all([bookLent(), bookLent(), bookLent()]);
       // Before the consumer started: the publication is accepted, or refused (and the relay keeps it).
@@ -124,12 +117,12 @@ describe.each(TRANSPORTS)('the transport %s', (name) => {
         () => true,
         () => false,
       );
-      await consumer.ready;
+      await start(late);
       if (!accepted) await producer.publish(messages); // the relay, publishing again
       for (const message of messages) await waitForOutcome(message.messageId, 'processed');
       expect(await fees()).toBe(messages.length);
     } finally {
-      await consumer.close(1000);
+      await Promise.all(running.splice(0).map((consumer) => consumer.close(1000)));
       await producer.close();
       await cleanUp(name, fresh, [CONSUMER]);
     }
