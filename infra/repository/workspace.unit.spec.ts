@@ -1,9 +1,10 @@
 /**
- * The workspace's packages depend on each other as a tree: no package reaches itself through its
- * dependencies of any kind (runtime, dev, peer), so each builds and tests after what it needs,
- * and pnpm installs without "cyclic workspace dependencies". (The test kit reads the inbox's and
- * the outbox's tables from their folders rather than importing them: packages/outbox/src/
- * tables.unit.spec.ts checks they are theirs.)
+ * The workspace's packages depend on each other as a tree but for one known loop: no package reaches
+ * itself through its dependencies of any kind (runtime, dev, peer), so each builds and tests after
+ * what it needs. The loop left is the test kit's: it migrates the inbox's and outbox's tables
+ * (runtime dependencies), and their own tests use it (dev dependencies). A service lifted out of
+ * this repository takes the kit with it and installs those two packages from their tarballs, so
+ * the kit imports them rather than reading their folders here (docs/lifting-out.md).
  */
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -50,8 +51,12 @@ export function cyclesOf(graph: ReadonlyMap<string, readonly string[]>): string[
 }
 
 describe('the workspace', () => {
-  it('is a tree: no package depends on itself through others', () => {
-    expect(cyclesOf(workspaceGraph())).toEqual([]);
+  it('is a tree but for the test kit and the two packages whose tables it migrates', () => {
+    expect(cyclesOf(workspaceGraph())).toEqual([
+      '@idem/inbox → @idem/testkit → @idem/inbox',
+      '@idem/inbox → @idem/testkit → @idem/outbox → @idem/inbox',
+      '@idem/testkit → @idem/outbox → @idem/testkit',
+    ]);
   });
 
   it('finds a cycle where there is one, at any length', () => {
