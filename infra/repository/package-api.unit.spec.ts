@@ -15,11 +15,11 @@ import { root } from './compose-file.js';
 
 /**
  * What a package shares with its caller, one copy per process: the caller's connections and
- * clients (a node-postgres pool, a BullMQ queue, an ioredis client) and OpenTelemetry's API,
+ * clients (a node-postgres pool, a BullMQ queue, an ioredis client, amqplib) and OpenTelemetry's API,
  * which its authors ask libraries to take as a peer. A peer with a caret range; pinned for the
  * package's own tests.
  */
-const SHARED = new Set(['bullmq', 'ioredis', 'pg', '@opentelemetry/api']);
+const SHARED = new Set(['amqplib', 'bullmq', 'ioredis', 'pg', '@opentelemetry/api']);
 
 interface Manifest {
   version: string;
